@@ -1,0 +1,143 @@
+"""The `nmtkit` command: the same functions the notebooks call, for runs outside Jupyter (e.g. under nohup).
+
+    nmtkit doctor [--json]
+    nmtkit prepare [--profile P] [--set k=v ...] [--data DIR] [--force]
+    nmtkit train   [--profile P] [--set k=v ...] [--data DIR] --logdir DIR
+    nmtkit report  --run DIR [--run DIR2] [--out DIR]
+    nmtkit export  --run DIR [--out DIR]
+    nmtkit course  [--out DIR]
+    nmtkit monitor [--interval S]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+import nmtkit  # noqa: F401  (selects the Keras 2 API before anything imports TensorFlow)
+from nmtkit import config as config_mod
+
+
+def _add_config_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--profile", default=None,
+                   help=f"config profile ({', '.join(config_mod.PROFILES)}); default $NMTKIT_PROFILE or tiny")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config value, e.g. --set train.steps=200 (repeatable)")
+
+
+def _config(args) -> config_mod.Config:
+    cfg = config_mod.load(args.profile, args.overrides)
+    if getattr(args, "data", None):
+        cfg.data.dir = args.data
+    return cfg
+
+
+def cmd_doctor(args) -> int:
+    from nmtkit import doctor
+    return doctor.main(as_json=args.json, data_dir=args.data)
+
+
+def cmd_prepare(args) -> int:
+    from nmtkit.data.prepare import prepare
+    cfg = _config(args)
+    stats = prepare(cfg, force=args.force)
+    print(stats.table())
+    print(f"data ready in {cfg.data.dir}")
+    return 0
+
+
+def cmd_train(args) -> int:
+    from nmtkit.train.loop import train
+    cfg = _config(args)
+    summary = train(cfg, args.logdir, resume=not args.fresh)
+    print(f"run {summary.get('status', 'finished')} at step {summary.get('step')}: {args.logdir}")
+    return 0 if summary.get("status") in ("finished", "stopped") else 1
+
+
+def cmd_report(args) -> int:
+    from nmtkit.analysis.report import write_report
+    path = write_report(args.run, out_dir=args.out)
+    print(f"report: {path}")
+    return 0
+
+
+def cmd_export(args) -> int:
+    from nmtkit.export import export
+    path = export(args.run, out_dir=args.out)
+    print(f"SavedModel: {path}")
+    return 0
+
+
+def cmd_course(args) -> int:
+    from nmtkit.course import run_course
+    return run_course(out_dir=args.out, profile=args.profile)
+
+
+def cmd_monitor(args) -> int:
+    from nmtkit.monitor import live
+    return live(interval=args.interval, out=args.out)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="nmtkit", description=__doc__.split("\n")[0])
+    parser.add_argument("--version", action="version", version=f"nmtkit {nmtkit.__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("doctor", help="check the stack: Python, TensorFlow, Keras, Horovod build, GPUs, disk")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--data", default="data", help="where data goes (for the free-disk check)")
+    p.set_defaults(func=cmd_doctor)
+
+    p = sub.add_parser("prepare", help="make or download the corpus, clean it, learn the joint BPE, encode")
+    _add_config_args(p)
+    p.add_argument("--data", default=None, help="data directory (default: the profile's data.dir)")
+    p.add_argument("--force", action="store_true", help="redo every step even if the manifest says done")
+    p.set_defaults(func=cmd_prepare)
+
+    p = sub.add_parser("train", help="train (or resume) the Transformer on one process")
+    _add_config_args(p)
+    p.add_argument("--data", default=None, help="prepared data directory (default: the profile's data.dir)")
+    p.add_argument("--logdir", required=True, help="run directory: config, logs, TensorBoard, checkpoints")
+    p.add_argument("--fresh", action="store_true", help="refuse to resume: fail if the run directory has checkpoints")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("report", help="answer the homework's questions from a run's logs; writes report.md")
+    p.add_argument("--run", action="append", required=True, help="run directory (repeat to compare runs)")
+    p.add_argument("--out", default=None, help="where report.md and figures go (default: the first run)")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("export", help="export the best checkpoint as a SavedModel (strings in, strings out)")
+    p.add_argument("--run", required=True, help="run directory")
+    p.add_argument("--out", default=None, help="output directory (default: <run>/saved_model)")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("course", help="run notebooks 01-05 headless in order (what `make demo` runs)")
+    p.add_argument("--profile", default=None, help="profile for the notebooks (default tiny)")
+    p.add_argument("--out", default=None, help="output directory (default runs/<timestamp>)")
+    p.set_defaults(func=cmd_course)
+
+    p = sub.add_parser("monitor", help="live CPU/GPU/network view in the terminal (nmon-like)")
+    p.add_argument("--interval", type=float, default=1.0, help="seconds between samples")
+    p.add_argument("--out", default=None, help="also append samples to this JSONL file")
+    p.set_defaults(func=cmd_monitor)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except config_mod.ConfigError as e:
+        print(f"nmtkit: config error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("nmtkit: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001  a clear one-line error beats a traceback for known failures
+        if getattr(e, "nmtkit_user_error", False) or type(e).__name__.endswith("Error") and type(e).__module__.startswith("nmtkit"):
+            print(f"nmtkit: {e}", file=sys.stderr)
+            return 1
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

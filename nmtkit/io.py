@@ -1,0 +1,71 @@
+"""Small file helpers: atomic writes (temp file + rename) and JSON lines."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Iterable, Iterator
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    """Write `data` so that `path` is either the old file or the complete new one, never half of it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: str | os.PathLike, obj) -> Path:
+    return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def append_jsonl(path: str | os.PathLike, record: dict) -> None:
+    """Append one record as one line; a reader of an unfinished run sees whole lines only (see read_jsonl)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(record, separators=(",", ":")) + "\n")
+
+
+def read_jsonl(path: str | os.PathLike) -> Iterator[dict]:
+    """Records of a JSONL file; a torn last line (a run killed mid-write) is skipped, other bad lines raise."""
+    path = Path(path)
+    with open(path, encoding="utf-8") as f:
+        lines = f.readlines()
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            yield json.loads(line)
+        except json.JSONDecodeError as e:
+            if i == len(lines) and not line.endswith("\n"):
+                return  # the writer died mid-line
+            raise ValueError(f"{path}: line {i}: not valid JSON ({e.msg})") from None
+
+
+def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(chunk), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def write_lines_atomic(path: str | os.PathLike, lines: Iterable[str]) -> Path:
+    return atomic_write_text(path, "".join(l + "\n" for l in lines))
