@@ -35,3 +35,14 @@ def rank_log(run: str | Path, rank: int) -> Path:
 
 def monitor_log(run: str | Path, host: str, rank: int) -> Path:
     return Path(run) / MONITOR_DIR / f"{host}-rank{rank}.jsonl"
+
+
+def workspace() -> Path:
+    """Where notebooks keep data and runs: $NMTKIT_WORKDIR (the course runner sets it), else ./workspace.
+
+    Notebooks run with cwd = notebooks/, so by default they share notebooks/workspace.
+    """
+    import os
+    ws = Path(os.environ.get("NMTKIT_WORKDIR") or "workspace").resolve()
+    ws.mkdir(parents=True, exist_ok=True)
+    return ws
