@@ -1,0 +1,96 @@
+"""`nmtkit course` (what `make demo` runs): notebooks 01 -> 05 headless, in order, into runs/<timestamp>/.
+
+Each notebook runs in a fresh kernel with NMTKIT_WORKDIR pointing at the course directory, so data, runs,
+figures and report.md all land there; the executed copies are written beside them, failed ones included.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+NOTEBOOKS_DIR = Path(__file__).resolve().parents[1] / "notebooks"
+
+
+class CourseError(RuntimeError):
+    """A notebook failed; the message names the notebook and the cell."""
+
+
+def notebooks(directory: Path = NOTEBOOKS_DIR) -> list[Path]:
+    found = sorted(p for p in directory.glob("[0-9][0-9]_*.ipynb"))
+    if not found:
+        raise CourseError(f"no notebooks (NN_name.ipynb) in {directory}")
+    return found
+
+
+def _kernel_name(nb) -> str:
+    """The notebook's kernel if installed (the 'nmtkit' kernel sets TF_USE_LEGACY_KERAS), else python3."""
+    from jupyter_client.kernelspec import KernelSpecManager
+    wanted = nb.metadata.get("kernelspec", {}).get("name", "python3")
+    return wanted if wanted in KernelSpecManager().find_kernel_specs() else "python3"
+
+
+def _failing_cell(nb) -> tuple[int, str]:
+    """(index, first line of source) of the first cell whose output is an error."""
+    for i, cell in enumerate(nb.cells):
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error":
+                first = next((l for l in cell.source.splitlines() if l.strip() and not l.startswith("#")), "")
+                return i, first
+    return -1, ""
+
+
+def execute(path: Path, out_dir: Path, timeout: int = 1200) -> float:
+    """Run one notebook; write the executed copy to out_dir; raise CourseError naming the cell on failure."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(nb, timeout=timeout, kernel_name=_kernel_name(nb),
+                            resources={"metadata": {"path": str(path.parent)}})
+    t0 = time.time()
+    try:
+        client.execute()
+    except CellExecutionError as e:
+        index, first = _failing_cell(nb)
+        last = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+        raise CourseError(f"{path.name}: cell {index} ({first.strip()[:60]!r}) failed: {last}") from None
+    finally:
+        nbformat.write(nb, out_dir / path.name)
+    return time.time() - t0
+
+
+def run_course(out_dir: str | os.PathLike | None = None, profile: str | None = None,
+               only: list[str] | None = None) -> int:
+    out = Path(out_dir or Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S")).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    os.environ["NMTKIT_WORKDIR"] = str(out)         # kernels inherit it: workspace() == out
+    os.environ["NMTKIT_PROFILE"] = profile or os.environ.get("NMTKIT_PROFILE") or "tiny"
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+    books = [p for p in notebooks() if not only or any(p.name.startswith(o) for o in only)]
+    print(f"course: {len(books)} notebooks, profile {os.environ['NMTKIT_PROFILE']}, into {_rel(out)}", flush=True)
+    t0 = time.time()
+    for i, path in enumerate(books, 1):
+        print(f"[{i}/{len(books)}] {path.stem} ...", end=" ", flush=True)
+        try:
+            seconds = execute(path, out)
+        except CourseError as e:
+            print("FAILED", flush=True)
+            print(f"course: {e}\ncourse: the executed copy (with the error) is {_rel(out / path.name)}",
+                  file=sys.stderr)
+            return 1
+        print(f"ok ({seconds:.0f} s)", flush=True)
+    print(f"course: done in {(time.time() - t0) / 60:.1f} min", flush=True)
+    report = out / "report.md"
+    print(f"report: {_rel(report)}" if report.exists() else f"course: no report.md was written in {_rel(out)}")
+    return 0 if report.exists() else 1
+
+
+def _rel(p: Path) -> str:
+    try:
+        return str(p.relative_to(Path.cwd()))
+    except ValueError:
+        return str(p)

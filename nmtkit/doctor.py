@@ -1,0 +1,206 @@
+"""`nmtkit doctor`: is this machine's stack the one the course needs? One row per check, one fix per failure.
+
+Checks are split into gathering facts (imports, NVML, disk) and judging them (pure functions), so the judging
+can be tested with facts from machines we don't have (a GPU node, a Horovod built without TensorFlow).
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import shutil
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import nmtkit  # noqa: F401  (TF_USE_LEGACY_KERAS=1 before TensorFlow)
+
+# The pins the kit was verified on (pyproject.toml holds the same; a test keeps them in step).
+TENSORFLOW_VERSION = "2.18.1"
+TF_KERAS_SERIES = "2.18"
+HOROVOD_VERSION = "0.28.1"
+PYTHON_RANGE = ((3, 10), (3, 12))
+MIN_FREE_GB = 1.0
+
+HOROVOD_REINSTALL = ("reinstall Horovod against this TensorFlow: `make setup` (or: HOROVOD_WITH_TENSORFLOW=1 "
+                     "HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 "
+                     "pip install --no-build-isolation --no-cache-dir --force-reinstall horovod==0.28.1"
+                     "; add HOROVOD_GPU_OPERATIONS=NCCL on GPU nodes)")
+
+
+@dataclass
+class Check:
+    name: str
+    value: str
+    ok: bool = True
+    fix: str = ""          # what to do when not ok
+
+
+@dataclass
+class Facts:
+    """What doctor found; every field is plain data so judging is testable."""
+    python: tuple = field(default_factory=lambda: tuple(sys.version_info[:3]))
+    tensorflow: str | None = None
+    tensorflow_error: str = ""
+    keras_flavour: str | None = None        # "tf_keras" or "keras3"
+    tf_keras: str | None = None
+    horovod: str | None = None
+    horovod_error: str = ""
+    horovod_tf_built: bool = False
+    horovod_gloo: bool = False
+    horovod_mpi: bool = False
+    horovod_nccl: bool = False
+    tf_gpus: list = field(default_factory=list)
+    nvml_gpus: list = field(default_factory=list)   # [{"name", "memory_gb", "driver"}]
+    nvml_error: str = ""
+    versions: dict = field(default_factory=dict)    # ipyparallel, sentencepiece, sacrebleu
+    disk_path: str = "data"
+    disk_free_gb: float | None = None
+
+
+def _version(module: str) -> str | None:
+    try:
+        return getattr(importlib.import_module(module), "__version__", "?")
+    except Exception:  # noqa: BLE001  any import failure means "not usable"
+        return None
+
+
+def gather(data_dir: str | os.PathLike = "data") -> Facts:
+    f = Facts()
+    try:
+        from nmtkit.stack import keras_flavour
+        import tensorflow as tf
+        f.tensorflow = tf.__version__
+        f.keras_flavour = keras_flavour()
+        f.tf_gpus = [d.name for d in tf.config.list_physical_devices("GPU")]
+    except Exception as e:  # noqa: BLE001
+        f.tensorflow_error = f"{type(e).__name__}: {e}"
+    f.tf_keras = _version("tf_keras")
+    try:
+        import horovod
+        f.horovod = horovod.__version__
+        import horovod.tensorflow as hvd
+        f.horovod_tf_built = True
+        f.horovod_gloo = bool(hvd.gloo_built())
+        f.horovod_mpi = bool(hvd.mpi_built())
+        f.horovod_nccl = bool(hvd.nccl_built())
+    except Exception as e:  # noqa: BLE001
+        f.horovod_error = f"{type(e).__name__}: {e}".splitlines()[0]
+    f.nvml_gpus, f.nvml_error = nvml_gpus()
+    for mod in ("ipyparallel", "sentencepiece", "sacrebleu"):
+        f.versions[mod] = _version(mod)
+    path = Path(data_dir)
+    probe = next((p for p in [path, *path.resolve().parents] if p.exists()), Path("."))
+    f.disk_path = str(data_dir)
+    f.disk_free_gb = shutil.disk_usage(probe).free / 1e9
+    return f
+
+
+def nvml_gpus() -> tuple[list, str]:
+    """GPUs as NVML sees them (name, memory, driver), or ([], why not)."""
+    try:
+        import pynvml
+    except ImportError:
+        return [], "nvidia-ml-py not installed"
+    try:
+        pynvml.nvmlInit()
+    except Exception as e:  # noqa: BLE001  no driver: the normal case on a laptop
+        return [], f"no NVIDIA driver ({type(e).__name__})"
+    try:
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        driver = driver.decode() if isinstance(driver, bytes) else driver
+        gpus = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            name = pynvml.nvmlDeviceGetName(h)
+            gpus.append({"name": name.decode() if isinstance(name, bytes) else name,
+                         "memory_gb": round(pynvml.nvmlDeviceGetMemoryInfo(h).total / 2**30, 1),
+                         "driver": driver})
+        return gpus, ""
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def judge(f: Facts) -> list[Check]:
+    """Turn facts into rows; a failed row carries one line saying how to fix it."""
+    rows = []
+    lo, hi = PYTHON_RANGE
+    py = ".".join(map(str, f.python))
+    rows.append(Check("Python", py, lo <= tuple(f.python[:2]) <= hi,
+                      "use Python 3.10-3.12 (3.11 recommended): sudo apt-get install python3.11 python3.11-venv "
+                      "python3.11-dev, then `rm -rf .venv && make setup`"))
+    if f.tensorflow is None:
+        rows.append(Check("TensorFlow", "missing", False,
+                          f"TensorFlow does not import ({f.tensorflow_error}): run `make setup`"))
+    else:
+        rows.append(Check("TensorFlow", f.tensorflow, f.tensorflow == TENSORFLOW_VERSION,
+                          f"the kit is verified on tensorflow=={TENSORFLOW_VERSION} (the newest Horovod 0.28.1 "
+                          f"builds against): pip install tensorflow=={TENSORFLOW_VERSION}, then rebuild Horovod "
+                          "(`make setup`)"))
+    keras_ok = f.keras_flavour == "tf_keras" and (f.tf_keras or "").startswith(TF_KERAS_SERIES)
+    rows.append(Check("Keras", f"tf-keras {f.tf_keras} (Keras 2 API)" if f.keras_flavour == "tf_keras"
+                      else f"{f.keras_flavour or 'missing'} (tf-keras {f.tf_keras})", keras_ok,
+                      "Keras 3 is active; Horovod 0.28.1 fails under it. Install tf-keras==2.18.0 and make sure "
+                      "TF_USE_LEGACY_KERAS=1 is set before TensorFlow is imported (import nmtkit first; in Jupyter "
+                      "use the 'nmtkit' kernel), then restart the process"))
+    if f.horovod is None:
+        rows.append(Check("Horovod", "missing", False, f"Horovod does not import ({f.horovod_error}): "
+                          + HOROVOD_REINSTALL))
+    else:
+        rows.append(Check("Horovod", f.horovod, f.horovod == HOROVOD_VERSION,
+                          f"the kit is verified on horovod=={HOROVOD_VERSION}: " + HOROVOD_REINSTALL))
+        rows.append(Check("Horovod frameworks", "TensorFlow" if f.horovod_tf_built else "none", f.horovod_tf_built,
+                          "Horovod was built without TensorFlow support: " + HOROVOD_REINSTALL))
+        ctrl = ", ".join(n for n, b in (("Gloo", f.horovod_gloo), ("MPI", f.horovod_mpi)) if b) or "none"
+        rows.append(Check("Horovod controllers", ctrl, f.horovod_gloo,
+                          "Horovod was built without Gloo (nmtkit drives it without MPI): " + HOROVOD_REINSTALL))
+        ops = ", ".join(n for n, b in (("NCCL", f.horovod_nccl), ("Gloo", f.horovod_gloo), ("MPI", f.horovod_mpi))
+                        if b) or "none"
+        gpus = bool(f.tf_gpus or f.nvml_gpus)
+        rows.append(Check("Horovod tensor ops", ops, f.horovod_nccl or not gpus,
+                          "GPUs are present but Horovod has no NCCL operations: rebuild with "
+                          "HOROVOD_GPU_OPERATIONS=NCCL (needs the CUDA toolkit and NCCL headers)"))
+    if f.nvml_gpus:
+        desc = "; ".join(f"{g['name']} {g['memory_gb']} GB" for g in f.nvml_gpus) + f" (driver {f.nvml_gpus[0]['driver']})"
+    else:
+        desc = f"none: CPU mode ({f.nvml_error})" if f.nvml_error else "none: CPU mode"
+    rows.append(Check("GPUs (NVML)", desc))
+    tf_ok = not f.nvml_gpus or len(f.tf_gpus) == len(f.nvml_gpus)
+    rows.append(Check("GPUs (TensorFlow)", ", ".join(f.tf_gpus) or "none: CPU mode", tf_ok,
+                      "NVML sees GPUs that TensorFlow does not: install tensorflow[and-cuda]==2.18.1 and check "
+                      "CUDA_VISIBLE_DEVICES"))
+    for mod, v in f.versions.items():
+        rows.append(Check(mod, v or "missing", v is not None, f"{mod} does not import: run `make setup`"))
+    free = f.disk_free_gb
+    rows.append(Check(f"free disk ({f.disk_path})", "?" if free is None else f"{free:.1f} GB",
+                      free is None or free >= MIN_FREE_GB,
+                      f"less than {MIN_FREE_GB} GB free where data goes: free space or pass --data elsewhere "
+                      "(WMT16 needs about 10 GB)"))
+    return rows
+
+
+def format_table(rows: list[Check]) -> str:
+    width = max(len(r.name) for r in rows)
+    lines = [f"{'check':<{width}}  {'':2}  value", "-" * (width + 40)]
+    lines += [f"{r.name:<{width}}  {'ok' if r.ok else 'XX'}  {r.value}" for r in rows]
+    return "\n".join(lines)
+
+
+def main(as_json: bool = False, data_dir: str = "data", facts: Facts | None = None) -> int:
+    rows = judge(facts or gather(data_dir))
+    failed = [r for r in rows if not r.ok]
+    if as_json:
+        print(json.dumps({"ok": not failed, "checks": [asdict(r) for r in rows]}, indent=2))
+    else:
+        print(format_table(rows))
+        print()
+        if failed:
+            for r in failed:
+                print(f"FAIL {r.name}: {r.fix}")
+        else:
+            print("healthy: the stack is ready")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main("--json" in sys.argv))

@@ -1,0 +1,86 @@
+"""nmtkit doctor: the judging rules (with facts from machines we don't have) and the real stack here."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from nmtkit import doctor
+
+
+def healthy(**changes) -> doctor.Facts:
+    f = doctor.Facts(python=(3, 11, 7), tensorflow=doctor.TENSORFLOW_VERSION, keras_flavour="tf_keras",
+                     tf_keras="2.18.0", horovod=doctor.HOROVOD_VERSION, horovod_tf_built=True, horovod_gloo=True,
+                     versions={"ipyparallel": "9.0.1", "sentencepiece": "0.2.0", "sacrebleu": "2.5.1"},
+                     disk_free_gb=50.0)
+    for k, v in changes.items():
+        setattr(f, k, v)
+    return f
+
+
+def failed(facts):
+    return {r.name: r.fix for r in doctor.judge(facts) if not r.ok}
+
+
+def test_healthy_facts_pass(capsys):
+    assert failed(healthy()) == {}
+    assert doctor.main(facts=healthy()) == 0
+    out = capsys.readouterr().out
+    assert "healthy" in out and "none: CPU mode" in out
+
+
+def test_horovod_without_tensorflow_fails_with_the_rebuild_command(capsys):
+    f = healthy(horovod_tf_built=False)
+    fixes = failed(f)
+    assert "built without TensorFlow support" in fixes["Horovod frameworks"]
+    assert "--no-build-isolation" in fixes["Horovod frameworks"]
+    assert doctor.main(facts=f) == 1
+    assert "FAIL Horovod frameworks" in capsys.readouterr().out
+
+
+def test_gpus_without_nccl_fail_and_cpu_without_nccl_passes():
+    gpu = [{"name": "Tesla V100-SXM2-16GB", "memory_gb": 15.8, "driver": "535.104"}]
+    fixes = failed(healthy(nvml_gpus=gpu, tf_gpus=["/physical_device:GPU:0"]))
+    assert "HOROVOD_GPU_OPERATIONS=NCCL" in fixes["Horovod tensor ops"]
+    assert failed(healthy(nvml_gpus=gpu, tf_gpus=["/physical_device:GPU:0"], horovod_nccl=True)) == {}
+
+
+def test_gpu_seen_by_nvml_but_not_tensorflow():
+    gpu = [{"name": "A100", "memory_gb": 40.0, "driver": "550"}]
+    assert "tensorflow[and-cuda]==2.18.1" in failed(healthy(nvml_gpus=gpu, horovod_nccl=True))["GPUs (TensorFlow)"]
+
+
+@pytest.mark.parametrize("changes, name, words", [
+    ({"keras_flavour": "keras3"}, "Keras", "TF_USE_LEGACY_KERAS=1"),
+    ({"tensorflow": "2.21.0"}, "TensorFlow", "tensorflow==2.18.1"),
+    ({"python": (3, 13, 0)}, "Python", "python3.11"),
+    ({"horovod": None, "horovod_error": "ModuleNotFoundError"}, "Horovod", "reinstall Horovod"),
+    ({"horovod_gloo": False}, "Horovod controllers", "without Gloo"),
+    ({"disk_free_gb": 0.2}, "free disk (data)", "GB free"),
+])
+def test_each_failure_says_how_to_fix(changes, name, words):
+    assert words in failed(healthy(**changes))[name]
+
+
+def test_doctor_on_this_machine_is_healthy():
+    r = subprocess.run([sys.executable, "-m", "nmtkit.cli", "doctor", "--json"], capture_output=True, text=True,
+                       timeout=180)
+    report = json.loads(r.stdout)
+    bad = [c for c in report["checks"] if not c["ok"]]
+    assert r.returncode == 0 and report["ok"], bad
+    names = {c["name"]: c["value"] for c in report["checks"]}
+    assert names["Horovod frameworks"] == "TensorFlow" and "Gloo" in names["Horovod controllers"]
+    assert names["Keras"].startswith("tf-keras 2.18")
+
+
+def test_keras3_loaded_first_gets_a_clear_error():
+    code = ("import os; os.environ.pop('TF_USE_LEGACY_KERAS', None)\n"
+            "import tensorflow as tf; tf.keras.Model  # Keras 3 gets loaded\n"
+            "import nmtkit\n"
+            "from nmtkit.stack import import_tf, StackError\n"
+            "try:\n    import_tf()\nexcept StackError as e:\n    print('STACKERROR', e)\n")
+    env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=180)
+    assert "STACKERROR" in r.stdout, r.stderr[-2000:]
+    assert "Restart" in r.stdout and "TF_USE_LEGACY_KERAS=1" in r.stdout
