@@ -88,6 +88,8 @@ class ClusterConfig:
     iface: str = ""                    # NIC carrying Horovod traffic; empty = lo locally, else detected
     rendezvous_timeout: int = 60       # seconds
     start_timeout: int = 120           # seconds to wait for engines
+    launcher: str = "auto"             # "auto" (local, or SSH when hosts is set), "local", "ssh", "manual" (by hand)
+    logical_hosts: bool = True         # local engines pose as nodes node0, node1, ... (one rank per "node")
 
 
 @dataclass
@@ -258,7 +260,7 @@ def _wmt16_base() -> Config:
                           log_every=100, ckpt_every=4_000, keep_checkpoints=5),
         eval=EvalConfig(every=4_000, beam_size=4, length_penalty=0.6, max_extra_len=50,
                         dev_sentences=0, test_sentences=0),
-        cluster=ClusterConfig(engines=2, hosts="", iface=""),
+        cluster=ClusterConfig(engines=2, hosts="", iface="", logical_hosts=False),
         monitor=MonitorConfig(link_gbps=1.0),
     )
 

@@ -1,0 +1,228 @@
+"""nmtkit.cluster: the pure parts (host plan, per-rank environment, GPU operations, preflight decision) and a real
+2-engine local cluster (connection files, rank environment, rank ordering, re-launch, preflight refusals)."""
+import json
+import os
+import socket
+import stat
+
+import pytest
+
+import nmtkit
+from nmtkit import cluster as cl
+from nmtkit.cluster import ClusterError, PreflightError, Slot
+
+
+# --- pure ----------------------------------------------------------------------------------------------------------
+
+def test_parse_hosts():
+    assert cl.parse_hosts("10.0.0.5:2, 10.0.0.6:2") == [("10.0.0.5", 2), ("10.0.0.6", 2)]
+    assert cl.parse_hosts("vm1") == [("vm1", 1)]
+    assert cl.parse_hosts("") == []
+    with pytest.raises(ClusterError, match="10.0.0.5:x"):
+        cl.parse_hosts("10.0.0.5:x")
+    with pytest.raises(ClusterError, match="twice"):
+        cl.parse_hosts("a:1,a:2")
+
+
+def test_host_assignments_two_nodes_two_slots():
+    slots = cl.host_assignments(["a", "a", "b", "b"])
+    assert [(s.rank, s.local_rank, s.cross_rank) for s in slots] == [(0, 0, 0), (1, 1, 0), (2, 0, 1), (3, 1, 1)]
+    assert all(s.size == 4 and s.local_size == 2 and s.cross_size == 2 for s in slots)
+
+
+def test_host_assignments_follow_nodes_not_engine_order():
+    # engine 0 is on b, engine 1 on a, engine 2 on b: b comes first, so its engines take ranks 0 and 1
+    slots = cl.host_assignments(["b", "a", "b"])
+    assert [s.rank for s in slots] == [0, 2, 1]
+    assert [(s.hostname, s.local_rank, s.local_size) for s in slots] == [("b", 0, 2), ("a", 0, 1), ("b", 1, 2)]
+    # local rank 1 exists only on b: its cross communicator has one member
+    assert slots[2].cross_size == 1 and slots[0].cross_size == 2 and slots[1].cross_rank == 1
+
+
+def test_host_assignments_match_horovodrun():
+    hosts = pytest.importorskip("horovod.runner.common.util.hosts", reason="Horovod is not installed")
+    plan = hosts.get_host_assignments(hosts.parse_hosts("h1:2,h2:1,h3:3"), 6)
+    ours = cl.host_assignments(["h1", "h1", "h2", "h3", "h3", "h3"])
+    for theirs, mine in zip(plan, ours):
+        assert (theirs.hostname, theirs.rank, theirs.local_rank, theirs.cross_rank, theirs.size,
+                theirs.local_size, theirs.cross_size) == (mine.hostname, mine.rank, mine.local_rank, mine.cross_rank,
+                                                          mine.size, mine.local_size, mine.cross_size)
+
+
+def test_logical_nodes_look_like_single_rank_nodes():
+    slots = cl.host_assignments(["node0", "node1"])
+    assert [(s.local_rank, s.local_size, s.cross_rank, s.cross_size) for s in slots] == [(0, 1, 0, 2), (0, 1, 1, 2)]
+
+
+def test_rank_env_holds_what_horovodrun_exports():
+    slot = Slot(hostname="node1", rank=1, local_rank=0, cross_rank=1, size=2, local_size=1, cross_size=2)
+    env = cl.rank_env(slot, addr="10.0.0.5", port=4242, iface="eth1", ops=cl.collective_ops(False, True, 0),
+                      gloo_timeout=45, device_index=1)
+    assert env == {
+        "TF_USE_LEGACY_KERAS": "1", "HOROVOD_HOSTNAME": "node1", "HOROVOD_RANK": "1", "HOROVOD_SIZE": "2",
+        "HOROVOD_LOCAL_RANK": "0", "HOROVOD_LOCAL_SIZE": "1", "HOROVOD_CROSS_RANK": "1", "HOROVOD_CROSS_SIZE": "2",
+        "HOROVOD_GLOO_RENDEZVOUS_ADDR": "10.0.0.5", "HOROVOD_GLOO_RENDEZVOUS_PORT": "4242",
+        "HOROVOD_GLOO_IFACE": "eth1", "HOROVOD_GLOO_TIMEOUT_SECONDS": "45", "NMTKIT_DEVICE_INDEX": "1",
+        "HOROVOD_CONTROLLER": "gloo", "HOROVOD_CPU_OPERATIONS": "gloo"}
+
+
+@pytest.mark.parametrize("nccl,gpus,expect", [(True, 2, "NCCL"), (True, 0, None), (False, 2, None), (False, 0, None)])
+def test_collective_ops_uses_nccl_only_when_built_and_gpus(nccl, gpus, expect):
+    ops = cl.collective_ops(nccl, True, gpus)
+    assert ops["HOROVOD_CONTROLLER"] == "gloo" and ops["HOROVOD_CPU_OPERATIONS"] == "gloo"
+    assert ops.get("HOROVOD_GPU_OPERATIONS") == expect
+
+
+def test_collective_ops_refuses_a_build_without_gloo():
+    with pytest.raises(ClusterError, match="HOROVOD_WITH_GLOO"):
+        cl.collective_ops(True, False, 1)
+
+
+def test_controller_listens_on_loopback_or_the_one_route_never_everywhere():
+    assert cl.controller_ip([]) == "127.0.0.1"
+    assert cl.controller_ip(["10.0.0.5", "10.0.0.6"], route_src=lambda h: "10.0.0.2") == "10.0.0.2"
+    with pytest.raises(ClusterError, match="10.0.0.5 via 10.0.0.2.*192.168.1.9 via 192.168.1.2"):
+        cl.controller_ip(["10.0.0.5", "192.168.1.9"],
+                         route_src={"10.0.0.5": "10.0.0.2", "192.168.1.9": "192.168.1.2"}.get)
+    with pytest.raises(ClusterError, match="0.0.0.0"):
+        cl.Cluster(engines=1, listen_ip="0.0.0.0")
+
+
+def _facts(**over):
+    base = dict(host="vm", pid=1, python="3.11.7", nmtkit="0.1.0", nmtkit_source="abc", tensorflow="2.18.1",
+                horovod="0.28.1", horovod_build="gloo", nccl_built=False, gpus=0, data_ok=True, data_dir="/d",
+                data_missing=[], data_sha="s1", rendezvous="10.0.0.2:5000", rendezvous_ok=True, iface="eth0")
+    base.update(over)
+    return base
+
+
+def test_preflight_accepts_identical_nodes():
+    facts = [_facts(rank=0, node="node0"), _facts(rank=1, node="node1")]
+    assert cl.preflight_problems(facts) == []
+    table = cl.preflight_table(facts)
+    assert list(table.index) == [0, 1] and table.loc[1, "node"] == "node1"
+
+
+@pytest.mark.parametrize("over,words", [
+    (dict(tensorflow="2.17.1"), ["rank 1 on node1", "TensorFlow 2.17.1 differs from 2.18.1"]),
+    (dict(horovod_build="gloo,mpi"), ["rank 1 on node1", "Horovod build gloo,mpi differs from gloo"]),
+    (dict(nmtkit_source="zzz"), ["rank 1 on node1", "nmtkit source"]),
+    (dict(data_ok=False, data_missing=["spm.model"], data_dir="/data/tiny"), ["rank 1 on node1", "/data/tiny",
+                                                                              "spm.model"]),
+    (dict(data_sha="s2"), ["rank 1 on node1", "prepared data differs"]),
+    (dict(rendezvous_ok=False, rendezvous_error="timed out"), ["rank 1 on node1", "10.0.0.2:5000", "timed out"]),
+    (dict(gpus=1, nccl_built=False), ["rank 1 on node1", "without NCCL"]),
+])
+def test_preflight_refuses_a_mismatch_naming_node_and_difference(over, words):
+    facts = [_facts(rank=0, node="node0"), _facts(rank=1, node="node1", **over)]
+    problems = cl.preflight_problems(facts)
+    assert problems, over
+    text = " ".join(problems)
+    for w in words:
+        assert w in text
+
+
+# --- a real 2-engine local cluster ----------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = cl.Cluster(engines=2, profile_dir=tmp_path_factory.mktemp("ipython") / "profile_nmtkit").start()
+    yield c
+    c.stop()
+
+
+needs_horovod = pytest.mark.skipif(
+    not __import__("importlib").util.find_spec("horovod"), reason="Horovod is not installed in this environment")
+
+
+@pytest.mark.slow
+def test_connection_files_private_and_controller_on_loopback(cluster):
+    files = cluster.connection_files()
+    assert set(files) == {"engine", "client"}
+    for path in files.values():
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600, path
+    info = json.loads(open(files["engine"]).read())
+    assert info["location"] == "127.0.0.1" or "127.0.0.1" in json.dumps(info)
+    assert "0.0.0.0" not in json.dumps(info)
+    cmd = cluster.engine_command()
+    assert "ipengine --file=" in cmd and os.path.basename(files["engine"]) in cmd
+
+
+@pytest.mark.slow
+def test_local_engines_pose_as_nodes(cluster):
+    engines = cluster.engines()
+    assert [e.node for e in engines] == ["node0", "node1"]
+    assert {e.host for e in engines} == {socket.gethostname()}
+    assert [e.slot.rank for e in engines] == [0, 1]
+
+
+@pytest.mark.slow
+@needs_horovod
+def test_each_rank_gets_its_environment_and_horovod_agrees(cluster):
+    results = cluster.submit(cl.rank_probe).wait(timeout=180)
+    assert [r["rank"] for r in results] == [0, 1]
+    for rank, r in enumerate(results):
+        v = r["value"]
+        assert v["hvd"] == (rank, 2, 0, 1, rank, 2)  # two single-rank "nodes"
+        assert v["allreduce_sum"] == 3.0                        # 1 + 2: the allreduce crossed ranks
+        env = v["env"]
+        assert env["HOROVOD_HOSTNAME"] == f"node{rank}" and env["HOROVOD_RANK"] == str(rank)
+        assert env["HOROVOD_GLOO_RENDEZVOUS_ADDR"] == "127.0.0.1" and env["HOROVOD_GLOO_IFACE"] == "lo"
+        assert env["HOROVOD_CONTROLLER"] == "gloo" and env["HOROVOD_CPU_OPERATIONS"] == "gloo"
+
+
+@pytest.mark.slow
+@needs_horovod
+def test_results_are_ordered_by_rank_not_engine_id_and_relaunch_works(cluster):
+    ids = list(cluster.ids)
+    pid_of = dict(zip(ids, cluster.client[ids].apply_sync(os.getpid)))
+    cluster.ids = list(reversed(ids))  # the second engine id now comes first, so it becomes node0 = rank 0
+    try:
+        engines = cluster.engines(refresh=True)
+        assert [e.id for e in engines] == list(reversed(ids))
+        # a second launch on engines that already ran hvd.init(): fresh rendezvous, hvd.shutdown() then init
+        results = cluster.submit(cl.rank_probe).wait(timeout=180)
+        assert [r["rank"] for r in results] == [0, 1]
+        assert [r["value"]["pid"] for r in results] == [pid_of[ids[1]], pid_of[ids[0]]]
+        assert all(r["value"]["allreduce_sum"] == 3.0 for r in results)
+    finally:
+        cluster.ids = ids
+        cluster.engines(refresh=True)
+
+
+@pytest.mark.slow
+def test_preflight_refuses_an_engine_whose_data_dir_is_missing(cluster, tmp_path):
+    missing = tmp_path / "not-prepared"
+    with pytest.raises(PreflightError) as err:
+        cluster.preflight(missing)
+    text = str(err.value)
+    assert "rank 0 on node0" in text and "rank 1 on node1" in text and str(missing) in text and "spm.model" in text
+
+
+@pytest.mark.slow
+def test_preflight_table_and_unreachable_rendezvous_named(cluster, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in cl.DATA_MARKERS:
+        (data / name).write_text("x")
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    table = cluster.preflight(data, rendezvous=("127.0.0.1", port), raise_on_problems=False)
+    assert list(table.index) == [0, 1] and table["data_ok"].all() and not table["rendezvous_ok"].any()
+    with pytest.raises(PreflightError, match=f"cannot reach the rendezvous server at 127.0.0.1:{port}"):
+        cluster.preflight(data, rendezvous=("127.0.0.1", port))
+
+
+@pytest.mark.slow
+def test_push_data_copies_files_to_a_node(cluster, tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.bin").write_bytes(os.urandom(3000))
+    (src / "manifest.json").write_text("{}")
+    engine = cluster.engines()[1]
+    sent = cluster.push_data(src, str(tmp_path / "dest"), engine=engine, chunk=1024)  # 3 chunks for a.bin
+    assert sent == 3002
+    for name in ("a.bin", "manifest.json"):
+        assert (tmp_path / "dest" / name).read_bytes() == (src / name).read_bytes()
+    assert not list((tmp_path / "dest").glob("*.part"))
