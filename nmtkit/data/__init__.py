@@ -1,0 +1,49 @@
+"""Data: the corpus (embedded synthetic grammar or WMT16 en-de), cleaning, joint BPE, stats, tf.data input.
+
+The names the layers above use (see docs/architecture.md, "Data directory"); importing this package does not
+import TensorFlow:
+
+    from nmtkit.data.prepare import prepare
+    from nmtkit.data import Tokenizer, make_dataset, read_split, DataStats
+"""
+from __future__ import annotations
+
+
+class DataError(ValueError):
+    """Bad or missing data; the message names the file (and line) and says what to do."""
+
+
+class LineCountError(DataError):
+    """Source and target files of a parallel corpus have different line counts."""
+
+
+class MissingFileError(DataError, FileNotFoundError):
+    """A file the step needs does not exist."""
+
+
+class EmptyFileError(DataError):
+    """A file the step needs is empty."""
+
+
+class Utf8Error(DataError):
+    """A text file is not valid UTF-8."""
+
+
+class ModelMismatchError(DataError):
+    """Encoded data and the sentencepiece model come from different runs."""
+
+
+class IncompleteDataError(DataError):
+    """The data directory was not (fully) prepared, e.g. a crash left it half-written."""
+
+
+# (`prepare` is not re-exported: nmtkit.data.prepare is the module of that name.)
+_LAZY = {"Tokenizer": "nmtkit.data.bpe", "make_dataset": "nmtkit.data.pipeline",
+         "read_split": "nmtkit.data.pipeline", "DataStats": "nmtkit.data.stats"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'nmtkit.data' has no attribute {name!r}")

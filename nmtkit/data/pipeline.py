@@ -1,0 +1,174 @@
+"""Encoded splits on disk and the tf.data input pipeline that feeds training.
+
+Each split is stored as flat int32 id arrays plus row offsets (`<split>.<lang>.ids.npy`, `<split>.<lang>.off.npy`),
+which numpy can memory-map, so WMT-sized data loads without parsing; `encoded.json` records the sha256 of the
+sentencepiece model that made them, checked on every load.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from nmtkit.data import DataError, IncompleteDataError, ModelMismatchError
+from nmtkit.data.bpe import BOS, EOS, MODEL
+from nmtkit.data.text import read_parallel
+from nmtkit.io import atomic_write_json, sha256_file
+
+SRC, TGT = "en", "de"
+SPLITS = ("train", "dev", "test")
+ENCODED = "encoded.json"
+_FIX = "rerun `nmtkit prepare` (or prepare(cfg)); it redoes what is missing or stale"
+
+
+def ids_path(data_dir, split, lang) -> Path:
+    return Path(data_dir) / f"{split}.{lang}.ids.npy"
+
+
+def off_path(data_dir, split, lang) -> Path:
+    return Path(data_dir) / f"{split}.{lang}.off.npy"
+
+
+def _save_npy(path: Path, arr: np.ndarray) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as f:
+        np.save(f, arr)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def write_encoded(data_dir, split: str, lang: str, seqs: list[list[int]]) -> list[Path]:
+    """Store one side of a split as flat ids + offsets (atomically)."""
+    lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
+    off = np.zeros(len(seqs) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=off[1:])
+    ids = np.fromiter((i for s in seqs for i in s), dtype=np.int32, count=int(off[-1]))
+    _save_npy(ids_path(data_dir, split, lang), ids)
+    _save_npy(off_path(data_dir, split, lang), off)
+    return [ids_path(data_dir, split, lang), off_path(data_dir, split, lang)]
+
+
+def write_encoded_header(data_dir, spm_sha256: str, counts: dict) -> Path:
+    return atomic_write_json(Path(data_dir) / ENCODED, {"spm_sha256": spm_sha256, "splits": counts})
+
+
+def load_encoded(data_dir, split: str, *, mmap: bool = False) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """{"en": (ids, offsets), "de": (ids, offsets)} for a split, after checking it matches spm.model."""
+    d = Path(data_dir)
+    header = d / ENCODED
+    if not header.is_file():
+        raise IncompleteDataError(f"{d}: no encoded data ({ENCODED} missing): the directory was not prepared or "
+                                  f"preparing it stopped half-way; {_FIX}")
+    try:
+        head = json.loads(header.read_text())
+    except json.JSONDecodeError:
+        raise IncompleteDataError(f"{header}: corrupt; {_FIX}") from None
+    model = d / MODEL
+    if not model.is_file():
+        raise IncompleteDataError(f"{model}: missing; {_FIX}")
+    if sha256_file(model) != head.get("spm_sha256"):
+        raise ModelMismatchError(f"{d}: the encoded splits were made with a different sentencepiece model than "
+                                 f"{model} (sha256 {head.get('spm_sha256', '?')[:12]} vs {sha256_file(model)[:12]}); "
+                                 f"{_FIX}")
+    if split not in head.get("splits", {}):
+        raise DataError(f"{d}: no split {split!r} (have {', '.join(head.get('splits', {}))})")
+    want = head["splits"][split]
+    out = {}
+    for lang in (SRC, TGT):
+        try:
+            ids = np.load(ids_path(d, split, lang), mmap_mode="r" if mmap else None)
+            off = np.load(off_path(d, split, lang), mmap_mode="r" if mmap else None)
+        except (FileNotFoundError, ValueError, EOFError) as e:
+            raise IncompleteDataError(f"{d}: {split}.{lang} encoded arrays missing or unreadable ({e}); {_FIX}") from None
+        if len(off) != want["lines"] + 1 or int(off[-1]) != len(ids) or len(ids) != want[f"{lang}_tokens"]:
+            raise IncompleteDataError(f"{ids_path(d, split, lang)}: does not match {ENCODED} "
+                                      f"({len(off) - 1:,} lines / {len(ids):,} ids, expected {want['lines']:,} / "
+                                      f"{want[f'{lang}_tokens']:,}); {_FIX}")
+        out[lang] = (ids, off)
+    return out
+
+
+def read_split(data_dir, split: str) -> tuple[list[str], list[str]]:
+    """(English sources, German references) of a split, as raw text."""
+    d = Path(data_dir)
+    return read_parallel(d / f"{split}.{SRC}", d / f"{split}.{TGT}")
+
+
+def example_lengths(enc) -> tuple[np.ndarray, np.ndarray]:
+    """Model lengths of each example: source ids + EOS, target BOS + ids + EOS."""
+    return np.diff(enc[SRC][1]) + 1, np.diff(enc[TGT][1]) + 2
+
+
+def bucket_plan(max_len: int, data_cfg) -> tuple[list[int], list[int]]:
+    """Length-bucket boundaries and the batch size of each bucket.
+
+    Bucket i holds examples with boundaries[i-1] <= length < boundaries[i]; a batch is padded to its longest
+    example, so with token batching (data.batch_tokens > 0) batch size x padded length never exceeds the budget.
+    """
+    width = max(1, data_cfg.bucket_width)
+    boundaries = list(range(width + 1, max_len + 1, width)) or [max_len + 1]  # tf needs at least one
+    longest = [min(b - 1, max_len) for b in boundaries] + [max_len]
+    if data_cfg.batch_tokens > 0:
+        if data_cfg.batch_tokens < max_len:
+            raise DataError(f"data.batch_tokens={data_cfg.batch_tokens} is smaller than the longest example "
+                            f"({max_len} tokens); raise it or lower data.max_tokens")
+        sizes = [data_cfg.batch_tokens // n for n in longest]
+    else:
+        if data_cfg.batch_sentences < 1:
+            raise DataError("data.batch_sentences must be >= 1 when data.batch_tokens is 0")
+        sizes = [data_cfg.batch_sentences] * len(longest)
+    return boundaries, sizes
+
+
+def shard_indices(keep: np.ndarray, rank: int, size: int) -> np.ndarray:
+    """Rank r of n gets every n-th example starting at r: distinct parts that together cover all."""
+    if not 0 <= rank < size:
+        raise ValueError(f"rank {rank} is not in 0..{size - 1}")
+    return keep[rank::size]
+
+
+def make_dataset(data_dir, split: str, data_cfg, *, rank: int = 0, size: int = 1, seed: int = 0,
+                 shuffle: bool = True, repeat: bool = True):
+    """Padded (src, tgt) int32 batches: src = ids + [EOS], tgt = [BOS] + ids + [EOS], 0 = padding.
+
+    Training examples longer than data.max_tokens (BPE tokens, either side) are left out; dev/test keep all.
+    Batches hold up to data.batch_tokens tokens (padded length x sentences) when that is > 0, else
+    data.batch_sentences sentence pairs, grouped by length (buckets of data.bucket_width) to save padding.
+    Deterministic given `seed`; rank r of `size` sees a distinct 1/size of the examples each epoch.
+    """
+    from nmtkit.stack import import_tf
+    tf = import_tf()
+    enc = load_encoded(data_dir, split)
+    src_len, tgt_len = example_lengths(enc)
+    if split == "train" and data_cfg.max_tokens > 0:
+        keep = np.nonzero((src_len - 1 <= data_cfg.max_tokens) & (tgt_len - 2 <= data_cfg.max_tokens))[0]
+    else:
+        keep = np.arange(len(src_len))
+    if len(keep) == 0:
+        raise DataError(f"{data_dir}: split {split!r} has no examples within data.max_tokens={data_cfg.max_tokens}")
+    mine = shard_indices(keep, rank, size)
+    max_len = int(np.maximum(src_len, tgt_len)[keep].max())
+    boundaries, sizes = bucket_plan(max_len, data_cfg)
+
+    src_ids, src_off = tf.constant(enc[SRC][0]), tf.constant(enc[SRC][1])
+    tgt_ids, tgt_off = tf.constant(enc[TGT][0]), tf.constant(enc[TGT][1])
+    eos, bos = tf.constant([EOS], tf.int32), tf.constant([BOS], tf.int32)
+
+    def fetch(i):
+        src = src_ids[src_off[i]:src_off[i + 1]]
+        tgt = tgt_ids[tgt_off[i]:tgt_off[i + 1]]
+        return tf.concat([src, eos], 0), tf.concat([bos, tgt, eos], 0)
+
+    ds = tf.data.Dataset.from_tensor_slices(mine)
+    if shuffle:  # indices are cheap, so shuffle the whole epoch rather than a window of examples
+        ds = ds.shuffle(len(mine), seed=seed, reshuffle_each_iteration=True)
+    if repeat:
+        ds = ds.repeat()
+    ds = ds.map(fetch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    ds = ds.bucket_by_sequence_length(
+        lambda s, t: tf.maximum(tf.shape(s)[0], tf.shape(t)[0]),
+        bucket_boundaries=boundaries, bucket_batch_sizes=sizes, drop_remainder=False)
+    return ds.prefetch(tf.data.AUTOTUNE)
