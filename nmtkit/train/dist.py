@@ -1,0 +1,118 @@
+"""Single process vs Horovod: the only place the training code touches Horovod.
+
+The loop in `nmtkit.train.loop` calls these and nothing else, so one step function serves both:
+
+    rank, size, local_rank, is_chief   who am I
+    tape(tape)                         wrap a GradientTape so gradients are averaged over ranks
+    mean(x)                            average a tensor over ranks (accumulated gradients, metrics)
+    broadcast(variables)               copy rank 0's values into every rank's variables
+    any(flag) -> bool                  True on every rank if it is True on any (agree to stop)
+    sum(x) -> float                    sum a Python number over ranks (tokens per step)
+"""
+from __future__ import annotations
+
+import os
+import socket
+
+from nmtkit.stack import import_tf
+
+
+class DistError(RuntimeError):
+    """Horovod is missing or not initialised the way training needs."""
+
+
+class Single:
+    """One process, one (or no) GPU: every collective is the identity."""
+
+    rank = 0
+    size = 1
+    local_rank = 0
+    is_chief = True
+    name = "single"
+
+    def __init__(self):
+        self.host = socket.gethostname()
+
+    def tape(self, tape):
+        return tape
+
+    def mean(self, x):
+        return x
+
+    def broadcast(self, variables) -> None:
+        pass
+
+    def any(self, flag: bool) -> bool:
+        return bool(flag)
+
+    def sum(self, x: float) -> float:
+        return float(x)
+
+    def describe(self) -> str:
+        return "single process"
+
+
+class Horovod:
+    """Horovod data parallelism; `hvd.init()` must be possible (horovodrun, or the env the cluster sets).
+
+    Pins one GPU per local rank (before TensorFlow touches the GPUs) and records whether Horovod was built
+    with NCCL GPU ops (`nccl_built`), so the loop can report what carries the allreduce.
+    """
+
+    name = "horovod"
+
+    def __init__(self):
+        tf = import_tf()
+        try:
+            import horovod.tensorflow as hvd
+        except ImportError as e:
+            raise DistError(f"import horovod.tensorflow failed ({e}); build Horovod against this TensorFlow "
+                            "(see scripts/setup.sh) or train with dist=Single()") from None
+        hvd.init()
+        self.hvd = hvd
+        self.rank, self.size, self.local_rank = hvd.rank(), hvd.size(), hvd.local_rank()
+        self.is_chief = self.rank == 0
+        self.host = os.environ.get("HOROVOD_HOSTNAME") or socket.gethostname()
+        gpus = tf.config.list_physical_devices("GPU")
+        if gpus:
+            # NMTKIT_DEVICE_INDEX (set by nmtkit.cluster): the rank's index on its physical machine, which differs
+            # from the local rank when local engines pose as separate nodes.
+            gpu = gpus[int(os.environ.get("NMTKIT_DEVICE_INDEX", self.local_rank)) % len(gpus)]
+            try:
+                tf.config.experimental.set_memory_growth(gpu, True)
+                tf.config.set_visible_devices(gpu, "GPU")
+            except RuntimeError:  # GPUs already initialised in this process: keep what it has
+                pass
+        self.gpus = len(gpus)
+        self.nccl_built = bool(hvd.nccl_built())
+        self.gloo_built = bool(hvd.gloo_built())
+
+    def tape(self, tape):
+        return self.hvd.DistributedGradientTape(tape)
+
+    def mean(self, x):
+        return self.hvd.allreduce(x, op=self.hvd.Average)
+
+    def broadcast(self, variables) -> None:
+        self.synced = list(variables)  # kept so weights_checksum() can compare ranks after training
+        self.hvd.broadcast_variables(self.synced, root_rank=0)
+
+    def weights_checksum(self) -> float | None:
+        """Sum of every variable last broadcast (weights, optimizer slots, step): equal on all ranks in sync."""
+        synced = getattr(self, "synced", None)
+        if not synced:
+            return None
+        return float(sum(float(import_tf().reduce_sum(import_tf().cast(v, "float64"))) for v in synced))
+
+    def any(self, flag: bool) -> bool:
+        tf = import_tf()
+        total = self.hvd.allreduce(tf.constant(1.0 if flag else 0.0), op=self.hvd.Sum, name="nmtkit_any")
+        return float(total) > 0.0
+
+    def sum(self, x: float) -> float:
+        tf = import_tf()
+        return float(self.hvd.allreduce(tf.constant(float(x)), op=self.hvd.Sum, name="nmtkit_sum"))
+
+    def describe(self) -> str:
+        ops = "NCCL" if (self.nccl_built and self.gpus) else ("Gloo" if self.gloo_built else "MPI")
+        return f"Horovod rank {self.rank}/{self.size} (local rank {self.local_rank}) on {self.host}, allreduce via {ops}"

@@ -1,0 +1,82 @@
+"""The Transformer learning-rate policy, its multi-rank scaling, and the precision decision.
+
+    lr(step) = scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
+
+Linear warmup to a peak at step = warmup, then decay as 1/sqrt(step) (OpenSeq2Seq's `transformer_policy`,
+the homework's rule). With N ranks the effective batch is N times larger; `lr_scaling` chooses what the
+learning rate does about it: "none" (the homework: unchanged), "sqrt" (x sqrt(N)) or "linear" (x N).
+"""
+from __future__ import annotations
+
+import math
+
+from nmtkit.stack import import_tf
+
+tf = import_tf()
+
+SCALINGS = ("none", "sqrt", "linear")
+PRECISIONS = ("auto", "float32", "mixed_float16")
+
+
+class ScheduleError(ValueError):
+    """A bad learning-rate or precision setting."""
+
+
+def rank_factor(lr_scaling: str, size: int) -> float:
+    """How much N ranks multiply the learning rate."""
+    if lr_scaling == "none":
+        return 1.0
+    if lr_scaling == "sqrt":
+        return math.sqrt(size)
+    if lr_scaling == "linear":
+        return float(size)
+    raise ScheduleError(f"train.lr_scaling={lr_scaling!r}: choose one of {', '.join(SCALINGS)}")
+
+
+def transformer_lr(step: float, d_model: int, warmup_steps: int, scale: float = 2.0) -> float:
+    """The formula in plain Python (for tests, tables and plots). Steps count from 1."""
+    step = max(float(step), 1.0)
+    return scale * d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)
+
+
+@tf.keras.utils.register_keras_serializable("nmtkit")
+class TransformerSchedule(tf.keras.optimizers.schedules.LearningRateSchedule):
+    """Keras schedule of `transformer_lr`: schedule(s) == transformer_lr(s) * factor. The optimizer passes its
+    update count, which is 0 at the first update; that one uses step 1's rate (the formula is 0 at step 0).
+    `factor` is the multi-rank factor (see `rank_factor`)."""
+
+    def __init__(self, d_model: int, warmup_steps: int, scale: float = 2.0, factor: float = 1.0):
+        self.d_model, self.warmup_steps, self.scale, self.factor = d_model, warmup_steps, scale, factor
+
+    def __call__(self, step):
+        step = tf.maximum(tf.cast(step, tf.float32), 1.0)
+        lr = self.scale * self.d_model ** -0.5 * tf.minimum(tf.math.rsqrt(step),
+                                                           step * self.warmup_steps ** -1.5)
+        return self.factor * lr
+
+    def get_config(self):
+        return {"d_model": self.d_model, "warmup_steps": self.warmup_steps, "scale": self.scale,
+                "factor": self.factor}
+
+
+def make_schedule(model_cfg, train_cfg, size: int = 1) -> TransformerSchedule:
+    return TransformerSchedule(model_cfg.d_model, train_cfg.warmup_steps, train_cfg.lr_scale,
+                               rank_factor(train_cfg.lr_scaling, size))
+
+
+def choose_precision(setting: str, gpus: int) -> str:
+    """'auto' -> mixed_float16 when there is a GPU (tensor cores), float32 on CPU (fp16 is slow there)."""
+    if setting not in PRECISIONS:
+        raise ScheduleError(f"train.precision={setting!r}: choose one of {', '.join(PRECISIONS)}")
+    if setting == "auto":
+        return "mixed_float16" if gpus > 0 else "float32"
+    return setting
+
+
+def make_optimizer(schedule, train_cfg, precision: str):
+    """Adam with the config's betas/epsilon; wrapped in dynamic loss scaling under mixed precision."""
+    opt = tf.keras.optimizers.Adam(learning_rate=schedule, beta_1=train_cfg.beta1, beta_2=train_cfg.beta2,
+                                   epsilon=train_cfg.epsilon)
+    if precision == "mixed_float16":
+        opt = tf.keras.mixed_precision.LossScaleOptimizer(opt)
+    return opt

@@ -1,0 +1,145 @@
+"""The Transformer: shapes, masks (padding never changes the output, the future never leaks), loss masking,
+the KV-cached decoding step, and the homework model's parameter count."""
+import numpy as np
+import pytest
+
+import nmtkit  # noqa: F401
+from nmtkit import config
+from nmtkit.model.decode import Searcher, search
+from nmtkit.model.transformer import (BOS, EOS, PAD, build, count_params, positional_encoding, smoothed_loss,
+                                      train_flops)
+from nmtkit.stack import import_tf
+
+tf = import_tf()
+VOCAB = 50
+
+
+@pytest.fixture(scope="module")
+def model():
+    cfg = config.profile("tiny").model
+    cfg.d_model, cfg.d_ff, cfg.num_heads, cfg.dropout = 32, 64, 4, 0.0
+    tf.random.set_seed(0)
+    return build(cfg, VOCAB)
+
+
+def test_shapes(model):
+    src = tf.constant([[5, 6, 7, EOS], [8, EOS, PAD, PAD]])
+    tgt = tf.constant([[BOS, 9, 10], [BOS, 11, PAD]])
+    logits = model((src, tgt))
+    assert logits.shape == (2, 3, VOCAB)
+    assert logits.dtype == tf.float32
+    memory, bias = model.encode(src)
+    assert memory.shape == (2, 4, 32) and bias.shape == (2, 1, 1, 4)
+
+
+def test_source_padding_never_changes_output(model):
+    tgt = tf.constant([[BOS, 9, 10, 11]])
+    short = model((tf.constant([[5, 6, 7, EOS]]), tgt))
+    padded = model((tf.constant([[5, 6, 7, EOS, PAD, PAD, PAD]]), tgt))
+    np.testing.assert_allclose(short.numpy(), padded.numpy(), atol=1e-5)
+    # and a different source does change it (the check above is not vacuous)
+    other = model((tf.constant([[5, 6, 8, EOS]]), tgt))
+    assert np.abs(other.numpy() - short.numpy()).max() > 1e-4
+
+
+def test_target_padding_and_batching_never_change_output(model):
+    src = tf.constant([[5, 6, 7, EOS]])
+    alone = model((src, tf.constant([[BOS, 9, 10]])))
+    padded = model((src, tf.constant([[BOS, 9, 10, PAD, PAD]])))
+    np.testing.assert_allclose(alone.numpy()[0], padded.numpy()[0, :3], atol=1e-5)
+    # batched with a longer pair: row 0 is the same as alone
+    batch = model((tf.constant([[5, 6, 7, EOS, PAD, PAD], [4, 5, 6, 7, 8, EOS]]),
+                   tf.constant([[BOS, 9, 10, PAD], [BOS, 12, 13, 14]])))
+    np.testing.assert_allclose(alone.numpy()[0], batch.numpy()[0, :3], atol=1e-5)
+
+
+def test_causal_mask(model):
+    src = tf.constant([[5, 6, 7, EOS]])
+    a = model((src, tf.constant([[BOS, 9, 10, 11]]))).numpy()
+    b = model((src, tf.constant([[BOS, 9, 10, 20]]))).numpy()
+    np.testing.assert_allclose(a[0, :3], b[0, :3], atol=1e-5)
+    assert np.abs(a[0, 3] - b[0, 3]).max() > 1e-4
+
+
+def test_loss_ignores_padding():
+    rng = np.random.default_rng(0)
+    logits = tf.constant(rng.normal(size=(2, 4, 7)), tf.float32)
+    labels = tf.constant([[3, 4, PAD, PAD], [5, 6, 1, PAD]])
+    total, n = smoothed_loss(logits, labels, 0.1)
+    assert float(n) == 5.0
+    # garbage logits at PAD positions do not matter
+    noisy = logits.numpy().copy()
+    noisy[0, 2:] = 100.0
+    noisy[1, 3] = -50.0
+    total2, _ = smoothed_loss(tf.constant(noisy), labels, 0.1)
+    assert abs(float(total) - float(total2)) < 1e-4
+    # with no smoothing it is the ordinary cross-entropy over the real tokens
+    plain, _ = smoothed_loss(logits, labels, 0.0)
+    ce = tf.keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True).numpy()
+    mask = labels.numpy() != PAD
+    assert abs(float(plain) - ce[mask].sum()) < 1e-4
+
+
+def test_label_smoothing_value():
+    # uniform logits: the smoothed cross-entropy is log(V) whatever the smoothing
+    logits = tf.zeros([1, 1, 10])
+    total, _ = smoothed_loss(logits, tf.constant([[4]]), 0.1)
+    assert abs(float(total) - np.log(10)) < 1e-5
+    # a confident correct prediction is penalised by smoothing, not by plain CE
+    sharp = tf.constant([[[0.0, 20.0] + [0.0] * 8]])
+    s, _ = smoothed_loss(sharp, tf.constant([[1]]), 0.1)
+    p, _ = smoothed_loss(sharp, tf.constant([[1]]), 0.0)
+    assert float(s) > 1.0 > 1e-3 > float(p)
+
+
+def test_embedding_is_tied_and_positions_are_sinusoids(model):
+    names = [v.name for v in model.trainable_variables]
+    assert sum("embedding" in n for n in names) == 1  # one matrix for source, target and output
+    pe = positional_encoding(10, 8)
+    assert pe.shape == (10, 8)
+    np.testing.assert_allclose(pe[0], [0, 0, 0, 0, 1, 1, 1, 1], atol=1e-6)
+    np.testing.assert_allclose(pe[3, 0], np.sin(3.0), atol=1e-6)
+
+
+def test_cached_decode_step_matches_full_decoder(model):
+    src = tf.constant([[5, 6, 7, EOS], [8, 9, EOS, PAD]])
+    tgt = tf.constant([[BOS, 9, 10, 11], [BOS, 12, 13, 14]])
+    full = model((src, tgt)).numpy()
+    memory, bias = model.encode(src)
+    cache = model.init_cache(memory, 6)
+    for t in range(4):
+        logits, cache = model.decode_step(tgt[:, t], tf.constant(t), cache, bias)
+        np.testing.assert_allclose(logits.numpy(), full[:, t], atol=1e-4)
+
+
+def test_greedy_search_is_argmax_decoding(model):
+    src = tf.constant([[5, 6, 7, EOS], [8, 9, EOS, PAD]])
+    ids, _ = Searcher(model, beam_size=1)(src, tf.constant(6))
+    # the same by re-running the full model on the growing prefix
+    prefix = np.full((2, 1), BOS)
+    for _ in range(6):
+        nxt = model((src, tf.constant(prefix))).numpy()[:, -1]
+        nxt[:, [PAD, BOS]] = -1e9
+        prefix = np.concatenate([prefix, nxt.argmax(-1)[:, None]], axis=1)
+    got = ids.numpy()
+    for row, ref in zip(got, prefix[:, 1:]):
+        ref = list(ref)
+        ref = ref[:ref.index(EOS) + 1] if EOS in ref else ref
+        assert list(row[:len(ref)]) == ref
+
+
+def test_beam_search_scores_at_least_greedy(model):
+    src = tf.constant([[5, 6, 7, EOS], [8, 9, EOS, PAD], [10, 11, 12, EOS]])
+    _, greedy = search(model, src, tf.constant(6), beam_size=1, alpha=0.0)
+    ids, beam = search(model, src, tf.constant(6), beam_size=4, alpha=0.0)
+    assert ids.shape == (3, 6)
+    assert np.all(beam.numpy() >= greedy.numpy() - 1e-4)
+
+
+def test_homework_model_has_61M_parameters():
+    cfg = config.profile("wmt16-base")
+    m = build(cfg.model, 32_000)
+    n = count_params(m)
+    print(f"wmt16-base transformer: {n:,} parameters")
+    assert 60_000_000 < n < 62_000_000
+    assert train_flops(cfg.model, 32_000, 1000, 1000) > 6 * (n - 32_000 * 512) * 1000
