@@ -1,5 +1,6 @@
 """One set of pins: pyproject.toml, environment.yml, the doctor's verified versions and the setup script agree."""
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -90,8 +91,8 @@ def test_setup_names_a_missing_python(tmp_path):
         src = subprocess.run(["bash", "-c", f"command -v {tool}"], capture_output=True, text=True).stdout.strip()
         if src:
             (bin_dir / tool).symlink_to(src)
-    r = subprocess.run(["bash", str(ROOT / "scripts" / "setup.sh")], cwd=ROOT, capture_output=True, text=True,
-                       env={"PATH": str(bin_dir), "VENV": str(tmp_path / "venv"), "PYTHON": "no-such-python",
+    r = subprocess.run([shutil.which("bash"), str(ROOT / "scripts" / "setup.sh")], cwd=ROOT, capture_output=True,
+                       text=True, env={"PATH": str(bin_dir), "VENV": str(tmp_path / "venv"), "PYTHON": "no-such-python",
                             "HOME": str(tmp_path)})
     assert r.returncode != 0
     assert "python3.11" in r.stderr and "apt-get install" in r.stderr
