@@ -64,13 +64,13 @@ def execute(path: Path, out_dir: Path, timeout: int = 1200) -> float:
 
 
 def run_course(out_dir: str | os.PathLike | None = None, profile: str | None = None,
-               only: list[str] | None = None) -> int:
+               only: list[str] | None = None, directory: Path = NOTEBOOKS_DIR) -> int:
     out = Path(out_dir or Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S")).resolve()
     out.mkdir(parents=True, exist_ok=True)
     os.environ["NMTKIT_WORKDIR"] = str(out)         # kernels inherit it: workspace() == out
     os.environ["NMTKIT_PROFILE"] = profile or os.environ.get("NMTKIT_PROFILE") or "tiny"
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-    books = [p for p in notebooks() if not only or any(p.name.startswith(o) for o in only)]
+    books = [p for p in notebooks(directory) if not only or any(p.name.startswith(o) for o in only)]
     print(f"course: {len(books)} notebooks, profile {os.environ['NMTKIT_PROFILE']}, into {_rel(out)}", flush=True)
     t0 = time.time()
     for i, path in enumerate(books, 1):

@@ -1,0 +1,52 @@
+"""The course runner: notebooks in order, a failure names the notebook and cell, the last line points to the report."""
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook
+
+from nmtkit import course
+
+
+def _write(path, *sources):
+    nb = new_notebook(cells=[new_code_cell(s) for s in sources])
+    nb.metadata["kernelspec"] = {"name": "nmtkit", "display_name": "Python 3 (nmtkit)", "language": "python"}
+    nbformat.write(nb, path)
+
+
+@pytest.fixture
+def books(tmp_path):
+    d = tmp_path / "notebooks"
+    d.mkdir()
+    _write(d / "01_first.ipynb", "import os, pathlib\nws = pathlib.Path(os.environ['NMTKIT_WORKDIR'])",
+           "(ws / 'step1').write_text(os.environ['NMTKIT_PROFILE'])")
+    _write(d / "02_second.ipynb", "import os, pathlib\nws = pathlib.Path(os.environ['NMTKIT_WORKDIR'])",
+           "assert (ws / 'step1').exists()  # 01 ran first, in the same workspace\n"
+           "(ws / 'report.md').write_text('# report')")
+    (d / "notes.ipynb").write_text("not a course notebook: no NN_ prefix, never run")
+    return d
+
+
+def test_course_runs_notebooks_in_order_and_points_to_the_report(books, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("NMTKIT_PROFILE", raising=False)
+    out = tmp_path / "run"
+    assert course.run_course(out_dir=out, directory=books) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[1].startswith("[1/2] 01_first") and lines[1].endswith(")")
+    assert lines[2].startswith("[2/2] 02_second")
+    assert lines[-1].startswith("report:") and lines[-1].endswith("report.md")
+    assert (out / "step1").read_text() == "tiny"
+    executed = nbformat.read(out / "02_second.ipynb", as_version=4)
+    assert all(c.get("execution_count") for c in executed.cells)
+
+
+def test_a_failing_cell_is_named_and_the_executed_copy_kept(books, tmp_path, capsys):
+    _write(books / "02_second.ipynb", "x = 1", "# a comment first\nraise ValueError('vocabulary mismatch')")
+    out = tmp_path / "run"
+    assert course.run_course(out_dir=out, directory=books) == 1
+    err = capsys.readouterr().err
+    assert "02_second.ipynb: cell 1" in err and "raise ValueError" in err and "vocabulary mismatch" in err
+    assert (out / "02_second.ipynb").exists()
+
+
+def test_no_notebooks_is_a_clear_error(tmp_path):
+    with pytest.raises(course.CourseError, match="no notebooks"):
+        course.notebooks(tmp_path)
