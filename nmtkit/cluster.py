@@ -368,8 +368,11 @@ def train_rank(cfg_dict: dict, run_dir: str, data_dir: str | None, resume: bool)
         publish_data({"record": {k: v for k, v in record.items() if isinstance(v, (int, float, str, bool))},
                       "time": time.time()})
 
-    summary = train(Config.from_dict(cfg_dict), run_dir, data_dir=data_dir, dist=Horovod(), on_log=on_log,
+    dist = Horovod()
+    summary = train(Config.from_dict(cfg_dict), run_dir, data_dir=data_dir, dist=dist, on_log=on_log,
                     resume=resume)
+    summary["weights_checksum"] = dist.weights_checksum()  # equal on every rank when the ranks stayed in sync
+    summary["host"] = dist.host
     return summary
 
 
@@ -663,10 +666,11 @@ class Cluster:
 
     # jobs
 
-    def submit(self, fn: Callable, *args, **kwargs) -> "Job":
-        """Run fn(*args, **kwargs) on every engine as one Horovod job (fresh rendezvous, hvd.init()); returns at once."""
+    def submit(self, fn: Callable, *args, ranks: int | None = None, **kwargs) -> "Job":
+        """Run fn(*args, **kwargs) on every engine (or the first `ranks`) as one Horovod job: a fresh rendezvous,
+        each engine's HOROVOD_* environment, hvd.init(), then fn. Returns a Job at once."""
         import horovod  # noqa: F401  the driver needs Horovod's rendezvous server
-        engines = self.engines()
+        engines = self._first(ranks)
         t0 = time.time()
         rdv = Rendezvous(self.listen_ip, [e.slot for e in engines])
         facts = getattr(self, "last_facts", None) or []
@@ -681,14 +685,27 @@ class Cluster:
             jobs.append(self.client[e.id].apply_async(rank_main, env, fn, args, kwargs))
         return Job(self, engines, jobs, rdv, t0)
 
+    def _first(self, ranks: int | None) -> list[Engine]:
+        """The first `ranks` engines (all by default), re-planned as a job of that size."""
+        engines = self.engines()
+        if ranks is None or ranks == len(engines):
+            return engines
+        if not 1 <= ranks <= len(engines):
+            raise ClusterError(f"ranks={ranks}: this cluster has {len(engines)} engines")
+        chosen = engines[:ranks]
+        slots = host_assignments([e.node for e in chosen])
+        return sorted((Engine(e.id, e.host, e.node, e.pid, s, e.device_index) for e, s in zip(chosen, slots)),
+                      key=lambda e: e.slot.rank)
+
     def launch(self, cfg, run_dir: str | os.PathLike, *, data_dir: str | os.PathLike | None = None,
-               resume: bool = True, preflight: bool = True) -> "Job":
-        """Start distributed training in the background: preflight, then train() on every rank. Returns a Job."""
+               resume: bool = True, preflight: bool = True, ranks: int | None = None) -> "Job":
+        """Start distributed training in the background: preflight, then train() on every rank (or the first
+        `ranks`; a run resumes from its last checkpoint with any number of ranks). Returns a Job at once."""
         data = Path(data_dir or cfg.data.dir).resolve()
         if preflight:
             self.preflight(data)
         run_dir = Path(run_dir).resolve()
-        return self.submit(train_rank, cfg.to_dict(), str(run_dir), str(data), resume)
+        return self.submit(train_rank, cfg.to_dict(), str(run_dir), str(data), resume, ranks=ranks)
 
 
 # --- a running job: results, stop, faults, the live panel ---------------------------------------------------------
