@@ -4,14 +4,14 @@ Special ids are fixed here and shared by the data files and the model: PAD=0, UN
 """
 from __future__ import annotations
 
+import io
 import os
 import random
-import tempfile
 from pathlib import Path
 from typing import Sequence
 
 from nmtkit.data import DataError, MissingFileError
-from nmtkit.io import sha256_file
+from nmtkit.io import atomic_write_bytes, atomic_write_text, sha256_file
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 MODEL = "spm.model"
@@ -38,23 +38,27 @@ def train_bpe(sentences: Sequence[str], out_dir: str | os.PathLike, vocab_size: 
     sentences = [s for s in sentences if s.strip()]
     if not sentences:
         raise DataError(f"{out_dir}: no sentences to learn the BPE from; check the training corpus")
-    with tempfile.TemporaryDirectory(dir=out_dir, prefix=".spm.") as tmp:
-        prefix = Path(tmp) / "spm"
-        kwargs = dict(model_prefix=str(prefix), model_type="bpe", vocab_size=vocab_size,
-                      pad_id=PAD, unk_id=UNK, bos_id=BOS, eos_id=EOS,
-                      character_coverage=character_coverage, num_threads=threads,
-                      input_sentence_size=0, shuffle_input_sentence=False, minloglevel=2,
-                      max_sentence_length=16384)
-        try:
-            spm.SentencePieceTrainer.train(sentence_iterator=iter(sentences), **kwargs)
-        except RuntimeError as e:
-            # A small corpus cannot fill a large vocabulary; sentencepiece says the largest it can.
-            if "Vocabulary size is too high" not in str(e) and "vocab_size" not in str(e):
-                raise
-            raise DataError(f"{out_dir}: sentencepiece cannot learn {vocab_size:,} pieces from this corpus ({e}); "
-                            f"lower data.vocab_size") from None
-        for name in (MODEL, VOCAB):
-            os.replace(f"{prefix}{Path(name).suffix}", out_dir / name)
+    # The model is written to memory (model_writer) so that no temp path ends up inside it: the same corpus
+    # and settings give a byte-identical spm.model wherever it is trained.
+    buf = io.BytesIO()
+    kwargs = dict(model_writer=buf, model_type="bpe", vocab_size=vocab_size,
+                  pad_id=PAD, unk_id=UNK, bos_id=BOS, eos_id=EOS,
+                  character_coverage=character_coverage, num_threads=threads,
+                  input_sentence_size=0, shuffle_input_sentence=False, minloglevel=2,
+                  max_sentence_length=16384)
+    try:
+        spm.SentencePieceTrainer.train(sentence_iterator=iter(sentences), **kwargs)
+    except RuntimeError as e:
+        # A small corpus cannot fill a large vocabulary; sentencepiece says the largest it can.
+        if "Vocabulary size is too high" not in str(e) and "vocab_size" not in str(e):
+            raise
+        raise DataError(f"{out_dir}: sentencepiece cannot learn {vocab_size:,} pieces from this corpus ({e}); "
+                        f"lower data.vocab_size") from None
+    proto = buf.getvalue()
+    sp = spm.SentencePieceProcessor(model_proto=proto)
+    vocab = "".join(f"{sp.id_to_piece(i)}\t{sp.get_score(i):g}\n" for i in range(sp.get_piece_size()))
+    atomic_write_text(out_dir / VOCAB, vocab)
+    atomic_write_bytes(out_dir / MODEL, proto)
     return out_dir / MODEL
 
 

@@ -59,6 +59,14 @@ def load_encoded(data_dir, split: str, *, mmap: bool = False) -> dict[str, tuple
     """{"en": (ids, offsets), "de": (ids, offsets)} for a split, after checking it matches spm.model."""
     d = Path(data_dir)
     header = d / ENCODED
+    try:  # prepare() records a step in manifest.json only once all its files are complete
+        done = json.loads((d / "manifest.json").read_text())["steps"]["encode"]["files"][ENCODED]["sha256"]
+    except (FileNotFoundError, json.JSONDecodeError, KeyError, TypeError):
+        done = None
+    if done is None or not header.is_file() or sha256_file(header) != done:
+        what = "was not prepared" if not (d / "manifest.json").exists() else "is not completely prepared"
+        raise IncompleteDataError(f"{d}: the data directory {what} (encoding not recorded as finished in "
+                                  f"manifest.json; a crash or an unfinished rerun?); {_FIX}")
     if not header.is_file():
         raise IncompleteDataError(f"{d}: no encoded data ({ENCODED} missing): the directory was not prepared or "
                                   f"preparing it stopped half-way; {_FIX}")

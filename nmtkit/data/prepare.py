@@ -24,6 +24,7 @@ from nmtkit.data.text import read_lines, read_parallel
 from nmtkit.io import atomic_write_json, sha256_file, write_lines_atomic
 
 MANIFEST = "manifest.json"
+STEPS = ["corpus", "bpe", "encode", "stats"]
 VERSION = 1
 TEXT_FILES = [f"{s}.{l}" for s in pipeline.SPLITS for l in (pipeline.SRC, pipeline.TGT)]
 
@@ -65,8 +66,11 @@ class Manifest:
         self.steps[step] = {"params": params, "files": meta, "info": info or {}}
         atomic_write_json(self.path, {"version": VERSION, "steps": self.steps})
 
-    def forget(self, step: str) -> None:
-        if self.steps.pop(step, None) is not None:
+    def forget_from(self, step: str) -> None:
+        """Drop this step and every later one: until they rerun, none of them counts as done."""
+        later = STEPS[STEPS.index(step):]
+        if any(s in self.steps for s in later):
+            self.steps = {k: v for k, v in self.steps.items() if k not in later}
             atomic_write_json(self.path, {"version": VERSION, "steps": self.steps})
 
     def sha(self, step: str, name: str) -> str:
@@ -165,14 +169,14 @@ def prepare(cfg, data_dir=None, force: bool = False, progress: bool = True) -> D
     _remove_leftovers(d)
     man = Manifest(d)
     say = print if progress else (lambda *a, **k: None)
-    n = 4
+    n = len(STEPS)
 
     def run(i: int, step: str, params: dict, fn):
         why = "forced" if force else man.done(step, params)
         if not why:
             say(f"prepare [{i}/{n}] {step}: already done")
             return False
-        man.forget(step)  # until it finishes, the step does not count as done
+        man.forget_from(step)
         t0 = time.perf_counter()
         msg = fn()
         say(f"prepare [{i}/{n}] {step}: {msg} ({time.perf_counter() - t0:.1f} s)")
