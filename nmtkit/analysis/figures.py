@@ -1,0 +1,282 @@
+"""The report's figures, as PNG files (matplotlib's object API with the Agg canvas: no display needed).
+
+Every function takes runs (nmtkit.analysis.logs.Run) and a PNG path, draws what the logs hold and returns the
+path, or None when the logs have nothing to draw. Notebooks show the PNGs with IPython.display.Image.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from nmtkit.analysis.logs import Run
+
+
+def _figure(nrows: int = 1, ncols: int = 1, size=(7.0, 3.6)):
+    fig = Figure(figsize=(size[0] * (1 if ncols == 1 else 0.75 * ncols), size[1] * nrows), tight_layout=True)
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    return fig, axes
+
+
+def _save(fig: Figure, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=100)
+    tmp.replace(path)  # atomic: a half-written PNG never carries the final name
+    return path
+
+
+def scalar_plot(runs: list[Run], tags: list[str], path, title: str, ylabel: str, logy: bool = False) -> Path | None:
+    """One line per (run, tag) against the step."""
+    fig, axes = _figure()
+    ax = axes[0, 0]
+    drawn = 0
+    for run in runs:
+        for tag in tags:
+            s = run.series(tag)
+            if s.empty:
+                continue
+            style = "o-" if len(s) < 30 else "-"
+            ax.plot(s["step"], s["value"], style, ms=3, label=f"{run.name}: {tag}" if len(runs) > 1 or len(tags) > 1 else tag)
+            drawn += 1
+    if not drawn:
+        return None
+    ax.set(title=title, xlabel="step", ylabel=ylabel)
+    if logy:
+        ax.set_yscale("log")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def bleu(runs, path):
+    return scalar_plot(runs, ["Eval_BLEU_Score"], path, "Dev BLEU", "BLEU")
+
+
+def losses(runs, path):
+    return scalar_plot(runs, ["train_loss", "eval_loss"], path, "Train vs eval loss", "cross-entropy (nats/token)")
+
+
+def learning_rate(runs, path, warmup_steps: int | None = None):
+    p = scalar_plot(runs, ["learning_rate"], path, "Learning rate", "learning rate")
+    if p is None or warmup_steps is None:
+        return p
+    # Redraw with the configured warmup marked (cheap; keeps scalar_plot simple).
+    fig, axes = _figure()
+    ax = axes[0, 0]
+    for run in runs:
+        s = run.series("learning_rate")
+        if not s.empty:
+            ax.plot(s["step"], s["value"], "-", label=run.name)
+    ax.axvline(warmup_steps, color="grey", ls="--", label=f"warmup_steps = {warmup_steps}")
+    ax.set(title="Learning rate: linear warmup, then ~ 1/sqrt(step)", xlabel="step", ylabel="learning rate")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def step_time(runs: list[Run], path) -> Path | None:
+    """Per-rank step time (ms) and tokens/s, from ranks/rank<R>.jsonl (or the scalars when those are missing)."""
+    fig, axes = _figure(1, 2)
+    drawn = 0
+    for run in runs:
+        if not run.ranks.empty and "step_time" in run.ranks:
+            for rank, df in run.ranks.groupby("rank"):
+                label = f"{run.name} r{rank}"
+                axes[0, 0].plot(df["step"], df["step_time"] * 1000, ".", ms=2, alpha=0.6, label=label)
+                if "tokens" in df:
+                    axes[0, 1].plot(df["step"], df["tokens"] / df["step_time"], ".", ms=2, alpha=0.6, label=label)
+                drawn += 1
+        else:
+            for tag, ax, scale in (("step_time", axes[0, 0], 1000), ("tokens_per_sec", axes[0, 1], 1)):
+                s = run.series(tag)
+                if not s.empty:
+                    ax.plot(s["step"], s["value"] * scale, "-", label=run.name)
+                    drawn += 1
+    if not drawn:
+        return None
+    axes[0, 0].set(title="Step time", xlabel="step", ylabel="ms/step")
+    axes[0, 1].set(title="Throughput (per rank)", xlabel="step", ylabel="tokens/s")
+    for ax in axes[0]:
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, markerscale=3)
+    return _save(fig, path)
+
+
+def device_utilisation(runs: list[Run], path) -> Path | None:
+    """GPU utilisation per GPU per node; CPU utilisation per node when the run had no GPU."""
+    fig, axes = _figure()
+    ax = axes[0, 0]
+    drawn, kinds = 0, set()
+    for run in runs:
+        mon = per_host(run.monitor)
+        if mon.empty:
+            continue
+        t0 = mon["time"].min()
+        for host, df in mon.groupby("host"):
+            gpu_cols = sorted(c for c in df if c.startswith("gpu") and c.endswith("_util") and df[c].notna().any())
+            cols = gpu_cols or ["cpu_percent"]
+            kinds.add("GPU" if gpu_cols else "CPU")
+            for c in cols:
+                ax.plot(df["time"] - t0, df[c], "-", lw=1, label=f"{run.name} {host} {c.replace('_util', '')}")
+                drawn += 1
+    if not drawn:
+        return None
+    ax.axhline(80, color="grey", ls="--", lw=1)
+    ax.set(title=f"{'/'.join(sorted(kinds))} utilisation", xlabel="seconds since the first sample",
+           ylabel="utilisation (%)", ylim=(0, 105))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def network(runs: list[Run], path) -> Path | None:
+    """Bytes/s sent+received per node and interface (interfaces that carried nothing are left out)."""
+    fig, axes = _figure()
+    ax = axes[0, 0]
+    drawn = 0
+    for run in runs:
+        mon = per_host(run.monitor)
+        if mon.empty:
+            continue
+        t0 = mon["time"].min()
+        for host, df in mon.groupby("host"):
+            for iface in interfaces(df):
+                total = df[f"net_{iface}_sent_Bps"].fillna(0) + df[f"net_{iface}_recv_Bps"].fillna(0)
+                if total.max() <= 0:
+                    continue
+                ax.plot(df["time"] - t0, total / 1e6, "-", lw=1, label=f"{run.name} {host} {iface}")
+                drawn += 1
+    if not drawn:
+        return None
+    ax.set(title="Network throughput (sent + received)", xlabel="seconds since the first sample", ylabel="MB/s")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def scatter(x, y, path, title: str, xlabel: str, ylabel: str, fit: bool = True) -> Path | None:
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if len(x) == 0:
+        return None
+    fig, axes = _figure()
+    ax = axes[0, 0]
+    ax.plot(x, y, "o", ms=3, alpha=0.6)
+    if fit and len(x) >= 2 and np.ptp(x) > 0:
+        a, b = np.polyfit(x, y, 1)
+        xs = np.linspace(x.min(), x.max(), 10)
+        ax.plot(xs, a * xs + b, "-", color="C1", label=f"least squares: y = {a:.3g} x + {b:.3g}")
+        ax.legend(fontsize=8)
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+    ax.grid(alpha=0.3)
+    return _save(fig, path)
+
+
+def bars(labels: list[str], values: list[float], path, title: str, ylabel: str) -> Path | None:
+    if not labels:
+        return None
+    fig, axes = _figure()
+    ax = axes[0, 0]
+    ax.bar(range(len(labels)), values, color=[f"C{i}" for i in range(len(labels))])
+    ax.set_xticks(range(len(labels)), labels, rotation=20, ha="right", fontsize=8)
+    ax.set(title=title, ylabel=ylabel)
+    ax.grid(alpha=0.3, axis="y")
+    return _save(fig, path)
+
+
+# --- helpers shared with questions.py ----------------------------------------------------------------
+
+def per_host(mon: pd.DataFrame) -> pd.DataFrame:
+    """One sampler per node: every rank on a node samples the same machine, so keep its lowest rank's records."""
+    if mon.empty or "host" not in mon:
+        return mon
+    lowest = mon.groupby("host")["rank"].transform("min")
+    return mon[mon["rank"] == lowest].sort_values(["host", "time"]).reset_index(drop=True)
+
+
+def iface_key(name: str) -> str:
+    """An interface name as the sampler writes it in column names (see nmtkit.monitor.iface_key)."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", name)
+
+
+def iface_col(name: str, direction: str) -> str:
+    return f"net_{iface_key(name)}_{direction}_Bps"
+
+
+def interfaces(mon: pd.DataFrame) -> list[str]:
+    return sorted(c[len("net_"):-len("_sent_Bps")] for c in mon.columns
+                  if c.startswith("net_") and c.endswith("_sent_Bps"))
+
+
+def histogram(values, path, title: str, xlabel: str, marks: dict | None = None) -> Path | None:
+    values = np.asarray(values, float)
+    if len(values) == 0:
+        return None
+    fig, axes = _figure()
+    ax = axes[0, 0]
+    ax.hist(values, bins=min(40, max(5, len(values) // 5)), color="C0", alpha=0.8)
+    for i, (label, x) in enumerate((marks or {}).items()):
+        ax.axvline(x, color=f"C{i + 1}", ls="--", label=f"{label} {x:.3g}")
+    if marks:
+        ax.legend(fontsize=8)
+    ax.set(title=title, xlabel=xlabel, ylabel="count")
+    ax.grid(alpha=0.3)
+    return _save(fig, path)
+
+
+def loss_gap(steps, train, evals, path) -> Path | None:
+    """Train and eval loss at the evaluation steps (top) and their gap (bottom)."""
+    if len(steps) == 0:
+        return None
+    fig, axes = _figure(2, 1, size=(7.0, 2.6))
+    axes[0, 0].plot(steps, train, "o-", ms=3, label="train loss (last logged before the eval)")
+    axes[0, 0].plot(steps, evals, "o-", ms=3, label="eval loss")
+    axes[0, 0].set(title="Train vs eval loss at each evaluation", ylabel="loss")
+    axes[0, 0].legend(fontsize=8)
+    axes[1, 0].plot(steps, np.asarray(evals) - np.asarray(train), "o-", ms=3, color="C3")
+    axes[1, 0].axhline(0, color="grey", lw=1)
+    axes[1, 0].set(xlabel="step", ylabel="eval - train")
+    for ax in axes[:, 0]:
+        ax.grid(alpha=0.3)
+    return _save(fig, path)
+
+
+def plateau(bleu_s: pd.DataFrame, loss_s: pd.DataFrame, k: int, path) -> Path | None:
+    """Dev BLEU and eval loss per evaluation, the last k (the window the plateau rule judges) shaded."""
+    panels = [(s, name) for s, name in ((bleu_s, "dev BLEU"), (loss_s, "eval loss")) if not s.empty]
+    if not panels:
+        return None
+    fig, axes = _figure(len(panels), 1, size=(7.0, 2.6))
+    for ax, (s, name) in zip(axes[:, 0], panels):
+        ax.plot(s["step"], s["value"], "o-", ms=3)
+        if len(s) > k:
+            ax.axvspan(s["step"].iloc[-k], s["step"].iloc[-1], color="C1", alpha=0.15, label=f"last {k} evaluations")
+            ax.legend(fontsize=8)
+        ax.set(ylabel=name)
+        ax.grid(alpha=0.3)
+    axes[-1, 0].set(xlabel="step")
+    return _save(fig, path)
+
+
+def progress(elapsed_h, steps, target_steps: int, rate_steps_per_h: float, path) -> Path | None:
+    """Steps against wall-clock hours, extrapolated at the measured rate to target_steps."""
+    if len(steps) == 0 or not rate_steps_per_h > 0:
+        return None
+    fig, axes = _figure()
+    ax = axes[0, 0]
+    ax.plot(elapsed_h, steps, "-", label="measured")
+    t_end, s_end = float(elapsed_h[-1]), float(steps[-1])
+    t_target = t_end + (target_steps - s_end) / rate_steps_per_h
+    ax.plot([t_end, t_target], [s_end, target_steps], "--", label=f"projected to {target_steps:,} steps")
+    ax.set(title="Progress and projection", xlabel="hours since start", ylabel="step")
+    if t_target / max(t_end, 1e-9) > 50:
+        ax.set_xscale("symlog", linthresh=max(t_end, 1e-6))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, path)

@@ -1,0 +1,133 @@
+"""`nmtkit report`: the figures and the 11 answers for one or more runs, as report.md (+ report.json).
+
+    path = write_report(["runs/baseline", "runs/horovod"], out_dir="runs/report")
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from nmtkit.analysis import figures
+from nmtkit.analysis.logs import AnalysisError, Run, load_runs
+from nmtkit.analysis.questions import Answer, Options, answer_all, steady_steps
+from nmtkit.io import atomic_write_text
+
+FIGURES_DIR = "figures"
+
+
+@dataclass
+class Report:
+    runs: list[Run]
+    out_dir: Path
+    figures: dict[str, Path] = field(default_factory=dict)          # overview figures (all runs together)
+    answers: dict[str, list[Answer]] = field(default_factory=dict)  # run name -> its 11 answers
+    comparison: pd.DataFrame = field(default_factory=pd.DataFrame)  # one row per run
+
+    def markdown(self) -> str:
+        rel = lambda p: os.path.relpath(p, self.out_dir)  # noqa: E731  links that survive moving the folder
+        names = ", ".join(r.name for r in self.runs)
+        out = [f"# Training report: {names}", "",
+               f"Generated {time.strftime('%Y-%m-%d %H:%M')} by `nmtkit report` from the runs' own logs "
+               f"(nothing here is taken from the training code). Runs:", ""]
+        for r in self.runs:
+            out.append(f"- **{r.name}**: status {r.status.get('status', 'unknown')}, step {r.last_step}, "
+                       f"{r.n_ranks} rank(s), scalars from {r.scalars_source or 'nowhere'}"
+                       + (f"; config: {r.config_problem}" if r.config_problem else ""))
+        if not self.comparison.empty:
+            out += ["", "## Side by side", "", _table(self.comparison)]
+        if self.figures:
+            out += ["", "## Figures", ""]
+            out += [f"![{name}]({rel(p)})" for name, p in self.figures.items()]
+        for run in self.runs:
+            out += ["", f"## Answers: {run.name}", ""]
+            for a in self.answers[run.name]:
+                out += [f"### {a.number}. {a.title}", "", a.answer if a.answered else f"**Not answered.** {a.answer}", ""]
+                if a.figure is not None:
+                    out += [f"![Q{a.number}]({rel(a.figure)})", ""]
+                if a.evidence:
+                    out += ["<details><summary>evidence</summary>", "", "```json",
+                            json.dumps(a.evidence, indent=1, default=_jsonable), "```", "</details>", ""]
+        return "\n".join(out) + "\n"
+
+
+def _jsonable(x):
+    if hasattr(x, "item"):
+        return x.item()
+    return str(x)
+
+
+def _table(df: pd.DataFrame) -> str:
+    head = "| " + " | ".join(df.columns) + " |"
+    sep = "|" + "---|" * len(df.columns)
+    rows = ["| " + " | ".join(_cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    return "\n".join([head, sep, *rows])
+
+
+def _cell(v) -> str:
+    if isinstance(v, float):
+        return "n/a" if v != v else f"{v:,.4g}"
+    return str(v)
+
+
+def comparison(runs: list[Run], answers: dict[str, list[Answer]]) -> pd.DataFrame:
+    rows = []
+    for run in runs:
+        a = {x.number: x for x in answers[run.name]}
+        st = steady_steps(run, Options().skip_steps)
+        bleu = run.series("Eval_BLEU_Score")
+        tok = float(st["tokens"].sum() / st["step_time"].sum()) if not st.empty and "tokens" in st else float("nan")
+        rows.append({
+            "run": run.name, "ranks": run.n_ranks, "nodes": max(len(run.hosts), 1),
+            "status": run.status.get("status", "unknown"), "steps": run.last_step,
+            "elapsed (s)": a[1].evidence.get("elapsed_s", float("nan")),
+            "step time (ms)": a[10].evidence.get("mean_ms", float("nan")),
+            "tokens/s per rank": tok, "tokens/s total": tok * run.n_ranks,
+            "best dev BLEU": float(bleu["value"].max()) if not bleu.empty else float("nan"),
+            "final eval loss": float(run.series("eval_loss")["value"].iloc[-1]) if run.has("eval_loss") else float("nan"),
+        })
+    return pd.DataFrame(rows)
+
+
+def analyse(runs, out_dir: str | Path | None = None, options: Options | None = None) -> Report:
+    """Load the runs, draw the overview figures and answer the questions (figures under out_dir/figures)."""
+    loaded = runs if runs and all(isinstance(r, Run) for r in runs) else load_runs(runs)
+    out_dir = Path(out_dir) if out_dir is not None else loaded[0].path
+    fig_dir = out_dir / FIGURES_DIR
+    rep = Report(loaded, out_dir)
+    warmup = loaded[0].config.train.warmup_steps if loaded[0].config else None
+    overview = {  # title -> (file name, drawing)
+        "BLEU": ("bleu", lambda p: figures.bleu(loaded, p)),
+        "loss": ("loss", lambda p: figures.losses(loaded, p)),
+        "learning rate": ("lr", lambda p: figures.learning_rate(loaded, p, warmup)),
+        "step time and tokens/s": ("steptime", lambda p: figures.step_time(loaded, p)),
+        "utilisation": ("utilisation", lambda p: figures.device_utilisation(loaded, p)),
+        "network": ("network", lambda p: figures.network(loaded, p)),
+    }
+    for title, (slug, draw) in overview.items():
+        path = draw(fig_dir / f"overview-{slug}.png")
+        if path is not None:
+            rep.figures[title] = path
+    for run in loaded:
+        rep.answers[run.name] = answer_all(run, fig_dir, options)
+    rep.comparison = comparison(loaded, rep.answers)
+    return rep
+
+
+def write_report(runs, out_dir: str | Path | None = None, options: Options | None = None) -> Path:
+    """Write report.md (and report.json, the answers as data) for one or more run directories; returns report.md."""
+    if isinstance(runs, (str, Path)):
+        runs = [runs]
+    if not runs:
+        raise AnalysisError("no run directories given: pass --run DIR (repeat it to compare runs)")
+    rep = analyse(list(runs), out_dir, options)
+    rep.out_dir.mkdir(parents=True, exist_ok=True)
+    md = atomic_write_text(rep.out_dir / "report.md", rep.markdown())
+    data = {name: [{**asdict(a), "figure": str(a.figure) if a.figure else None} for a in answers]
+            for name, answers in rep.answers.items()}
+    atomic_write_text(rep.out_dir / "report.json", json.dumps(data, indent=1, default=_jsonable) + "\n")
+    return md

@@ -1,0 +1,268 @@
+"""Analysis on synthetic run directories whose properties are known by construction.
+
+Each synthetic run is written in the run-dir layout of nmtkit/runs.py: scalars.jsonl, ranks/rank<R>.jsonl,
+monitor/<host>-rank<R>.jsonl, config.json, data_stats.json, run.json and a real (small) TF checkpoint.
+Then every question's answer is checked against the numbers the logs were built from.
+"""
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import nmtkit  # noqa: F401
+from nmtkit import config as config_mod, runs
+from nmtkit.analysis import AnalysisError, load_run, questions, report
+from nmtkit.analysis.logs import checkpoint_info, load_scalars, train_set_size, variable_kind
+from nmtkit.io import append_jsonl, atomic_write_json
+
+T0 = 1_700_000_000.0
+WARMUP, D_MODEL, LR_SCALE = 200, 128, 2.0
+
+
+def lr_at(step):
+    return LR_SCALE * D_MODEL ** -0.5 * min(step ** -0.5, step * WARMUP ** -1.5)
+
+
+@pytest.fixture(scope="module")
+def checkpoint_dir(tmp_path_factory):
+    """A real TF checkpoint (model + Adam, one step applied) and the model's parameter count."""
+    from nmtkit.stack import import_tf
+    tf = import_tf()
+    model = tf.keras.Sequential([tf.keras.layers.Dense(64, input_shape=(32,)), tf.keras.layers.Dense(16)])
+    opt = tf.keras.optimizers.Adam()
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(model(tf.ones((2, 32))))
+    opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    d = tmp_path_factory.mktemp("ckpt") / "checkpoints"
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model, optimizer=opt), str(d), max_to_keep=2)
+    manager.save()
+    manager.save()
+    return d, model.count_params()
+
+
+def synth_run(path: Path, *, steps=1000, ranks=1, hosts=("hostA",), overfit=False, ckpt=None, seed=0,
+              net_mean=12.5e6, net_coupling=1.0, eval_every=50, torn=False):
+    """Write a run. Returns the generating arrays so tests can compute the expected answers themselves."""
+    rng = np.random.default_rng(seed)
+    cfg = config_mod.load("tiny", {"train.steps": 1000, "train.warmup_steps": WARMUP, "train.lr_scale": LR_SCALE,
+                                   "model.d_model": D_MODEL, "eval.every": eval_every})
+    cfg.save(path / runs.CONFIG)
+    atomic_write_json(path / runs.STATUS, {"status": "finished" if steps == 1000 else "running", "step": steps,
+                                           "ranks": ranks})
+    atomic_write_json(path / runs.DATA_STATS, {"splits": {"train": {"en": {"bytes": 1_500_000, "lines": 20_000},
+                                                                     "de": {"bytes": 1_700_000, "lines": 20_000}},
+                                                          "dev": {"en": {"bytes": 9_000, "lines": 100}}}})
+    # Network: one sample per second; sample j covers (T0 + j - 1, T0 + j]. Step i ends at T0 + i - 0.5 and its
+    # time depends on the traffic of its second (known correlation, tuned by net_coupling).
+    net = net_mean * (1 + 0.5 * rng.uniform(-1, 1, steps + 1))
+    step_time = 0.2 + net_coupling * 1e-8 * net[1:] + 0.02 * rng.standard_normal(steps)
+    step_time = np.clip(step_time, 0.05, 0.45)
+    for r in range(ranks):
+        host = hosts[r % len(hosts)]
+        for i in range(1, steps + 1):
+            append_jsonl(runs.rank_log(path, r), {"step": i, "wall_time": T0 + i - 0.5, "step_time": step_time[i - 1],
+                                                  "loss": 5.0, "tokens": 1000, "rank": r, "host": host})
+    for h, host in enumerate(hosts):
+        for j in range(1, steps + 1):
+            append_jsonl(runs.monitor_log(path, host, h), {
+                "time": T0 + j, "host": host, "rank": h, "n_gpus": 2, "cpu_percent": 50.0,
+                "proc_cpu_percent": 90.0, "mem_used_mb": 1000.0,
+                "gpu0_util": 95.0, "gpu1_util": 60.0 if j % 2 else 100.0,  # gpu1: mean 80, above 80% half the time
+                "net_lo_sent_Bps": 100.0, "net_lo_recv_Bps": 100.0,
+                "net_eth0_sent_Bps": net[j], "net_eth0_recv_Bps": net[j] * 0.9})
+    # Scalars: train loss every 10 steps, evaluations every eval_every.
+    train_l = lambda s: 5 * math.exp(-s / 120) + 1.0  # noqa: E731
+    gap = (lambda s: 0.1 + max(0.0, (s - 500) / 500)) if overfit else (lambda s: 0.1)
+    for s in range(10, steps + 1, 10):
+        for tag, v in (("train_loss", train_l(s)), ("learning_rate", lr_at(s))):
+            append_jsonl(path / runs.SCALARS, {"step": s, "wall_time": T0 + s - 0.5, "tag": tag, "value": v})
+        if s % eval_every == 0:
+            for tag, v in (("eval_loss", train_l(s) + gap(s)), ("Eval_BLEU_Score", 30 * (1 - math.exp(-s / 150)))):
+                append_jsonl(path / runs.SCALARS, {"step": s, "wall_time": T0 + s - 0.4, "tag": tag, "value": v})
+    if torn:
+        with open(path / runs.SCALARS, "a") as f:
+            f.write('{"step": 99999, "wall_ti')
+    if ckpt is not None:
+        shutil.copytree(ckpt, path / runs.CHECKPOINTS)
+    return {"net": net, "step_time": step_time}
+
+
+def answers_of(path, **opts):
+    return {a.number: a for a in questions.answer_all(load_run(path), path / "figures", questions.Options(**opts))}
+
+
+def test_baseline_answers(tmp_path, checkpoint_dir):
+    ckpt, n_params = checkpoint_dir
+    gen = synth_run(tmp_path, ckpt=ckpt)
+    a = answers_of(tmp_path)
+    assert all(x.answered for n, x in a.items() if n != 11), {n: x.missing for n, x in a.items() if not x.answered}
+    # Q1: from the first step's start (it ended at T0 + 0.5) to the last record, the evaluation at T0 + 999.6.
+    elapsed = (T0 + 999.6) - (T0 + 0.5 - gen["step_time"][0])
+    assert a[1].evidence["elapsed_s"] == pytest.approx(elapsed)
+    assert a[1].evidence["steps_per_s"] == pytest.approx(1.0)
+    target = config_mod.profile("wmt16-base").train.steps
+    hours = (elapsed + (target - 1000) / 1.0) / 3600
+    assert a[1].evidence["projected_hours"] == pytest.approx(hours)
+    assert a[1].evidence["projected_cost"] == pytest.approx(hours * 1 * 3.06)
+    assert a[1].figure.exists()
+    # Q2: BLEU 30(1-exp(-s/150)) over 1000 steps: the last 3 evaluations gain < 1%.
+    assert a[2].evidence["fully_trained"] is True and a[2].answer.startswith("Yes")
+    # Q3: a constant 0.1 gap is no overfitting.
+    assert a[3].evidence["verdict"] == "no" and a[3].evidence["gap_last"] == pytest.approx(0.1)
+    # Q4: gpu0 always 95%, gpu1 alternates 60/100: mean 80, busy half the time.
+    dev = {d["device"]: d for d in a[4].evidence["devices"]}
+    assert dev["gpu0"]["mean"] == pytest.approx(95.0) and dev["gpu0"]["busy_share"] == 1.0
+    assert dev["gpu1"]["mean"] == pytest.approx(80.0, abs=0.1) and dev["gpu1"]["busy_share"] == pytest.approx(0.5, abs=0.01)
+    # Q5: one rank, no gradient exchange.
+    assert a[5].answered and a[5].answer.startswith("No: this is a single-rank run")
+    # Q6: peak at warmup_steps, value from the formula, inverse-square-root decay.
+    assert a[6].evidence["peak_step"] == WARMUP
+    assert a[6].evidence["peak_lr"] == pytest.approx(a[6].evidence["predicted_peak_lr"])
+    assert a[6].evidence["decay_exponent"] == pytest.approx(-0.5, abs=0.01)
+    # Q7: bytes of both sides of the train split, lines = sentence pairs.
+    assert a[7].evidence["bytes"] == 3_200_000 and a[7].evidence["lines"] == 20_000
+    # Q8: the state file, the index and one data shard of the latest checkpoint.
+    names = sorted(Path(f["file"]).name for f in a[8].evidence["files"])
+    assert names == ["checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index"]
+    # Q9: weights = the model's parameters in float32; Adam keeps two slots per parameter.
+    assert a[9].evidence["weights_params"] == n_params
+    assert a[9].evidence["weights_mb"] == pytest.approx(n_params * 4 / 1e6)
+    assert a[9].evidence["optimizer_to_weights"] == pytest.approx(2.0, abs=0.01)
+    # Q10: the mean of the steady steps (first 3 left out).
+    assert a[10].evidence["mean_ms"] == pytest.approx(gen["step_time"][3:].mean() * 1000)
+    assert a[10].evidence["std_ms"] == pytest.approx(gen["step_time"][3:].std(ddof=1) * 1000)
+    for n in (1, 2, 3, 4, 6, 8, 9, 10):
+        assert a[n].figure is not None and a[n].figure.exists(), n
+
+
+def test_known_correlation_and_byte_rate(tmp_path, checkpoint_dir):
+    ckpt, n_params = checkpoint_dir
+    gen = synth_run(tmp_path, ranks=2, hosts=("hostA", "hostB"), ckpt=ckpt, seed=1)
+    a = answers_of(tmp_path)
+    # Q11: step i is paired with sample i (its second); r is the one of the generating arrays.
+    net, st = gen["net"][1:], gen["step_time"]
+    want = np.corrcoef((net + 0.9 * net)[3:], st[3:])[0, 1]
+    assert a[11].answered and a[11].evidence["iface"] == "eth0"
+    assert a[11].evidence["pearson_r"] == pytest.approx(want, abs=1e-9)
+    assert a[11].evidence["pearson_r"] > 0.7 and a[11].figure.exists()
+    # Q5: the measured byte rate (the busier direction: sent) against 1 Gbit/s, and the ring-allreduce estimate.
+    hosts = {h["host"]: h for h in a[5].evidence["hosts"]}
+    assert hosts["hostA"]["mean_Bps"] == pytest.approx(net.mean())
+    assert hosts["hostA"]["link_share_mean"] == pytest.approx(net.mean() / 125e6)
+    per_step = 2 * (2 - 1) / 2 * n_params * 4
+    assert a[5].evidence["allreduce_bytes_per_rank_per_step"] == pytest.approx(per_step)
+    assert a[5].evidence["expected_Bps_per_rank"] == pytest.approx(per_step / st[3:].mean())
+    assert a[5].evidence["bottleneck"] is False and a[5].answer.startswith("No")
+    # A 10 Mbit/s link is saturated by 12.5 MB/s: now the network is the bottleneck.
+    assert answers_of(tmp_path, link_gbps=0.01)[5].evidence["bottleneck"] is True
+
+
+def test_uncorrelated_traffic_gives_small_r(tmp_path):
+    synth_run(tmp_path, ranks=2, hosts=("hostA", "hostB"), net_coupling=0.0, seed=2)
+    r = answers_of(tmp_path)[11].evidence["pearson_r"]
+    assert abs(r) < 0.15
+
+
+def test_widening_gap_is_overfitting(tmp_path):
+    synth_run(tmp_path, overfit=True)
+    a = answers_of(tmp_path)[3]
+    assert a.evidence["verdict"] == "overfitting" and a.answer.startswith("Yes")
+    assert a.evidence["gap_last"] == pytest.approx(1.1) and a.evidence["widening"]
+    assert a.figure.exists()
+
+
+def test_still_improving_is_not_fully_trained(tmp_path):
+    synth_run(tmp_path, steps=300)  # BLEU still climbing steeply at step 300
+    a = answers_of(tmp_path)
+    assert a[2].evidence["fully_trained"] is False and a[2].answer.startswith("No")
+    assert a[2].evidence["bleu_plateau"] is False
+    # Q1 says how long the rest of the run's own plan takes at 1 step/s.
+    assert a[1].evidence["remaining_s_to_planned"] == pytest.approx(700.0)
+
+
+def test_plateau_rule():
+    assert questions.plateau_rule([10, 20, 25, 25.1, 25.0, 25.2], 3, 0.01, True, 0.1) == (True, pytest.approx(0.2))
+    assert questions.plateau_rule([10, 20, 22, 23, 24, 26], 3, 0.01, True)[0] is False
+    assert questions.plateau_rule([3.0, 2.5, 2.4, 2.399, 2.398, 2.397], 3, 0.01, False)[0] is True
+
+
+def test_unfinished_run_says_what_is_missing(tmp_path):
+    synth_run(tmp_path, steps=120, torn=True, eval_every=100)  # killed mid-write, one evaluation, no checkpoint
+    run = load_run(tmp_path)
+    assert run.last_step == 120  # the torn last line is skipped
+    a = answers_of(tmp_path)
+    assert a[1].answered
+    assert not a[2].answered and "at least 4 evaluations" in a[2].missing
+    assert not a[3].answered and "2 eval_loss" in a[3].missing
+    for n in (8, 9):
+        assert not a[n].answered and "no checkpoint" in a[n].missing and a[n].figure is None
+    assert a[6].answered and "still inside the warmup" in a[6].answer
+
+
+def test_empty_foreign_and_missing_dirs_are_clear_errors(tmp_path):
+    with pytest.raises(AnalysisError, match="no such directory"):
+        load_run(tmp_path / "nope")
+    (tmp_path / "foreign").mkdir()
+    (tmp_path / "foreign" / "notes.txt").write_text("hello")
+    with pytest.raises(AnalysisError, match="does not look like an nmtkit run directory"):
+        load_run(tmp_path / "foreign")
+    (tmp_path / "started" / "ranks").mkdir(parents=True)
+    with pytest.raises(AnalysisError, match="no logs yet"):
+        load_run(tmp_path / "started")
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / runs.SCALARS).write_text('{"step": 1}\nnot json\n{"step": 2}\n')
+    with pytest.raises(AnalysisError, match=r"scalars.jsonl: line 2"):
+        load_run(tmp_path / "bad")
+
+
+def test_event_files_are_the_fallback(tmp_path):
+    from nmtkit.stack import import_tf
+    tf = import_tf()
+    writer = tf.summary.create_file_writer(str(tmp_path))
+    with writer.as_default():
+        for s in range(1, 26):  # more than the 10 events per tag EventAccumulator keeps by default
+            tf.summary.scalar("train_loss", 10.0 / s, step=s)
+    writer.close()
+    (tmp_path / "monitor" / "tb").mkdir(parents=True)  # the sampler's own events are not training scalars
+    df, source = load_scalars(tmp_path)
+    assert source == "event files"
+    loss = df[df["tag"] == "train_loss"].sort_values("step")
+    assert len(loss) == 25 and loss["value"].iloc[-1] == pytest.approx(0.4)
+
+
+def test_train_set_size_tolerates_layouts():
+    assert train_set_size({"train": {"bytes": 100, "lines": 7}}) == {"bytes": 100, "lines": 7}
+    assert train_set_size({"files": [{"name": "train.en", "bytes": 10, "lines": 3},
+                                     {"name": "train.de", "bytes": 12, "lines": 3},
+                                     {"name": "dev.en", "bytes": 99, "lines": 9}]}) == {"bytes": 22, "lines": 3}
+    assert train_set_size({"dev": {"bytes": 1}}) is None
+    assert train_set_size(None) is None
+
+
+def test_variable_kinds():
+    assert variable_kind("optimizer/_variables/3/.ATTRIBUTES/VARIABLE_VALUE") == "optimizer"
+    assert variable_kind("model/x/.OPTIMIZER_SLOT/optimizer/m/.ATTRIBUTES/VARIABLE_VALUE") == "optimizer"
+    assert variable_kind("model/layer_with_weights-0/kernel/.ATTRIBUTES/VARIABLE_VALUE") == "weights"
+    assert variable_kind("save_counter/.ATTRIBUTES/VARIABLE_VALUE") == "meta"
+
+
+def test_report_side_by_side_and_cli(tmp_path, checkpoint_dir, capsys):
+    ckpt, _ = checkpoint_dir
+    synth_run(tmp_path / "baseline", ckpt=ckpt)
+    synth_run(tmp_path / "horovod", ranks=2, hosts=("hostA", "hostB"), ckpt=ckpt)
+    from nmtkit.cli import main
+    assert main(["report", "--run", str(tmp_path / "baseline"), "--run", str(tmp_path / "horovod"),
+                 "--out", str(tmp_path / "rep")]) == 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    for n in range(1, 12):
+        assert md.count(f"### {n}. ") == 2  # each question answered for both runs
+    assert "## Side by side" in md and "| baseline | 1 | 1 |" in md and "| horovod | 2 | 2 |" in md
+    for link in __import__("re").findall(r"!\[[^]]*\]\(([^)]+)\)", md):
+        assert (tmp_path / "rep" / link).exists(), link
+    data = json.loads((tmp_path / "rep" / "report.json").read_text())
+    assert [a["number"] for a in data["horovod"]] == list(range(1, 12))
+    assert main(["report", "--run", str(tmp_path / "nothing")]) == 1
+    assert "nmtkit: " in capsys.readouterr().err
