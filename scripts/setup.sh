@@ -30,9 +30,22 @@ command -v c++ >/dev/null 2>&1 || command -v g++ >/dev/null 2>&1 ||
   die "no C++ compiler (Horovod is compiled at install time): sudo apt-get install -y g++ make"
 command -v make >/dev/null 2>&1 || die "make not found: sudo apt-get install -y make"
 
+# GPU nodes (the real homework): TensorFlow with its CUDA libraries and Horovod with NCCL operations.
+# NMTKIT_GPU=auto (default) means: a GPU node when nvidia-smi lists a GPU.
+GPU=${NMTKIT_GPU:-auto}
+if [ "$GPU" = auto ]; then
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q GPU; then GPU=1; else GPU=0; fi
+fi
+if [ "$GPU" = 1 ]; then
+  command -v nvcc >/dev/null 2>&1 || [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ] ||
+    die "GPU mode (NMTKIT_GPU=1 or nvidia-smi found) needs the CUDA toolkit to compile Horovod's NCCL operations:
+  install cuda-toolkit-12 (nvcc) and set CUDA_HOME, or use NVIDIA's NGC TensorFlow container, which ships Horovod.
+  To install the CPU-only stack instead: NMTKIT_GPU=0 make setup"
+fi
+
 # --- fast path: already set up for this pyproject/setup script -----------------------------------------
 STAMP="$VENV/.nmtkit-setup"
-want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
+want=$( (cat pyproject.toml scripts/setup.sh; echo "gpu=$GPU") | sha256sum | cut -c1-16)
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] &&
    "$VENV/bin/python" -c 'import nmtkit, horovod.tensorflow' >/dev/null 2>&1; then
   say "already set up ($VENV); \`rm $STAMP\` to force"
@@ -59,6 +72,11 @@ print(sys.argv[1] + m.group(1))
 PY
 }
 TF_PIN=$(pin tensorflow); TFK_PIN=$(pin tf-keras); HVD_PIN=$(pin horovod); CMAKE_PIN=$(pin cmake)
+HVD_GPU_ENV=()
+if [ "$GPU" = 1 ]; then
+  TF_PIN="tensorflow[and-cuda]==${TF_PIN#tensorflow==}"     # the same TensorFlow plus its CUDA/cuDNN/NCCL wheels
+  HVD_GPU_ENV=(HOROVOD_GPU_OPERATIONS=NCCL)
+fi
 
 say "pip, wheel, setuptools, $CMAKE_PIN"
 "${PIP[@]}" install --upgrade pip wheel setuptools "$CMAKE_PIN"
@@ -75,16 +93,21 @@ PY
 TF_VER=$("$VPY" -c 'import importlib.metadata as m; print(m.version("tensorflow"))')
 PY_TAG=$("$VPY" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
 HVD_VER=${HVD_PIN#horovod==}
-CACHE=${NMTKIT_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nmtkit/wheels}/horovod-$HVD_VER-tf-$TF_VER-$PY_TAG
-if hvd_ok && [ -f "$VENV/.horovod-tf" ] && [ "$(cat "$VENV/.horovod-tf")" = "$TF_VER" ]; then
+CACHE=${NMTKIT_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nmtkit/wheels}/horovod-$HVD_VER-tf-$TF_VER-$PY_TAG$([ "$GPU" = 1 ] && echo -nccl || true)
+if [ "$GPU" = 1 ] && [ -z "${HOROVOD_NCCL_HOME:-}" ]; then
+  # tensorflow[and-cuda] brings NCCL as a wheel; point Horovod's build at it
+  nccl=$("$VPY" -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null || true)
+  [ -n "$nccl" ] && HVD_GPU_ENV+=(HOROVOD_NCCL_HOME="$nccl")
+fi
+if hvd_ok && [ -f "$VENV/.horovod-tf" ] && [ "$(cat "$VENV/.horovod-tf")" = "$TF_VER-gpu$GPU" ]; then
   say "Horovod $HVD_VER already built against TensorFlow $TF_VER"
 else
   if ! ls "$CACHE"/horovod-*.whl >/dev/null 2>&1; then
-    say "compiling $HVD_PIN against TensorFlow $TF_VER with Gloo (about 2 minutes on 2 cores)"
+    say "compiling $HVD_PIN against TensorFlow $TF_VER with Gloo${HVD_GPU_ENV:+ and NCCL} (2-4 minutes on 2 cores)"
     mkdir -p "$CACHE.tmp"
     # CMAKE_POLICY_VERSION_MINIMUM: Horovod's bundled gloo predates CMake 4 (harmless with CMake 3).
-    HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 HOROVOD_WITHOUT_PYTORCH=1 \
-    HOROVOD_WITHOUT_MXNET=1 MAKEFLAGS=${MAKEFLAGS:--j2} CMAKE_POLICY_VERSION_MINIMUM=3.5 \
+    env "${HVD_GPU_ENV[@]}" HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 \
+    HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 MAKEFLAGS=${MAKEFLAGS:--j2} CMAKE_POLICY_VERSION_MINIMUM=3.5 \
     PATH="$HERE/$VENV/bin:$PATH" \
       "${PIP[@]}" wheel --no-build-isolation --no-deps --no-cache-dir -w "$CACHE.tmp" "$HVD_PIN" ||
       die "the Horovod build failed (see above). Needs a C++ compiler (g++), python3.11-dev headers and
@@ -94,7 +117,7 @@ else
     say "Horovod wheel for TensorFlow $TF_VER found in $CACHE"
   fi
   "${PIP[@]}" install --force-reinstall --no-deps "$CACHE"/horovod-*.whl
-  echo "$TF_VER" > "$VENV/.horovod-tf"
+  echo "$TF_VER-gpu$GPU" > "$VENV/.horovod-tf"
 fi
 
 say "nmtkit and its pinned dependencies (pyproject.toml [dev])"

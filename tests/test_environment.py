@@ -83,14 +83,31 @@ def test_setup_is_idempotent_and_fast_when_done():
     assert "already set up" in r.stdout
 
 
-def test_setup_names_a_missing_python(tmp_path):
-    # a machine with coreutils but no Python 3.10-3.12 on PATH
+def _bin_with(tmp_path, tools=("dirname", "cat", "sha256sum", "cut", "ls", "rm", "mv", "mkdir", "c++", "g++",
+                                 "make", "grep")):
+    """A PATH holding only these tools (a machine without Python, nvcc, ...)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for tool in ("dirname", "cat", "sha256sum", "cut", "ls", "rm", "mv", "mkdir", "c++", "g++", "make"):
-        src = subprocess.run(["bash", "-c", f"command -v {tool}"], capture_output=True, text=True).stdout.strip()
+    for tool in tools:
+        src = shutil.which(tool)
         if src:
             (bin_dir / tool).symlink_to(src)
+    return bin_dir
+
+
+def test_setup_gpu_mode_without_cuda_toolkit_says_what_to_do(tmp_path):
+    bin_dir = _bin_with(tmp_path)
+    r = subprocess.run([shutil.which("bash"), str(ROOT / "scripts" / "setup.sh")], cwd=ROOT, capture_output=True,
+                       text=True, env={"PATH": str(bin_dir), "VENV": str(Path(sys.executable).parents[1]),
+                                       "NMTKIT_GPU": "1", "CUDA_HOME": str(tmp_path / "no-cuda"),
+                                       "HOME": str(tmp_path)})
+    assert r.returncode != 0
+    assert "CUDA toolkit" in r.stderr and "NMTKIT_GPU=0" in r.stderr
+
+
+def test_setup_names_a_missing_python(tmp_path):
+    # a machine with coreutils but no Python 3.10-3.12 on PATH
+    bin_dir = _bin_with(tmp_path)
     r = subprocess.run([shutil.which("bash"), str(ROOT / "scripts" / "setup.sh")], cwd=ROOT, capture_output=True,
                        text=True, env={"PATH": str(bin_dir), "VENV": str(tmp_path / "venv"), "PYTHON": "no-such-python",
                             "HOME": str(tmp_path)})
