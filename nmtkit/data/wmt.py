@@ -65,6 +65,7 @@ SOURCES: list[Source] = [
            {"dev.en": "newstest2013.en", "dev.de": "newstest2013.de",
             "test.en": "newstest2014-deen-src.en.sgm", "test.de": "newstest2014-deen-ref.de.sgm"}, 20_000_000),
 ]
+RETRY_BACKOFF = 2.0  # seconds before the first retry of a failed download; doubles each time
 # Archives + extracted text + cleaned copies + encoded ids: about this many times the archives' size.
 DISK_FACTOR = 4.0
 
@@ -106,9 +107,10 @@ def _verify(path: Path, url: str, size: Optional[int], sha256: Optional[str]) ->
 
 
 def download(url: str, dest: str | os.PathLike, *, size: Optional[int] = None, sha256: Optional[str] = None,
-             progress: bool = True, retries: int = 3, timeout: float = 60, backoff: float = 2.0) -> Path:
+             progress: bool = True, retries: int = 3, timeout: float = 60, backoff: Optional[float] = None) -> Path:
     """Fetch url to dest via dest.part, resuming a partial file with a Range request; verify; rename."""
     from tqdm.auto import tqdm
+    backoff = RETRY_BACKOFF if backoff is None else backoff
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     if dest.exists():
