@@ -1,0 +1,114 @@
+"""2-rank Horovod training on two local engines posing as nodes: the loss falls with identical weights on both ranks,
+stop() ends every rank cleanly after a checkpoint, and a rank killed with SIGKILL is named within 60 s, the others are
+released and the run resumes from its last checkpoint with a different number of ranks."""
+import importlib.util
+import json
+import os
+import signal
+import time
+
+import pytest
+
+from nmtkit import config
+from nmtkit.cluster import Cluster, RankFailedError
+from nmtkit.io import read_jsonl
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not importlib.util.find_spec("horovod"), reason="Horovod is not installed")]
+
+TINY = {"data.train_size": 2000, "data.dev_size": 40, "data.test_size": 40, "data.vocab_size": 300,
+        "model.d_model": 32, "model.encoder_layers": 1, "model.decoder_layers": 1, "model.num_heads": 2,
+        "model.d_ff": 64, "train.warmup_steps": 5, "train.lr_scale": 1.0, "train.log_every": 5,
+        "train.ckpt_every": 10, "eval.every": 0, "eval.dev_sentences": 10, "eval.test_sentences": 10,
+        "eval.beam_size": 1, "eval.max_extra_len": 5, "monitor.enabled": False}
+
+
+@pytest.fixture(scope="module")
+def cfg(tmp_path_factory):
+    from nmtkit.data.prepare import prepare
+    data = tmp_path_factory.mktemp("data") / "tiny"
+    c = config.load("tiny", dict(TINY, **{"data.dir": str(data)}))
+    prepare(c, progress=False)
+    return c
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = Cluster(engines=2, profile_dir=tmp_path_factory.mktemp("ipython") / "profile_nmtkit").start()
+    yield c
+    c.stop()
+
+
+def _steps(run, rank):
+    return [(r["step"], r["loss"]) for r in read_jsonl(run / "ranks" / f"rank{rank}.jsonl")]
+
+
+def _wait_for_step(job, step, timeout=120):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        job.check()
+        steps = job.progress()["step"].dropna()
+        if len(steps) == len(job.engines) and steps.min() >= step:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"no rank reached step {step}: {job.progress_text()}")
+
+
+def test_two_ranks_lower_the_loss_with_identical_weights(cluster, cfg, tmp_path):
+    run = tmp_path / "run"
+    cfg = cfg.with_overrides({"train.steps": 30})
+    table = cluster.preflight(cfg.data.dir)
+    assert table["data_ok"].all() and table["rendezvous_ok"].all()
+    results = cluster.launch(cfg, run, preflight=False).wait(timeout=240)
+    assert [r["rank"] for r in results] == [0, 1]
+    summaries = [r["value"] for r in results]
+    assert all(s["status"] == "finished" and s["step"] == 30 and s["ranks"] == 2 for s in summaries)
+    assert summaries[0]["weights_checksum"] == summaries[1]["weights_checksum"]
+    assert "test_bleu" in summaries[0] and "test_bleu" not in summaries[1]  # only rank 0 evaluates
+    for rank in (0, 1):  # every rank logs its own steps; the data differ per rank, so do the losses
+        losses = [l for _, l in _steps(run, rank)]
+        assert len(losses) == 30
+        assert sum(losses[-5:]) / 5 < sum(losses[:5]) / 5
+    assert _steps(run, 0) != _steps(run, 1)
+    assert (run / "checkpoints" / "checkpoint").exists()
+    assert json.loads((run / "run.json").read_text())["status"] == "finished"
+
+
+def test_stop_ends_every_rank_after_a_checkpoint(cluster, cfg, tmp_path):
+    run = tmp_path / "run"
+    job = cluster.launch(cfg.with_overrides({"train.steps": 10_000, "train.ckpt_every": 10_000}), run,
+                         preflight=False)
+    _wait_for_step(job, 5)
+    results = job.stop(timeout=120)
+    summaries = [r["value"] for r in results]
+    assert [s["status"] for s in summaries] == ["stopped", "stopped"]
+    assert summaries[0]["step"] == summaries[1]["step"] >= 5  # the ranks agreed on the step to stop at
+    latest = (run / "checkpoints" / "checkpoint").read_text()
+    assert f"ckpt-{summaries[0]['step']}" in latest
+
+
+def test_sigkill_names_the_rank_releases_the_others_and_resumes(cluster, cfg, tmp_path):
+    run = tmp_path / "run"
+    long = cfg.with_overrides({"train.steps": 10_000, "train.ckpt_every": 5})
+    job = cluster.launch(long, run, preflight=False)
+    _wait_for_step(job, 12)  # checkpoints at 5 and 10 exist
+    victim = job.engines[1]
+    os.kill(victim.pid, signal.SIGKILL)
+    t0 = time.time()
+    with pytest.raises(RankFailedError) as err:
+        job.wait(timeout=60)  # a hang would raise TimeoutError instead
+    detected = time.time() - t0
+    msg = str(err.value)
+    assert "rank 1" in msg and victim.host in msg and "node1" in msg and str(victim.pid) in msg
+    print(f"SIGKILL -> RankFailedError + engines restarted in {detected:.1f} s")
+    # the survivors were released: the cluster has two fresh, idle engines
+    assert len(cluster.ids) == 2 and victim.id not in cluster.ids
+    assert cluster.client[cluster.ids].apply_sync(os.getpid) != [e.pid for e in job.engines]
+    ckpt = int((run / "checkpoints" / "checkpoint").read_text().split('"')[1].rsplit("-", 1)[1])
+    assert ckpt >= 10
+    # resume on ONE rank (a different count) for a few more steps
+    resumed = cluster.launch(long.with_overrides({"train.steps": ckpt + 4}), run, preflight=False, ranks=1)
+    (result,) = resumed.wait(timeout=180)
+    assert result["value"]["status"] == "finished" and result["value"]["ranks"] == 1
+    steps = [s for s, _ in _steps(run, 0)]
+    assert steps[-4:] == [ckpt + 1, ckpt + 2, ckpt + 3, ckpt + 4]  # continued from the checkpoint, not step 1
