@@ -66,8 +66,8 @@ class DataStats:
             out.append(f"cleaning (train): {c.get('input', 0):,} pairs in, {c.get('kept', 0):,} kept; dropped "
                        f"{c.get('empty', 0):,} empty, {c.get('too_short', 0):,} too short, "
                        f"{c.get('too_long', 0):,} too long, {c.get('ratio', 0):,} length ratio")
-        out.append(f"joint BPE vocabulary: {self.vocab_size:,} pieces (spm {self.spm_sha256[:12]}); "
-                   f"training pairs <= {self.max_tokens} tokens: {self.train_examples:,}")
+        out.append(f"joint BPE vocabulary: {self.vocab_size:,} pieces; "
+                   f"training pairs <= {self.max_tokens} BPE tokens: {self.train_examples:,}")
         return "\n".join(out)
 
     def frame(self):
