@@ -1,0 +1,38 @@
+"""Shared pytest fixtures. Keep each engineer's fixtures in its own section."""
+import pytest
+
+import nmtkit  # noqa: F401  (Keras 2 API before TensorFlow)
+
+
+# --- model / training (nmtkit.model, nmtkit.train, nmtkit.export) ----------------------------------------
+
+def small_config(**overrides):
+    """A tiny-profile config shrunk for tests: fast steps, small evals, no monitor thread."""
+    from nmtkit import config
+    base = {"data.train_size": 4000, "data.dev_size": 40, "data.test_size": 40, "data.vocab_size": 400,
+            "data.batch_sentences": 32, "model.d_model": 64, "model.d_ff": 128, "model.num_heads": 4,
+            "model.encoder_layers": 1, "model.decoder_layers": 1, "train.log_every": 10,
+            "train.ckpt_every": 0, "eval.every": 0, "eval.dev_sentences": 40, "eval.test_sentences": 40,
+            "eval.max_extra_len": 6, "monitor.enabled": False}
+    base.update(overrides)
+    return config.profile("tiny").with_overrides(base)
+
+
+@pytest.fixture(scope="session")
+def nmt_data(tmp_path_factory):
+    """A small prepared synthetic corpus (4k pairs, 400 BPE pieces), shared by every training test."""
+    from nmtkit.data.prepare import prepare
+    d = tmp_path_factory.mktemp("nmt_data")
+    prepare(small_config(), data_dir=d, progress=False)
+    return d
+
+
+@pytest.fixture(scope="session")
+def trained_run(nmt_data, tmp_path_factory):
+    """One small model trained long enough to translate the synthetic grammar: (run dir, summary)."""
+    from nmtkit.train.loop import train
+    run = tmp_path_factory.mktemp("trained") / "run"
+    cfg = small_config(**{"train.steps": 400, "train.warmup_steps": 100, "model.dropout": 0.0,
+                          "train.ckpt_every": 200, "eval.every": 200})
+    summary = train(cfg, run, data_dir=nmt_data, progress=False)
+    return run, summary

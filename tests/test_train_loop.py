@@ -1,0 +1,139 @@
+"""The training loop: run-directory contents, exact resume after a signal, clear errors for bad checkpoints,
+gradient accumulation, and beam search against greedy on a trained model."""
+import json
+import os
+import shutil
+import signal
+
+import numpy as np
+import pytest
+
+from conftest import small_config
+from nmtkit import runs
+from nmtkit.io import read_jsonl
+from nmtkit.stack import import_tf
+from nmtkit.train.loop import CheckpointError, TrainError, checkpoint_files, load_model, train
+
+tf = import_tf()
+pytestmark = pytest.mark.slow
+
+
+def _losses(run):
+    return {r["step"]: r["loss"] for r in read_jsonl(runs.rank_log(run, 0))}
+
+
+def test_run_directory(trained_run):
+    run, summary = trained_run
+    assert summary["status"] == "finished" and summary["step"] == 400
+    status = json.loads((run / runs.STATUS).read_text())
+    assert status["status"] == "finished" and status["step"] == 400
+    for name in (runs.CONFIG, runs.DATA_STATS, "spm.model"):
+        assert (run / name).is_file(), name
+    assert list(run.glob("events.out.tfevents.*")), "no TensorBoard events"
+    tags = {r["tag"] for r in read_jsonl(run / runs.SCALARS)}
+    assert {"train_loss", "eval_loss", "Eval_BLEU_Score", "eval_chrF", "learning_rate", "global_step/sec",
+            "tokens_per_sec", "step_time"} <= tags
+    steps = [r["step"] for r in read_jsonl(runs.rank_log(run, 0))]
+    assert steps == list(range(1, 401))
+    losses = _losses(run)
+    assert losses[400] < losses[1] - 2.0  # it learned
+    assert (run / runs.TRANSLATIONS / "test.400.de").is_file()
+    assert json.loads((run / runs.BEST / "best.json").read_text())["step"] in (200, 400)
+
+
+def test_checkpoint_is_weights_plus_adam_moments(trained_run):
+    run, summary = trained_run
+    files = checkpoint_files(run)
+    names = [f["file"] for f in files]
+    assert names == ["checkpoint", "ckpt-400.data-00000-of-00001", "ckpt-400.index"]
+    weights_mb = summary["params"] * 4 / 2 ** 20
+    data_mb = files[1]["MB"]
+    assert 2.8 < data_mb / weights_mb < 3.3  # weights + Adam's m and v
+
+
+def test_beam_search_vs_greedy_on_trained_model(trained_run, nmt_data):
+    from nmtkit.data.pipeline import read_split
+    from nmtkit.model.decode import Translator
+    from nmtkit.train.loop import evaluate_translations
+    run, _ = trained_run
+    model, tok, cfg, _ = load_model(run)
+    src, ref = read_split(nmt_data, "test")
+    greedy = evaluate_translations(Translator(model, tok, beam_size=1), src, ref)
+    beam = evaluate_translations(Translator(model, tok, beam_size=4, length_penalty=0.6), src, ref)
+    print(f"greedy BLEU {greedy['bleu']:.1f}, beam-4 BLEU {beam['bleu']:.1f}")
+    assert greedy["bleu"] > 30, "the shared model should have learned to translate"
+    assert beam["bleu"] >= greedy["bleu"] - 2.0
+    # with no length penalty, beam search finds hypotheses at least as probable as greedy's
+    from nmtkit.model.decode import search
+    ids = [s + [3] for s in (tok.encode(x) for x in src[:16])]
+    width = max(map(len, ids))
+    batch = tf.constant([s + [0] * (width - len(s)) for s in ids])
+    _, g = search(model, batch, tf.constant(width + 6), beam_size=1, alpha=0.0)
+    _, b = search(model, batch, tf.constant(width + 6), beam_size=4, alpha=0.0)
+    assert np.all(b.numpy() >= g.numpy() - 1e-4)
+
+
+def test_stop_by_signal_then_resume_is_exact(nmt_data, tmp_path):
+    cfg = small_config(**{"train.steps": 5, "train.log_every": 1, "model.dropout": 0.0})
+    straight = train(cfg, tmp_path / "straight", data_dir=nmt_data, progress=False)
+    assert straight["status"] == "finished"
+
+    def term_at_2(rec):
+        if rec["step"] == 2:
+            os.kill(os.getpid(), signal.SIGTERM)  # the handler only sets a flag; the loop stops at the next step
+    before = signal.getsignal(signal.SIGTERM)
+    stopped = train(cfg, tmp_path / "resumed", data_dir=nmt_data, progress=False, on_log=term_at_2)
+    assert signal.getsignal(signal.SIGTERM) is before  # handlers restored
+    assert stopped["status"] == "stopped" and stopped["step"] == 2
+    assert json.loads((tmp_path / "resumed" / runs.STATUS).read_text())["status"] == "stopped"
+    assert checkpoint_files(tmp_path / "resumed")[1]["file"] == "ckpt-2.data-00000-of-00001"
+
+    resumed = train(cfg, tmp_path / "resumed", data_dir=nmt_data, progress=False)
+    assert resumed["status"] == "finished" and resumed["step"] == 5
+    a, b = _losses(tmp_path / "straight"), _losses(tmp_path / "resumed")
+    assert sorted(b) == [1, 2, 3, 4, 5]
+    for step in (3, 4, 5):  # same next-step losses as the uninterrupted run
+        assert b[step] == pytest.approx(a[step], rel=1e-4, abs=1e-5)
+    # same weights and optimizer slots at the end
+    ra = tf.train.load_checkpoint(str(tmp_path / "straight" / runs.CHECKPOINTS))
+    rb = tf.train.load_checkpoint(str(tmp_path / "resumed" / runs.CHECKPOINTS))
+    names = [n for n in ra.get_variable_to_shape_map() if "OPTIMIZER_SLOT" in n or "model/" in n]
+    assert any("OPTIMIZER_SLOT" in n for n in names) or any("optimizer" in n for n in ra.get_variable_to_shape_map())
+    for name in ra.get_variable_to_shape_map():
+        if name.startswith("_CHECKPOINTABLE") or name.endswith("OBJECT_GRAPH"):
+            continue
+        np.testing.assert_allclose(ra.get_tensor(name), rb.get_tensor(name), rtol=1e-4, atol=1e-6, err_msg=name)
+
+
+def test_corrupted_checkpoint_names_the_file(trained_run, tmp_path, nmt_data):
+    run = tmp_path / "run"
+    shutil.copytree(trained_run[0], run)
+    (run / runs.CHECKPOINTS / "ckpt-400.index").write_bytes(b"not a checkpoint index")
+    cfg = small_config(**{"train.steps": 410, "train.warmup_steps": 100, "model.dropout": 0.0})
+    with pytest.raises(CheckpointError, match="ckpt-400.index"):
+        train(cfg, run, data_dir=nmt_data, progress=False)
+
+
+def test_incompatible_model_is_refused(trained_run, tmp_path, nmt_data):
+    run = tmp_path / "run"
+    shutil.copytree(trained_run[0], run)
+    cfg = small_config(**{"train.steps": 410, "model.d_model": 32})
+    with pytest.raises(CheckpointError, match=r"config.json.*d_model"):
+        train(cfg, run, data_dir=nmt_data, progress=False)
+    with pytest.raises(TrainError, match="--fresh"):
+        train(small_config(**{"train.steps": 410}), run, data_dir=nmt_data, progress=False, resume=False)
+
+
+def test_gradient_accumulation(nmt_data, tmp_path):
+    cfg = small_config(**{"train.steps": 3, "train.log_every": 1, "train.grad_accum": 2})
+    summary = train(cfg, tmp_path / "accum", data_dir=nmt_data, progress=False)
+    assert summary["step"] == 3
+    recs = list(read_jsonl(runs.rank_log(tmp_path / "accum", 0)))
+    assert [r["step"] for r in recs] == [1, 2, 3]
+    ckpt = tf.train.load_checkpoint(str(tmp_path / "accum" / runs.CHECKPOINTS))
+    assert ckpt.get_tensor("optimizer/iter/.ATTRIBUTES/VARIABLE_VALUE") == 3  # one update per 2 micro-batches
+    # each step saw two micro-batches: about twice the tokens of one
+    single = small_config(**{"train.steps": 1, "train.log_every": 1})
+    train(single, tmp_path / "one", data_dir=nmt_data, progress=False)
+    one = next(read_jsonl(runs.rank_log(tmp_path / "one", 0)))["tokens"]
+    assert recs[0]["tokens"] > 1.4 * one
