@@ -90,8 +90,9 @@ def synth_run(path: Path, *, steps=1000, ranks=1, hosts=("hostA",), overfit=Fals
     return {"net": net, "step_time": step_time}
 
 
-def answers_of(path, **opts):
-    return {a.number: a for a in questions.answer_all(load_run(path), path / "figures", questions.Options(**opts))}
+def answers_of(path, figures=True, **opts):
+    fig_dir = path / "figures" if figures else None
+    return {a.number: a for a in questions.answer_all(load_run(path), fig_dir, questions.Options(**opts))}
 
 
 def test_baseline_answers(tmp_path, checkpoint_dir):
@@ -157,12 +158,12 @@ def test_known_correlation_and_byte_rate(tmp_path, checkpoint_dir):
     assert a[5].evidence["expected_Bps_per_rank"] == pytest.approx(per_step / st[3:].mean())
     assert a[5].evidence["bottleneck"] is False and a[5].answer.startswith("No")
     # A 10 Mbit/s link is saturated by 12.5 MB/s: now the network is the bottleneck.
-    assert answers_of(tmp_path, link_gbps=0.01)[5].evidence["bottleneck"] is True
+    assert answers_of(tmp_path, figures=False, link_gbps=0.01)[5].evidence["bottleneck"] is True
 
 
 def test_uncorrelated_traffic_gives_small_r(tmp_path):
     synth_run(tmp_path, ranks=2, hosts=("hostA", "hostB"), net_coupling=0.0, seed=2)
-    r = answers_of(tmp_path)[11].evidence["pearson_r"]
+    r = answers_of(tmp_path, figures=False)[11].evidence["pearson_r"]
     assert abs(r) < 0.15
 
 
@@ -176,7 +177,7 @@ def test_widening_gap_is_overfitting(tmp_path):
 
 def test_still_improving_is_not_fully_trained(tmp_path):
     synth_run(tmp_path, steps=300)  # BLEU still climbing steeply at step 300
-    a = answers_of(tmp_path)
+    a = answers_of(tmp_path, figures=False)
     assert a[2].evidence["fully_trained"] is False and a[2].answer.startswith("No")
     assert a[2].evidence["bleu_plateau"] is False
     # Q1 says how long the rest of the run's own plan takes at 1 step/s.

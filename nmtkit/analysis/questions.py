@@ -119,13 +119,11 @@ def link_iface(run: Run, mon: pd.DataFrame) -> tuple[str | None, str]:
         return figures.iface_key(cfg_iface), "cluster.iface in the config"
     traffic = {i: float((mon[f"net_{i}_sent_Bps"].fillna(0) + mon[f"net_{i}_recv_Bps"].fillna(0)).mean())
                for i in ifaces}
-    outside = {i: v for i, v in traffic.items() if i != "lo"}
-    if len(run.hosts) <= 1 and "lo" in traffic:
-        return "lo", "one machine: the ranks talk over the loopback interface"
-    if outside and max(outside.values()) > 0:
-        best = max(outside, key=outside.get)
-        return best, "the busiest non-loopback interface"
-    return max(traffic, key=traffic.get), "the busiest interface"
+    # Gradients dominate a distributed run's traffic, so the busiest interface is the one that carried them
+    # (loopback when the "nodes" are engines on one machine).
+    best = max(traffic, key=traffic.get)
+    return best, ("the busiest interface during training" if best != "lo" else
+                  "the busiest interface: loopback, the 'nodes' share one machine")
 
 
 def in_window(mon: pd.DataFrame, run: Run) -> pd.DataFrame:
@@ -321,6 +319,9 @@ def q4_utilisation(run: Run, fig_dir, o: Options) -> Answer:
 
 
 def params_from_checkpoint(run: Run) -> tuple[int | None, str]:
+    """The model's parameter count: run.json's "params" (written at the start), else counted in the checkpoint."""
+    if isinstance(run.status.get("params"), int) and run.status["params"] > 0:
+        return run.status["params"], "run.json"
     info = checkpoint_info(run.path)
     if info.weights_params:
         return info.weights_params, f"counted in {info.prefix.relative_to(run.path)}"

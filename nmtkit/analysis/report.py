@@ -131,3 +131,72 @@ def write_report(runs, out_dir: str | Path | None = None, options: Options | Non
             for name, answers in rep.answers.items()}
     atomic_write_text(rep.out_dir / "report.json", json.dumps(data, indent=1, default=_jsonable) + "\n")
     return md
+
+
+# --- for notebooks: one-line cells that never crash when a run is missing ---------------------------------
+
+NO_RUNS = "(no runs to analyse: run notebooks 02 and 03 first, then rerun this notebook)"
+
+
+def find_runs(names=("baseline", "horovod"), root: str | Path | None = None) -> list[Path]:
+    """The runs under <workspace>/runs that exist; says clearly which are missing and how to make them."""
+    from nmtkit.runs import workspace
+    ws = workspace()
+    root = Path(root) if root is not None else ws / "runs"
+    found = []
+    for name in names:
+        p = root / name
+        rel = os.path.relpath(p, ws)
+        if (p / "run.json").exists() or (p / "scalars.jsonl").exists() or (p / "ranks").is_dir():
+            found.append(p)
+            print(f"found   {rel}")
+        else:
+            print(f"MISSING {rel}: " + {"baseline": "run notebook 02 (single-process baseline) first",
+                                        "horovod": "run notebook 03 (Horovod on two engines) first"}
+                  .get(name, "train a run into this directory first"))
+    return found
+
+
+def show_figure(rep: Report | None, title: str) -> None:
+    from IPython.display import Image, display
+    if rep is None:
+        print(NO_RUNS)
+    elif title in rep.figures:
+        display(Image(filename=str(rep.figures[title])))
+    else:
+        print(f"(no {title} figure: the logs hold nothing to draw)")
+
+
+def show_answer(rep: Report | None, number: int) -> None:
+    """Question `number` for every run: the answer in words, then its figure."""
+    from IPython.display import Image, Markdown, display
+    if rep is None:
+        print(NO_RUNS)
+        return
+    for run in rep.runs:
+        a = rep.answers[run.name][number - 1]
+        body = a.answer if a.answered else f"**Not answered.** {a.answer}"
+        display(Markdown(f"**{run.name}, Q{a.number}.** {body}"))
+        if a.figure is not None:
+            display(Image(filename=str(a.figure)))
+
+
+def evidence(rep: Report | None, number: int) -> pd.DataFrame | str:
+    """The numbers behind question `number`, one column per run (nested values shown as text)."""
+    if rep is None:
+        return NO_RUNS
+    cols = {}
+    for run in rep.runs:
+        ev = rep.answers[run.name][number - 1].evidence
+        cols[run.name] = {k: (v if isinstance(v, (int, float, str, bool, type(None))) else json.dumps(v, default=_jsonable))
+                          for k, v in ev.items()}
+    return pd.DataFrame(cols)
+
+
+def checkpoint_names(rep: Report) -> dict[str, list[str]]:
+    """run name -> the files of its latest checkpoint (names only: deterministic for a given run length)."""
+    out = {}
+    for run in rep.runs:
+        ev = rep.answers[run.name][7].evidence
+        out[run.name] = [Path(f["file"]).name for f in ev.get("files", [])]
+    return out
