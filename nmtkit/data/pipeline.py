@@ -40,13 +40,13 @@ def _save_npy(path: Path, arr: np.ndarray) -> None:
     os.replace(tmp, path)
 
 
-def write_encoded(data_dir, split: str, lang: str, seqs: list[list[int]]) -> list[Path]:
-    """Store one side of a split as flat ids + offsets (atomically)."""
-    lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
-    off = np.zeros(len(seqs) + 1, dtype=np.int64)
+def write_encoded(data_dir, split: str, lang: str, ids: np.ndarray, lengths: np.ndarray) -> list[Path]:
+    """Store one side of a split as flat int32 ids + int64 row offsets (atomically)."""
+    off = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=off[1:])
-    ids = np.fromiter((i for s in seqs for i in s), dtype=np.int32, count=int(off[-1]))
-    _save_npy(ids_path(data_dir, split, lang), ids)
+    if int(off[-1]) != len(ids):
+        raise ValueError(f"{split}.{lang}: {len(ids)} ids but the lengths sum to {int(off[-1])}")
+    _save_npy(ids_path(data_dir, split, lang), np.asarray(ids, dtype=np.int32))
     _save_npy(off_path(data_dir, split, lang), off)
     return [ids_path(data_dir, split, lang), off_path(data_dir, split, lang)]
 

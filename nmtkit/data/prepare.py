@@ -7,6 +7,7 @@ steps after it. A crash therefore never leaves a half-written file that a rerun 
 """
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import time
@@ -120,6 +121,18 @@ def _step_bpe(d: Path, dc) -> str:
     return f"joint BPE, {dc.vocab_size:,} pieces, learned on {len(sample):,} sentences"
 
 
+def _encode_lines(tok, lines: list[str], chunk: int = 200_000) -> tuple[np.ndarray, np.ndarray]:
+    """Flat int32 ids and per-line lengths; in chunks, so WMT's millions of lines never sit in Python lists."""
+    ids, lengths = [], []
+    for i in range(0, len(lines), chunk):
+        seqs = tok.encode_batch(lines[i:i + chunk], threads=os.cpu_count() or 1)
+        lengths.append(np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs)))
+        ids.append(np.fromiter(itertools.chain.from_iterable(seqs), dtype=np.int32, count=int(lengths[-1].sum())))
+    if not ids:
+        return np.zeros(0, np.int32), np.zeros(0, np.int64)
+    return np.concatenate(ids), np.concatenate(lengths)
+
+
 def _step_encode(d: Path) -> tuple[str, list[str]]:
     tok = bpe_mod.Tokenizer(d / bpe_mod.MODEL)
     counts, files = {}, []
@@ -127,9 +140,9 @@ def _step_encode(d: Path) -> tuple[str, list[str]]:
         src, tgt = read_parallel(d / f"{split}.{pipeline.SRC}", d / f"{split}.{pipeline.TGT}")
         counts[split] = {"lines": len(src)}
         for lang, lines in ((pipeline.SRC, src), (pipeline.TGT, tgt)):
-            seqs = tok.encode_batch(lines, threads=os.cpu_count() or 1)
-            counts[split][f"{lang}_tokens"] = sum(len(s) for s in seqs)
-            files += [p.name for p in pipeline.write_encoded(d, split, lang, seqs)]
+            ids, lengths = _encode_lines(tok, lines)
+            counts[split][f"{lang}_tokens"] = int(len(ids))
+            files += [p.name for p in pipeline.write_encoded(d, split, lang, ids, lengths)]
     # The header goes last: without it the arrays count as not encoded.
     files.append(pipeline.write_encoded_header(d, tok.sha256, counts).name)
     total = sum(c["lines"] for c in counts.values())
