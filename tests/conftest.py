@@ -32,7 +32,7 @@ def trained_run(nmt_data, tmp_path_factory):
     """One small model trained long enough to translate the synthetic grammar: (run dir, summary)."""
     from nmtkit.train.loop import train
     run = tmp_path_factory.mktemp("trained") / "run"
-    cfg = small_config(**{"train.steps": 400, "train.warmup_steps": 100, "model.dropout": 0.0,
+    cfg = small_config(**{"train.steps": 400, "train.warmup_steps": 100, "train.lr_scale": 0.3, "model.dropout": 0.0,
                           "train.ckpt_every": 200, "eval.every": 200})
     summary = train(cfg, run, data_dir=nmt_data, progress=False)
     return run, summary
