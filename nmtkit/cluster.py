@@ -235,6 +235,12 @@ def preflight_problems(facts: list[dict]) -> list[str]:
         if f.get("gpus", 0) and not f.get("nccl_built"):
             problems.append(f"{who(f)}: has {f['gpus']} GPU(s) but Horovod was built without NCCL; rebuild with "
                             f"HOROVOD_GPU_OPERATIONS=NCCL (gradients would go through host memory)")
+        if (f.get("rendezvous") and not f["rendezvous"].startswith("127.")
+                and str(f.get("host_addr", "")).startswith("127.")):
+            problems.append(f"{who(f)}: its host name {f['host']} resolves to {f['host_addr']} there; Horovod 0.28.1 "
+                            f"binds part of its Gloo traffic to that address (it ignores HOROVOD_GLOO_IFACE for "
+                            f"process sets), so the other nodes cannot connect: map {f['host']} to the node's "
+                            f"address on the training network in /etc/hosts")
         if f is not ref and f.get("gpus", 0) != ref.get("gpus", 0):
             problems.append(f"{who(f)}: sees {f.get('gpus', 0)} GPU(s) but {who(ref)} sees {ref.get('gpus', 0)}")
     return problems
@@ -243,7 +249,7 @@ def preflight_problems(facts: list[dict]) -> list[str]:
 def preflight_table(facts: list[dict]):
     """The per-rank facts as a pandas DataFrame indexed by rank (what the notebook shows)."""
     import pandas as pd
-    cols = ["node", "host", "engine", "pid", "python", "nmtkit", "tensorflow", "horovod", "horovod_build", "gpus",
+    cols = ["node", "host", "host_addr", "engine", "pid", "python", "nmtkit", "tensorflow", "horovod", "horovod_build", "gpus",
             "data_ok", "data_dir", "rendezvous_ok", "iface"]
     rows = [{c: f.get(c) for c in cols} | {"rank": f["rank"]} for f in facts]
     return pd.DataFrame(rows, columns=["rank"] + cols).set_index("rank")
@@ -271,6 +277,10 @@ def node_facts(data_dir: str | None, rendezvous: tuple[str, int] | None = None) 
     """Runs on an engine: the software, GPUs, data and network facts preflight compares across nodes."""
     from nmtkit.stack import import_tf
     f = engine_identity()
+    try:
+        f["host_addr"] = socket.gethostbyname(f["host"])
+    except OSError as e:
+        f["host_addr"] = f"unresolvable ({e})"
     f["nmtkit"] = nmtkit.__version__
     f["nmtkit_source"] = _source_sha()
     tf = import_tf()
@@ -758,7 +768,8 @@ class Job:
         self.rendezvous.stop()
         try:
             if self.cluster.launcher == "manual":
-                self.cluster.client.abort(targets=[e.id for e in self.engines], block=False)
+                live = set(self.cluster.client.ids)
+                self.cluster.client.abort(targets=[e.id for e in self.engines if e.id in live], block=False)
             else:
                 self.cluster.restart_engines()
         except Exception as err:  # noqa: BLE001  the error we raise is about the rank; note this one

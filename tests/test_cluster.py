@@ -91,7 +91,7 @@ def test_controller_listens_on_loopback_or_the_one_route_never_everywhere():
 def _facts(**over):
     base = dict(host="vm", pid=1, python="3.11.7", nmtkit="0.1.0", nmtkit_source="abc", tensorflow="2.18.1",
                 horovod="0.28.1", horovod_build="gloo", nccl_built=False, gpus=0, data_ok=True, data_dir="/d",
-                data_missing=[], data_sha="s1", rendezvous="10.0.0.2:5000", rendezvous_ok=True, iface="eth0")
+                data_missing=[], data_sha="s1", host_addr="10.0.0.9", rendezvous="10.0.0.2:5000", rendezvous_ok=True, iface="eth0")
     base.update(over)
     return base
 
@@ -112,6 +112,7 @@ def test_preflight_accepts_identical_nodes():
     (dict(data_sha="s2"), ["rank 1 on node1", "prepared data differs"]),
     (dict(rendezvous_ok=False, rendezvous_error="timed out"), ["rank 1 on node1", "10.0.0.2:5000", "timed out"]),
     (dict(gpus=1, nccl_built=False), ["rank 1 on node1", "without NCCL"]),
+    (dict(host_addr="127.0.1.1"), ["rank 1 on node1", "resolves to 127.0.1.1", "/etc/hosts"]),
 ])
 def test_preflight_refuses_a_mismatch_naming_node_and_difference(over, words):
     facts = [_facts(rank=0, node="node0"), _facts(rank=1, node="node1", **over)]
