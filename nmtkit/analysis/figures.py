@@ -123,7 +123,7 @@ def device_utilisation(runs: list[Run], path) -> Path | None:
         mon = per_host(run.monitor)
         if mon.empty:
             continue
-        t0 = mon["time"].min()
+        t0 = _origin(run, mon)
         for host, df in mon.groupby("host"):
             gpu_cols = sorted(c for c in df if c.startswith("gpu") and c.endswith("_util") and df[c].notna().any())
             cols = gpu_cols or ["cpu_percent"]
@@ -134,7 +134,7 @@ def device_utilisation(runs: list[Run], path) -> Path | None:
     if not drawn:
         return None
     ax.axhline(80, color="grey", ls="--", lw=1)
-    ax.set(title=f"{'/'.join(sorted(kinds))} utilisation", xlabel="seconds since the first sample",
+    ax.set(title=f"{'/'.join(sorted(kinds))} utilisation", xlabel="seconds since training started",
            ylabel="utilisation (%)", ylim=(0, 105))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
@@ -150,17 +150,15 @@ def network(runs: list[Run], path) -> Path | None:
         mon = per_host(run.monitor)
         if mon.empty:
             continue
-        t0 = mon["time"].min()
+        t0 = _origin(run, mon)
         for host, df in mon.groupby("host"):
-            for iface in interfaces(df):
+            for iface in busy_interfaces(df):
                 total = df[f"net_{iface}_sent_Bps"].fillna(0) + df[f"net_{iface}_recv_Bps"].fillna(0)
-                if total.max() <= 0:
-                    continue
                 ax.plot(df["time"] - t0, total / 1e6, "-", lw=1, label=f"{run.name} {host} {iface}")
                 drawn += 1
     if not drawn:
         return None
-    ax.set(title="Network throughput (sent + received)", xlabel="seconds since the first sample", ylabel="MB/s")
+    ax.set(title="Network throughput (sent + received)", xlabel="seconds since training started", ylabel="MB/s")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     return _save(fig, path)
@@ -203,6 +201,23 @@ def per_host(mon: pd.DataFrame) -> pd.DataFrame:
         return mon
     lowest = mon.groupby("host")["rank"].transform("min")
     return mon[mon["rank"] == lowest].sort_values(["host", "time"]).reset_index(drop=True)
+
+
+def _origin(run: Run, mon: pd.DataFrame) -> float:
+    """Time zero of a run's timeline: its first step's start (so runs line up), else its first sample."""
+    start, _ = run.wall_clock()
+    return start if start is not None else float(mon["time"].min())
+
+
+def busy_interfaces(mon: pd.DataFrame, top: int = 3, share: float = 0.05) -> list[str]:
+    """The interfaces that carried traffic: at most `top`, each at least `share` of the busiest one's bytes
+    (machines with containers or namespaces have dozens of idle virtual interfaces)."""
+    traffic = {i: float(mon[f"net_{i}_sent_Bps"].fillna(0).sum() + mon[f"net_{i}_recv_Bps"].fillna(0).sum())
+               for i in interfaces(mon)}
+    if not traffic or max(traffic.values()) <= 0:
+        return []
+    best = max(traffic.values())
+    return sorted((i for i in traffic if traffic[i] >= share * best), key=traffic.get, reverse=True)[:top]
 
 
 def iface_key(name: str) -> str:

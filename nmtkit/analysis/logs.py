@@ -62,6 +62,21 @@ class Run:
                 return sorted(df["host"].astype(str).unique())
         return []
 
+    def wall_clock(self) -> tuple[float | None, float | None]:
+        """(start, end) of training in epoch seconds: the first step's start to the last record written."""
+        starts, ends = [], []
+        if not self.ranks.empty:
+            first = self.ranks.sort_values("wall_time").iloc[0]
+            st = first.get("step_time")
+            starts.append(float(first["wall_time"]) - (float(st) if pd.notna(st) else 0.0))
+            ends.append(float(self.ranks["wall_time"].max()))
+        if not self.scalars.empty:
+            starts.append(float(self.scalars["wall_time"].min()))
+            ends.append(float(self.scalars["wall_time"].max()))
+        if not starts:
+            return None, None
+        return min(starts), max(ends)
+
     @property
     def last_step(self) -> int | None:
         steps = []

@@ -83,19 +83,7 @@ def steady_steps(run: Run, skip: int) -> pd.DataFrame:
 
 
 def wall_clock(run: Run) -> tuple[float | None, float | None]:
-    """(start, end) of training in epoch seconds: the first step's start to the last record written."""
-    starts, ends = [], []
-    if not run.ranks.empty:
-        first = run.ranks.sort_values("wall_time").iloc[0]
-        st = first.get("step_time")
-        starts.append(float(first["wall_time"]) - (float(st) if pd.notna(st) else 0.0))
-        ends.append(float(run.ranks["wall_time"].max()))
-    if not run.scalars.empty:
-        starts.append(float(run.scalars["wall_time"].min()))
-        ends.append(float(run.scalars["wall_time"].max()))
-    if not starts:
-        return None, None
-    return min(starts), max(ends)
+    return run.wall_clock()
 
 
 def progress_curve(run: Run) -> pd.DataFrame:
@@ -133,6 +121,23 @@ def in_window(mon: pd.DataFrame, run: Run) -> pd.DataFrame:
         return mon
     w = mon[(mon["time"] >= start) & (mon["time"] <= end + 1.0)]
     return w if len(w) else mon
+
+
+def while_stepping(mon: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """The samples whose interval (t - interval, t] overlaps a step of `steps` (one rank's records): traffic while
+    training steps ran, not during evaluation, checkpointing or start-up."""
+    if mon.empty or steps.empty:
+        return mon.iloc[0:0]
+    mon = mon.sort_values("time")
+    interval = float(mon["time"].diff().median()) if len(mon) > 1 else 1.0
+    st = steps.sort_values("wall_time")
+    ends = st["wall_time"].to_numpy(float)
+    starts = ends - st["step_time"].to_numpy(float)
+    t = mon["time"].to_numpy(float)
+    i = np.searchsorted(ends, t - interval, side="right")  # the first step ending inside or after the window
+    ok = i < len(ends)
+    ok[ok] &= starts[i[ok]] < t[ok]
+    return mon[ok]
 
 
 # --- the questions -----------------------------------------------------------------------------------
@@ -364,10 +369,13 @@ def q5_network(run: Run, fig_dir, o: Options) -> Answer:
     comm_s = per_step / link_Bps  # time the allreduce needs on the link if nothing else slowed it
     hosts = []
     for host, df in mon.groupby("host"):
+        mine = st[st["host"].astype(str) == str(host)]
+        active = while_stepping(df, mine[mine["rank"] == mine["rank"].min()]) if not mine.empty else df
+        df = active if len(active) else df  # no overlap (steps far shorter than the interval, or clocks apart)
         both = df[[f"net_{iface}_sent_Bps", f"net_{iface}_recv_Bps"]].fillna(0)
         busiest_dir = both.max(axis=1)
         ranks_here = int(run.ranks[run.ranks["host"] == host]["rank"].nunique()) if not run.ranks.empty else 1
-        hosts.append({"host": host, "mean_Bps": float(busiest_dir.mean()), "p95_Bps": float(busiest_dir.quantile(0.95)),
+        hosts.append({"host": host, "samples_while_stepping": len(active), "mean_Bps": float(busiest_dir.mean()), "p95_Bps": float(busiest_dir.quantile(0.95)),
                       "link_share_mean": float(busiest_dir.mean() / link_Bps), "ranks": ranks_here,
                       "expected_Bps": expected_Bps * max(ranks_here, 1)})
     peak_share = max(h["link_share_mean"] for h in hosts)
@@ -378,8 +386,8 @@ def q5_network(run: Run, fig_dir, o: Options) -> Answer:
           "allreduce_bytes_per_rank_per_step": per_step, "mean_step_time_s": step_s,
           "expected_Bps_per_rank": expected_Bps, "allreduce_time_on_link_s": comm_s,
           "allreduce_share_of_step": comm_share, "hosts": hosts, "bottleneck": bool(bottleneck)}
-    measured = ", ".join(f"{h['host']} {h['mean_Bps'] / 1e6:.2f} MB/s mean ({h['link_share_mean']:.1%} of the link)"
-                         for h in hosts)
+    measured = ", ".join(f"{h['host']} {h['mean_Bps'] / 1e6:.2f} MB/s mean while steps ran "
+                         f"({h['link_share_mean']:.1%} of the link)" for h in hosts)
     text = (f"{'Yes' if bottleneck else 'No'}: on {iface} ({why}) the nodes moved {measured}, against a link of "
             f"{link_gbps:g} Gbit/s = {link_Bps / 1e6:.0f} MB/s per direction. A ring allreduce of {params:,} "
             f"parameters x {o.bytes_per_param} B across {n} ranks sends 2(n-1)/n x {params * o.bytes_per_param / 1e6:.1f} MB "
@@ -387,8 +395,9 @@ def q5_network(run: Run, fig_dir, o: Options) -> Answer:
             f"{step_s * 1000:.0f} ms/step; on this link that exchange alone needs {comm_s * 1000:.0f} ms, "
             f"{comm_share:.0%} of a step. ")
     if iface == "lo":
-        text += ("Here the 'nodes' share one machine, so the traffic went over loopback, which is far faster than "
-                 "the configured link; the link figures show what the real cluster's network would face.")
+        text += (f"Here the 'nodes' share one machine, so the traffic went over loopback, whose counters see all "
+                 f"{n} ranks' traffic (expected about {n} x {expected_Bps / 1e6:.2f} MB/s) and which is far faster "
+                 f"than the configured link; the link figures show what the real cluster's network would face.")
     fig = _draw(lambda r, p: figures.network([r], p), run, path=_fig(fig_dir, run, 5, "network"))
     return Answer(5, TITLES[5], text, ev, fig, run=run.name)
 
@@ -577,8 +586,11 @@ def q11_correlation(run: Run, fig_dir, o: Options) -> Answer:
         return missing(11, f"at least 5 monitor samples overlapping training steps (have {len(pairs)}); needs "
                            f"ranks/rank<R>.jsonl and monitor/*.jsonl from the same run", run)
     x, y = pairs["net_Bps"].to_numpy(), pairs["step_time"].to_numpy()
-    if np.ptp(x) == 0 or np.ptp(y) == 0:
-        return missing(11, "variation in both step time and network throughput (one of them is constant)", run)
+    if np.ptp(x) == 0:
+        return missing(11, f"variation in network throughput: {iface} carried a constant {x[0]:.0f} B/s while steps "
+                           f"ran (a single-process run has no inter-node traffic)", run)
+    if np.ptp(y) == 0:
+        return missing(11, "variation in step time (every aligned step took the same time)", run)
     r = float(np.corrcoef(x, y)[0, 1])
     strength = "strong" if abs(r) >= 0.7 else "moderate" if abs(r) >= 0.4 else "weak" if abs(r) >= 0.2 else "no real"
     ev = {"pearson_r": r, "pairs": int(len(pairs)), "iface": iface, "iface_choice": why,
