@@ -242,7 +242,7 @@ class Trainer:
         self.cfg, self.dist = cfg, dist or Single()
         self.precision = choose_precision(cfg.train.precision, len(tf.config.list_physical_devices("GPU")))
         self.mixed = self.precision == "mixed_float16"
-        tf.random.set_seed(cfg.train.seed)
+        tf.keras.utils.set_random_seed(cfg.train.seed)  # Python, NumPy and TF: same init on every run/rank
         self.model = build(cfg.model, vocab_size, dtype=self.precision)
         self.schedule = make_schedule(cfg.model, cfg.train, self.dist.size)
         self.optimizer = make_optimizer(self.schedule, cfg.train, self.precision)
