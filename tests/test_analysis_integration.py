@@ -16,8 +16,8 @@ from nmtkit.analysis.questions import Options, answer_all
 
 pytestmark = pytest.mark.slow
 
-SHORT = {"train.steps": 40, "train.warmup_steps": 10, "train.log_every": 5, "train.ckpt_every": 20,
-         "eval.every": 10, "eval.dev_sentences": 8, "eval.test_sentences": 8, "eval.beam_size": 1,
+SHORT = {"train.steps": 24, "train.warmup_steps": 8, "train.log_every": 4, "train.ckpt_every": 12,
+         "eval.every": 6, "eval.dev_sentences": 8, "eval.test_sentences": 8, "eval.beam_size": 1,
          "eval.max_extra_len": 4, "monitor.enabled": True, "monitor.interval": 0.25}
 
 
@@ -35,15 +35,15 @@ def test_report_on_a_real_baseline_run(baseline, tmp_path):
     a = {x.number: x for x in answer_all(load_run(run), tmp_path, Options(skip_steps=2))}
     unanswered = {n: x.missing for n, x in a.items() if not x.answered}
     assert set(unanswered) <= {11}, unanswered  # 11 may lack overlapping samples on a fast CPU run
-    assert a[1].evidence["step"] == 40 and a[1].evidence["status"] == "finished"
-    assert a[2].evidence["evaluations"] == 4  # evaluations at 10, 20, 30 and the final one at 40
-    assert a[6].evidence["peak_step"] == 10  # the configured warmup, read off the curve
+    assert a[1].evidence["step"] == 24 and a[1].evidence["status"] == "finished"
+    assert a[2].evidence["evaluations"] == 4  # evaluations at 6, 12, 18 and the final one at 24
+    assert a[6].evidence["peak_step"] == 8  # the configured warmup (a logged step), read off the curve
     assert a[6].evidence["peak_lr"] == pytest.approx(a[6].evidence["predicted_peak_lr"], rel=1e-3)
     stats = json.loads((run / runs.DATA_STATS).read_text())
     assert a[7].evidence["lines"] == stats["files"]["train.en"]["lines"]
     assert a[7].evidence["bytes"] == stats["files"]["train.en"]["bytes"] + stats["files"]["train.de"]["bytes"]
     assert sorted(f["file"].split("/")[-1] for f in a[8].evidence["files"]) == \
-        ["checkpoint", "ckpt-40.data-00000-of-00001", "ckpt-40.index"]
+        ["checkpoint", "ckpt-24.data-00000-of-00001", "ckpt-24.index"]
     assert a[9].evidence["weights_params"] == summary["params"]
     assert a[9].evidence["optimizer_to_weights"] == pytest.approx(2.0, abs=0.01)
     assert a[4].evidence["fully_utilised"] is None  # no GPU here: CPU utilisation instead
