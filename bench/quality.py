@@ -1,6 +1,6 @@
 """Quality bar for the tiny profile: BLEU on the synthetic test set after a time-boxed training run.
 
-    .venv/bin/python bench/quality.py [--steps 1500] [--workdir /tmp/nmtkit-quality] [--set key=value ...]
+    .venv/bin/python bench/quality.py [--steps 1200] [--workdir /tmp/nmtkit-quality] [--set key=value ...]
 
 Prepares the tiny data (if needed), trains `tiny` with the long schedule (the notebook uses the profile's
 short default) and prints test BLEU, steps, training wall time and the whole command's wall time.
@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import nmtkit  # noqa: E402,F401
 from nmtkit import config  # noqa: E402
 
-LONG_STEPS = 1500
+LONG_STEPS = 1200
 
 
 def main(argv=None) -> int:
