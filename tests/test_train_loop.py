@@ -41,6 +41,16 @@ def test_run_directory(trained_run):
     assert json.loads((run / runs.BEST / "best.json").read_text())["step"] in (200, 400)
 
 
+def test_training_a_finished_run_again_changes_nothing(trained_run, nmt_data, capsys):
+    run, summary = trained_run
+    before = (run / runs.STATUS).read_text()
+    cfg = small_config(**{"train.steps": 400, "model.dropout": 0.0})
+    again = train(cfg, run, data_dir=nmt_data, progress=False)
+    assert "already finished at step 400" in capsys.readouterr().out
+    assert again["status"] == "finished" and again["test_bleu"] == pytest.approx(summary["test_bleu"])
+    assert (run / runs.STATUS).read_text() == before  # not re-evaluated, record not overwritten
+
+
 def test_checkpoint_is_weights_plus_adam_moments(trained_run):
     run, summary = trained_run
     files = checkpoint_files(run)

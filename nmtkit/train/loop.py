@@ -356,6 +356,20 @@ def _status(run: Path, **fields) -> None:
     atomic_write_json(path, old)
 
 
+def _finished_summary(run: Path, step: int, total: int) -> dict | None:
+    """The stored summary of a run that already reached `total` steps, else None."""
+    path = run / runs.STATUS
+    if step < total or not path.exists():
+        return None
+    try:
+        state = json.loads(path.read_text())
+    except json.JSONDecodeError:
+        return None
+    if state.get("status") != "finished" or not state.get("summary"):
+        return None
+    return dict(state["summary"])
+
+
 def train(cfg: Config, run_dir: str | os.PathLike, *, data_dir: str | os.PathLike | None = None, dist=None,
           on_log: Callable[[dict], None] | None = None, resume: bool = True, progress: bool | None = None) -> dict:
     """Train (or resume) a run; returns a summary dict (status, step, losses, BLEU, timing).
@@ -394,6 +408,12 @@ def train(cfg: Config, run_dir: str | os.PathLike, *, data_dir: str | os.PathLik
     start_step = int(trainer.step.numpy())
     total = cfg.train.steps
     n_params = count_params(trainer.model)
+    done = _finished_summary(run, start_step, total)
+    if done is not None:  # nothing to train: don't re-evaluate or overwrite the finished run's record
+        if chief:
+            print(f"run already finished at step {start_step} (train.steps={total}); raise train.steps to continue",
+                  flush=True)
+        return done
 
     if chief:
         run.mkdir(parents=True, exist_ok=True)
