@@ -8,6 +8,9 @@ import tempfile
 from pathlib import Path
 from typing import Iterable, Iterator
 
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     """Write `data` so that `path` is either the old file or the complete new one, never half of it."""
@@ -19,6 +22,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes owner-only files; data dirs are shared like any other file
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
