@@ -143,7 +143,7 @@ def test_gradient_accumulation(nmt_data, tmp_path):
     recs = list(read_jsonl(runs.rank_log(tmp_path / "accum", 0)))
     assert [r["step"] for r in recs] == [1, 2, 3]
     ckpt = tf.train.load_checkpoint(str(tmp_path / "accum" / runs.CHECKPOINTS))
-    assert ckpt.get_tensor("optimizer/iter/.ATTRIBUTES/VARIABLE_VALUE") == 3  # one update per 2 micro-batches
+    assert ckpt.get_tensor("optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE") == 3  # one update per 2 micro-batches
     # each step saw two micro-batches: about twice the tokens of one
     single = small_config(**{"train.steps": 1, "train.log_every": 1})
     train(single, tmp_path / "one", data_dir=nmt_data, progress=False)
