@@ -252,7 +252,19 @@ def preflight_table(facts: list[dict]):
     cols = ["node", "host", "host_addr", "engine", "pid", "python", "nmtkit", "tensorflow", "horovod", "horovod_build", "gpus",
             "data_ok", "data_dir", "rendezvous_ok", "iface"]
     rows = [{c: f.get(c) for c in cols} | {"rank": f["rank"]} for f in facts]
+    for row in rows:  # paths inside the workspace print the same on every machine (and in committed notebooks)
+        row["data_dir"] = _under_workspace(row["data_dir"])
     return pd.DataFrame(rows, columns=["rank"] + cols).set_index("rank")
+
+
+def _under_workspace(path: str | None) -> str | None:
+    from nmtkit.runs import workspace
+    if not path:
+        return path
+    try:
+        return "<workspace>/" + str(Path(path).resolve().relative_to(workspace()))
+    except ValueError:
+        return path
 
 
 def _source_sha() -> str:

@@ -73,7 +73,7 @@ class TrainConfig:
 
 @dataclass
 class EvalConfig:
-    every: int = 200                   # dev BLEU every this many steps (0 = only at the end)
+    every: int = 100                   # dev BLEU every this many steps (0 = only at the end)
     beam_size: int = 4
     length_penalty: float = 0.6
     max_extra_len: int = 10            # decode at most source length + this many tokens

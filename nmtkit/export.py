@@ -127,7 +127,12 @@ def export(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None,
     if tmp.exists():
         import shutil
         shutil.rmtree(tmp)
-    tf.saved_model.save(module, str(tmp), signatures={"serving_default": module.translate})
+    logger, level = tf.get_logger(), tf.get_logger().level
+    logger.setLevel("WARNING")  # TF logs "Assets written to <absolute path>" at INFO
+    try:
+        tf.saved_model.save(module, str(tmp), signatures={"serving_default": module.translate})
+    finally:
+        logger.setLevel(level)
     atomic_write_json(tmp / "nmtkit_export.json", {
         "checkpoint": os.path.relpath(ckpt, run), "words_in_table": len(words), "beam_size": cfg.eval.beam_size,
         "length_penalty": cfg.eval.length_penalty, "vocab_size": tok.vocab_size,

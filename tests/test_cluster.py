@@ -101,6 +101,13 @@ def test_preflight_accepts_identical_nodes():
     assert cl.preflight_problems(facts) == []
     table = cl.preflight_table(facts)
     assert list(table.index) == [0, 1] and table.loc[1, "node"] == "node1"
+    assert table.loc[0, "data_dir"] == "/d"  # outside the workspace: shown as is
+
+
+def test_preflight_table_shows_workspace_paths_relative(tmp_path, monkeypatch):
+    monkeypatch.setenv("NMTKIT_WORKDIR", str(tmp_path))
+    facts = [_facts(rank=0, node="node0", data_dir=str(tmp_path / "data" / "tiny"))]
+    assert cl.preflight_table(facts).loc[0, "data_dir"] == "<workspace>/data/tiny"
 
 
 @pytest.mark.parametrize("over,words", [

@@ -20,16 +20,20 @@ def books(tmp_path):
            "(ws / 'step1').write_text(os.environ['NMTKIT_PROFILE'])")
     _write(d / "02_second.ipynb", "import os, pathlib\nws = pathlib.Path(os.environ['NMTKIT_WORKDIR'])",
            "assert (ws / 'step1').exists()  # 01 ran first, in the same workspace\n"
-           "(ws / 'report.md').write_text('# report')")
+           "(ws / 'runs' / 'report').mkdir(parents=True)\n"
+           "(ws / 'runs' / 'report' / 'report.md').write_text('# report')")
     (d / "notes.ipynb").write_text("not a course notebook: no NN_ prefix, never run")
     return d
 
 
-def test_course_runs_notebooks_in_order_and_points_to_the_report(books, tmp_path, capsys, monkeypatch):
+def test_course_runs_notebooks_in_order_and_points_to_the_report(books, tmp_path, capfd, monkeypatch):
     monkeypatch.delenv("NMTKIT_PROFILE", raising=False)
     out = tmp_path / "run"
     assert course.run_course(out_dir=out, directory=books) == 0
-    lines = capsys.readouterr().out.strip().splitlines()
+    captured = capfd.readouterr()  # file descriptors: a kernel writing to the terminal would show here
+    lines = captured.out.strip().splitlines()
+    assert captured.err == ""
+    assert len(lines) == 5, lines  # header, one line per notebook, "done", the report
     assert lines[1].startswith("[1/2] 01_first") and lines[1].endswith(")")
     assert lines[2].startswith("[2/2] 02_second")
     assert lines[-1].startswith("report:") and lines[-1].endswith("report.md")
