@@ -7,6 +7,8 @@ PY := $(VENV)/bin/python
 export NMTKIT_PROFILE ?= tiny
 export TF_USE_LEGACY_KERAS := 1
 export TF_CPP_MIN_LOG_LEVEL ?= 2
+# the venv's tools (tensorboard, ipengine, jupyter) for kernels and engines, without activating it
+export PATH := $(abspath $(VENV))/bin:$(PATH)
 
 .PHONY: setup demo test unit notebooks lab doctor bench clean
 

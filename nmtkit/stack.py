@@ -1,8 +1,11 @@
 """The TensorFlow/Keras stack this process runs on, and the check that it is the Keras 2 API."""
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import sys
+import tempfile
 
 
 class StackError(RuntimeError):
@@ -13,10 +16,48 @@ KERAS3_FIX = ("Keras 3 was loaded in this process before nmtkit could select the
               "Horovod 0.28.1 does not work with Keras 3. Restart the kernel/process and import nmtkit (or set "
               "TF_USE_LEGACY_KERAS=1) before TensorFlow; in Jupyter pick the 'nmtkit' kernel, which sets it.")
 
+# What TensorFlow's Linux wheel prints on every import on a machine without CUDA (it probes for the CUDA
+# plugins), straight to file descriptor 2, before any log level applies. Other lines pass through.
+_CUDA_PROBE_NOISE = re.compile(
+    r"Unable to register cu(FFT|DNN|BLAS) factory|All log messages before absl::InitializeLog|"
+    r"failed call to cuInit|oneDNN custom operations are on|TF-TRT Warning|computation placer already registered|"
+    r"This TensorFlow binary is optimized to use|rebuild TensorFlow with the appropriate compiler flags")
+
+
+@contextlib.contextmanager
+def _filter_fd2(noise: re.Pattern = _CUDA_PROBE_NOISE):
+    """Capture file descriptor 2 for the duration, then re-emit every line that is not known noise."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no real fd 2 (embedded interpreters): nothing to filter
+        yield
+        return
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            kept = [l for l in tmp.read().decode("utf-8", "replace").splitlines() if l and not noise.search(l)]
+            if kept:
+                sys.stderr.write("\n".join(kept) + "\n")
+
+
+def _import_tensorflow():
+    if "tensorflow" in sys.modules:
+        return sys.modules["tensorflow"]
+    with _filter_fd2():
+        import tensorflow as tf
+        tf.config.list_physical_devices("GPU")  # the CUDA probe (cuInit) happens here, inside the filter
+    return tf
+
 
 def keras_flavour() -> str:
     """'tf_keras' when tf.keras is the Keras 2 API, 'keras3' otherwise. Imports TensorFlow."""
-    import tensorflow as tf
+    tf = _import_tensorflow()
     module = tf.keras.Model.__module__
     return "tf_keras" if module.startswith("tf_keras") else "keras3"
 
@@ -25,7 +66,7 @@ def import_tf():
     """Import TensorFlow with the Keras 2 API, or raise StackError saying how to fix the process."""
     if "tensorflow" not in sys.modules or "keras" not in sys.modules:
         os.environ["TF_USE_LEGACY_KERAS"] = "1"
-    import tensorflow as tf
+    tf = _import_tensorflow()
     if keras_flavour() != "tf_keras":
         raise StackError(KERAS3_FIX)
     return tf

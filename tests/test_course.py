@@ -21,7 +21,8 @@ def books(tmp_path):
     _write(d / "02_second.ipynb", "import os, pathlib\nws = pathlib.Path(os.environ['NMTKIT_WORKDIR'])",
            "assert (ws / 'step1').exists()  # 01 ran first, in the same workspace\n"
            "(ws / 'runs' / 'report').mkdir(parents=True)\n"
-           "(ws / 'runs' / 'report' / 'report.md').write_text('# report')")
+           "(ws / 'runs' / 'report' / 'report.md').write_text('# report')",
+           "# NBVAL_SKIP\nraise RuntimeError('a cell graders skip (it would start a server) ran')")
     (d / "notes.ipynb").write_text("not a course notebook: no NN_ prefix, never run")
     return d
 
@@ -39,7 +40,8 @@ def test_course_runs_notebooks_in_order_and_points_to_the_report(books, tmp_path
     assert lines[-1].startswith("report:") and lines[-1].endswith("report.md")
     assert (out / "step1").read_text() == "tiny"
     executed = nbformat.read(out / "02_second.ipynb", as_version=4)
-    assert all(c.get("execution_count") for c in executed.cells)
+    assert all(c.get("execution_count") for c in executed.cells[:2])
+    assert not executed.cells[2].get("outputs") and "tags" not in executed.cells[2].metadata  # skipped, copy clean
 
 
 def test_a_failing_cell_is_named_and_the_executed_copy_kept(books, tmp_path, capsys):
