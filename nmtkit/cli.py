@@ -69,7 +69,7 @@ def cmd_export(args) -> int:
 
 def cmd_course(args) -> int:
     from nmtkit.course import run_course
-    return run_course(out_dir=args.out, profile=args.profile)
+    return run_course(out_dir=args.out, profile=args.profile, publish_outputs=args.publish)
 
 
 def cmd_monitor(args) -> int:
@@ -113,6 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("course", help="run notebooks 01-05 headless in order (what `make demo` runs)")
     p.add_argument("--profile", default=None, help="profile for the notebooks (default tiny)")
     p.add_argument("--out", default=None, help="output directory (default runs/<timestamp>)")
+    p.add_argument("--publish", action="store_true",
+                   help="course staff: copy the executed notebooks over notebooks/ (the reference outputs nbval checks)")
     p.set_defaults(func=cmd_course)
 
     p = sub.add_parser("monitor", help="live CPU/GPU/network view in the terminal (nmon-like)")

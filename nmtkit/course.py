@@ -75,8 +75,27 @@ def execute(path: Path, out_dir: Path, timeout: int = 1200) -> float:
     return time.time() - t0
 
 
+def publish(executed_dir: Path, directory: Path = NOTEBOOKS_DIR) -> list[Path]:
+    """Copy executed notebooks over the committed ones (course staff refreshing the reference outputs).
+
+    Per-cell execution timestamps are dropped so that a refresh changes only what the cells printed.
+    """
+    import nbformat
+    written = []
+    for path in notebooks(directory):
+        executed = Path(executed_dir) / path.name
+        if not executed.exists():
+            continue
+        nb = nbformat.read(executed, as_version=4)
+        for cell in nb.cells:
+            cell.metadata.pop("execution", None)
+        nbformat.write(nb, path)
+        written.append(path)
+    return written
+
+
 def run_course(out_dir: str | os.PathLike | None = None, profile: str | None = None,
-               only: list[str] | None = None, directory: Path = NOTEBOOKS_DIR) -> int:
+               only: list[str] | None = None, directory: Path = NOTEBOOKS_DIR, publish_outputs: bool = False) -> int:
     out = Path(out_dir or Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S")).resolve()
     out.mkdir(parents=True, exist_ok=True)
     os.environ["NMTKIT_WORKDIR"] = str(out)         # kernels inherit it: workspace() == out
@@ -102,6 +121,9 @@ def run_course(out_dir: str | os.PathLike | None = None, profile: str | None = N
     if not reports:
         print(f"course: no report.md was written under {_rel(out)}", file=sys.stderr)
         return 1
+    if publish_outputs:
+        for path in publish(out, directory):
+            print(f"course: published outputs into {_rel(path)}")
     print(f"report: {_rel(reports[-1])}")
     return 0
 

@@ -128,7 +128,7 @@ def export(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None,
         import shutil
         shutil.rmtree(tmp)
     logger, level = tf.get_logger(), tf.get_logger().level
-    logger.setLevel("WARNING")  # TF logs "Assets written to <absolute path>" at INFO
+    logger.setLevel("ERROR")  # INFO "Assets written to <absolute path>"; WARNING about get_config we do not use
     try:
         tf.saved_model.save(module, str(tmp), signatures={"serving_default": module.translate})
     finally:

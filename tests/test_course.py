@@ -56,3 +56,11 @@ def test_a_failing_cell_is_named_and_the_executed_copy_kept(books, tmp_path, cap
 def test_no_notebooks_is_a_clear_error(tmp_path):
     with pytest.raises(course.CourseError, match="no notebooks"):
         course.notebooks(tmp_path)
+
+
+def test_publish_copies_outputs_without_timestamps(books, tmp_path):
+    out = tmp_path / "run"
+    assert course.run_course(out_dir=out, directory=books, publish_outputs=True) == 0
+    nb = nbformat.read(books / "01_first.ipynb", as_version=4)
+    assert nb.cells[0].get("execution_count") == 1  # the committed copy now carries the outputs
+    assert all("execution" not in c.metadata for c in nb.cells)
