@@ -94,6 +94,53 @@ def publish(executed_dir: Path, directory: Path = NOTEBOOKS_DIR) -> list[Path]:
     return written
 
 
+def _text_outputs(cell) -> list[str]:
+    """A cell's outputs as text (what nbval compares for text): streams, plain-text results, errors."""
+    texts = []
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "stream":
+            texts.append(out.get("text", ""))
+        elif "data" in out and "text/plain" in out["data"]:
+            texts.append(out["data"]["text/plain"])
+        elif out.get("output_type") == "error":
+            texts.append(f"{out.get('ename')}: {out.get('evalue')}")
+    return texts
+
+
+def check_outputs(executed_dir: Path, directory: Path = NOTEBOOKS_DIR) -> list[str]:
+    """Differences between executed notebooks and the committed ones on every `# NBVAL_CHECK_OUTPUT` cell.
+
+    Outputs are compared after notebooks/sanitize.cfg (timings, addresses, paths), as nbval does; [] = all match.
+    """
+    import re
+    import nbformat
+    from nbval.plugin import find_comment_markers, get_sanitize_patterns
+    patterns = get_sanitize_patterns((directory / "sanitize.cfg").read_text()) \
+        if (directory / "sanitize.cfg").exists() else []
+
+    def clean(texts):
+        text = "".join(texts)
+        for regex, replace in patterns:
+            text = re.sub(regex, replace, text)
+        return text
+
+    problems = []
+    for path in notebooks(directory):
+        executed = Path(executed_dir) / path.name
+        if not executed.exists():
+            continue
+        ref = nbformat.read(path, as_version=4).cells
+        new = nbformat.read(executed, as_version=4).cells
+        for i, (a, b) in enumerate(zip(ref, new)):
+            if a.cell_type != "code" or ("check", True) not in list(find_comment_markers(a.source)):
+                continue
+            if a.source != b.source:
+                problems.append(f"{path.name}: cell {i}: its source differs from the committed notebook")
+            elif clean(_text_outputs(a)) != clean(_text_outputs(b)):
+                problems.append(f"{path.name}: cell {i}: output differs from the committed notebook")
+    return problems
+
+
 def run_course(out_dir: str | os.PathLike | None = None, profile: str | None = None,
                only: list[str] | None = None, directory: Path = NOTEBOOKS_DIR, publish_outputs: bool = False) -> int:
     out = Path(out_dir or Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S")).resolve()
@@ -121,6 +168,11 @@ def run_course(out_dir: str | os.PathLike | None = None, profile: str | None = N
     if not reports:
         print(f"course: no report.md was written under {_rel(out)}", file=sys.stderr)
         return 1
+    problems = check_outputs(out, directory)
+    for problem in problems:
+        print(f"course: NBVAL_CHECK_OUTPUT mismatch: {problem}", file=sys.stderr)
+    if not problems:
+        print("course: every NBVAL_CHECK_OUTPUT cell matches the committed notebooks", flush=True)
     if publish_outputs:
         for path in publish(out, directory):
             print(f"course: published outputs into {_rel(path)}")

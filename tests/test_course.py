@@ -64,3 +64,23 @@ def test_publish_copies_outputs_without_timestamps(books, tmp_path):
     nb = nbformat.read(books / "01_first.ipynb", as_version=4)
     assert nb.cells[0].get("execution_count") == 1  # the committed copy now carries the outputs
     assert all("execution" not in c.metadata for c in nb.cells)
+
+
+def test_check_outputs_compares_checked_cells_after_sanitizing(tmp_path):
+    from nbformat.v4 import new_output
+    committed, executed = tmp_path / "notebooks", tmp_path / "run"
+    committed.mkdir()
+    executed.mkdir()
+    (committed / "sanitize.cfg").write_text("[timings]\nregex: \\d+(\\.\\d+)? s\\b\nreplace: TIME\n")
+
+    def book(directory, stats, timing, free):
+        cells = [new_code_cell("# NBVAL_CHECK_OUTPUT\nprint(stats)", outputs=[new_output("stream", text=stats)]),
+                 new_code_cell("# NBVAL_CHECK_OUTPUT\nprint(t)", outputs=[new_output("stream", text=timing)]),
+                 new_code_cell("print(free)", outputs=[new_output("stream", text=free)])]
+        nbformat.write(new_notebook(cells=cells), directory / "01_data.ipynb")
+
+    book(committed, "50,000 lines\n", "took 3.2 s\n", "anything\n")
+    book(executed, "50,000 lines\n", "took 4.7 s\n", "something else\n")
+    assert course.check_outputs(executed, committed) == []
+    book(executed, "49,999 lines\n", "took 4.7 s\n", "anything\n")
+    assert course.check_outputs(executed, committed) == ["01_data.ipynb: cell 0: output differs from the committed notebook"]
