@@ -34,7 +34,8 @@ def test_course_runs_notebooks_in_order_and_points_to_the_report(books, tmp_path
     captured = capfd.readouterr()  # file descriptors: a kernel writing to the terminal would show here
     lines = captured.out.strip().splitlines()
     assert captured.err == ""
-    assert len(lines) == 5, lines  # header, one line per notebook, "done", the report
+    assert len(lines) == 6, lines  # header, one line per notebook, "done", the checked cells, the report
+    assert lines[-2] == "course: every NBVAL_CHECK_OUTPUT cell matches the committed notebooks"
     assert lines[1].startswith("[1/2] 01_first") and lines[1].endswith(")")
     assert lines[2].startswith("[2/2] 02_second")
     assert lines[-1].startswith("report:") and lines[-1].endswith("report.md")
