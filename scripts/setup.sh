@@ -121,15 +121,21 @@ else
 fi
 
 say "nmtkit and its pinned dependencies (pyproject.toml [dev])"
-"${PIP[@]}" install -e ".[dev,build]"
+# The horovod extra is satisfied by the wheel installed above (--no-deps); naming it here brings in Horovod's
+# own dependencies (cloudpickle, pyyaml, ...) without rebuilding it.
+"${PIP[@]}" install -e ".[dev,build,horovod]"
 
 # --- verify the build: TensorFlow and Gloo present, else a clear error ------------------------------------
 "$VPY" - <<'PY' || die "Horovod is installed but not usable (see above). Force a rebuild: rm -rf $CACHE $VENV/.horovod-tf; make setup"
 import nmtkit, sys
+from nmtkit.stack import import_tf
+import_tf()
 try:
     import horovod.tensorflow as hvd
 except Exception as e:
-    sys.exit(f"Horovod was built without TensorFlow support ({e}).")
+    if "has not been built" in str(e):
+        sys.exit(f"Horovod was built without TensorFlow support ({e}).")
+    sys.exit(f"import horovod.tensorflow failed: {type(e).__name__}: {e}")
 if not hvd.gloo_built():
     sys.exit("Horovod was built without Gloo.")
 print("[setup] Horovod build verified: TensorFlow [X], Gloo [X]")
