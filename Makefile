@@ -29,7 +29,7 @@ notebooks:
 		--nbval-sanitize-with notebooks/sanitize.cfg -p no:cacheprovider notebooks/
 
 lab: setup
-	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --no-browser notebooks/
+	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --no-browser $(if $(filter 0,$(shell id -u)),--allow-root) notebooks/
 
 doctor: setup
 	$(VENV)/bin/nmtkit doctor
