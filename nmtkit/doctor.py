@@ -69,9 +69,9 @@ def gather(data_dir: str | os.PathLike = "data") -> Facts:
     f = Facts()
     try:
         from nmtkit.stack import keras_flavour
+        f.keras_flavour = keras_flavour()  # imports TensorFlow first, without its CUDA-probe chatter
         import tensorflow as tf
         f.tensorflow = tf.__version__
-        f.keras_flavour = keras_flavour()
         f.tf_gpus = [d.name for d in tf.config.list_physical_devices("GPU")]
     except Exception as e:  # noqa: BLE001
         f.tensorflow_error = f"{type(e).__name__}: {e}"
