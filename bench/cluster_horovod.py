@@ -14,7 +14,7 @@ import nmtkit  # noqa: F401  (Keras 2 before TensorFlow)
 from nmtkit import config
 from nmtkit.cluster import Cluster, rank_probe
 from nmtkit.data.prepare import prepare
-from nmtkit.io import read_jsonl
+from nmtkit.files import read_jsonl
 
 
 def median_step_ms(run: Path, rank: int, skip: int = 5) -> float:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import nmtkit  # noqa: F401  (Keras 2 API before TensorFlow)
 from nmtkit.monitor import Sampler
-from nmtkit.stack import import_tf
+from nmtkit.keras2 import import_tf
 
 
 def sample_cost(tmp: Path, n: int = 200) -> float:

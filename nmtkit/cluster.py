@@ -287,7 +287,7 @@ def engine_identity() -> dict:
 
 def node_facts(data_dir: str | None, rendezvous: tuple[str, int] | None = None) -> dict:
     """Runs on an engine: the software, GPUs, data and network facts preflight compares across nodes."""
-    from nmtkit.stack import import_tf
+    from nmtkit.keras2 import import_tf
     f = engine_identity()
     try:
         f["host_addr"] = socket.gethostbyname(f["host"])
@@ -355,8 +355,8 @@ def _horovod_fresh():
 def rank_main(env: dict, fn: Callable, args: tuple, kwargs: dict) -> dict:
     """Runs on an engine: set this rank's environment, hvd.init(), call fn. Returns {'rank', 'host', 'value'}."""
     os.environ.update(env)
-    import nmtkit.stack
-    nmtkit.stack.import_tf()
+    import nmtkit.keras2
+    nmtkit.keras2.import_tf()
     hvd = _horovod_fresh()
     hvd.init()
     if hvd.rank() != int(env["HOROVOD_RANK"]) or hvd.size() != int(env["HOROVOD_SIZE"]):

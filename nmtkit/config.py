@@ -12,6 +12,8 @@ import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nmtkit.files import atomic_write_text, read_json
+
 PROFILE_ENV = "NMTKIT_PROFILE"
 DEFAULT_PROFILE = "tiny"
 
@@ -121,11 +123,7 @@ class Config:
         path = Path(path)
         if path.is_dir() or path.suffix != ".json":
             path = path / "config.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(self.to_json() + "\n")
-        os.replace(tmp, path)
-        return path
+        return atomic_write_text(path, self.to_json() + "\n")
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "config") -> "Config":
@@ -136,12 +134,7 @@ class Config:
         path = Path(path)
         if path.is_dir():
             path = path / "config.json"
-        try:
-            d = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: no such file; a run directory holds the config.json written at its start") from None
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"{path}: line {e.lineno}: not valid JSON ({e.msg})") from None
+        d = read_json(path, ConfigError, hint="a run directory holds the config.json written at its start")
         return cls.from_dict(d, where=str(path))
 
     def with_overrides(self, overrides: typing.Iterable[str] | dict | None) -> "Config":

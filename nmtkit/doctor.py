@@ -68,7 +68,7 @@ def _version(module: str) -> str | None:
 def gather(data_dir: str | os.PathLike = "data") -> Facts:
     f = Facts()
     try:
-        from nmtkit.stack import keras_flavour
+        from nmtkit.keras2 import keras_flavour
         f.keras_flavour = keras_flavour()  # imports TensorFlow first, without its CUDA-probe chatter
         import tensorflow as tf
         f.tensorflow = tf.__version__

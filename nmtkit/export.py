@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Sequence
 
 from nmtkit import runs
-from nmtkit.io import atomic_write_json
+from nmtkit.files import atomic_write_json
 from nmtkit.model.decode import search
 from nmtkit.model.transformer import BOS, EOS, PAD, UNK
-from nmtkit.stack import import_tf
+from nmtkit.keras2 import import_tf
 
 tf = import_tf()
 

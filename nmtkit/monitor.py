@@ -24,7 +24,7 @@ from pathlib import Path
 
 import psutil
 
-from nmtkit.io import append_jsonl
+from nmtkit.files import append_jsonl
 
 
 class MonitorError(RuntimeError):

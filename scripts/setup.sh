@@ -128,7 +128,7 @@ say "nmtkit and its pinned dependencies (pyproject.toml [dev])"
 # --- verify the build: TensorFlow and Gloo present, else a clear error ------------------------------------
 "$VPY" - <<'PY' || die "Horovod is installed but not usable (see above). Force a rebuild: rm -rf $CACHE $VENV/.horovod-tf; make setup"
 import nmtkit, sys
-from nmtkit.stack import import_tf
+from nmtkit.keras2 import import_tf
 import_tf()
 try:
     import horovod.tensorflow as hvd

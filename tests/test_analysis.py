@@ -16,7 +16,7 @@ import nmtkit  # noqa: F401
 from nmtkit import config as config_mod, runs
 from nmtkit.analysis import AnalysisError, load_run, questions, report
 from nmtkit.analysis.logs import checkpoint_info, load_scalars, train_set_size, variable_kind
-from nmtkit.io import append_jsonl, atomic_write_json
+from nmtkit.files import append_jsonl, atomic_write_json
 
 T0 = 1_700_000_000.0
 WARMUP, D_MODEL, LR_SCALE = 200, 128, 2.0
@@ -29,7 +29,7 @@ def lr_at(step):
 @pytest.fixture(scope="module")
 def checkpoint_dir(tmp_path_factory):
     """A real TF checkpoint (model + Adam, one step applied) and the model's parameter count."""
-    from nmtkit.stack import import_tf
+    from nmtkit.keras2 import import_tf
     tf = import_tf()
     model = tf.keras.Sequential([tf.keras.layers.Dense(64, input_shape=(32,)), tf.keras.layers.Dense(16)])
     opt = tf.keras.optimizers.Adam()
@@ -222,7 +222,7 @@ def test_empty_foreign_and_missing_dirs_are_clear_errors(tmp_path):
 
 
 def test_event_files_are_the_fallback(tmp_path):
-    from nmtkit.stack import import_tf
+    from nmtkit.keras2 import import_tf
     tf = import_tf()
     writer = tf.summary.create_file_writer(str(tmp_path))
     with writer.as_default():

@@ -11,7 +11,7 @@ import pytest
 
 from nmtkit import config
 from nmtkit.cluster import Cluster, RankFailedError
-from nmtkit.io import read_jsonl
+from nmtkit.files import read_jsonl
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not importlib.util.find_spec("horovod"), reason="Horovod is not installed")]

@@ -79,7 +79,7 @@ def test_keras3_loaded_first_gets_a_clear_error():
     code = ("import os; os.environ.pop('TF_USE_LEGACY_KERAS', None)\n"
             "import tensorflow as tf; tf.keras.Model  # Keras 3 gets loaded\n"
             "import nmtkit\n"
-            "from nmtkit.stack import import_tf, StackError\n"
+            "from nmtkit.keras2 import import_tf, StackError\n"
             "try:\n    import_tf()\nexcept StackError as e:\n    print('STACKERROR', e)\n")
     env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=180)

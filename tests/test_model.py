@@ -8,7 +8,7 @@ from nmtkit import config
 from nmtkit.model.decode import Searcher, search
 from nmtkit.model.transformer import (BOS, EOS, PAD, build, count_params, positional_encoding, smoothed_loss,
                                       train_flops)
-from nmtkit.stack import import_tf
+from nmtkit.keras2 import import_tf
 
 tf = import_tf()
 VOCAB = 50

@@ -8,7 +8,7 @@ import pytest
 
 import nmtkit  # noqa: F401
 from nmtkit import monitor
-from nmtkit.io import read_jsonl
+from nmtkit.files import read_jsonl
 
 
 class FakeNVMLError(Exception):

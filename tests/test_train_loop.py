@@ -10,8 +10,8 @@ import pytest
 
 from conftest import small_config
 from nmtkit import runs
-from nmtkit.io import read_jsonl
-from nmtkit.stack import import_tf
+from nmtkit.files import read_jsonl
+from nmtkit.keras2 import import_tf
 from nmtkit.train.loop import CheckpointError, TrainError, checkpoint_files, load_model, train
 
 tf = import_tf()

@@ -8,7 +8,7 @@ from nmtkit import config
 from nmtkit.train.dist import Single
 from nmtkit.train.schedule import (ScheduleError, TransformerSchedule, choose_precision, make_optimizer,
                                    make_schedule, rank_factor, transformer_lr)
-from nmtkit.stack import import_tf
+from nmtkit.keras2 import import_tf
 
 tf = import_tf()
 

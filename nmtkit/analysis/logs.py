@@ -14,7 +14,7 @@ import pandas as pd
 
 from nmtkit import runs
 from nmtkit.config import Config, ConfigError
-from nmtkit.io import read_jsonl
+from nmtkit.files import read_jsonl
 
 
 class AnalysisError(ValueError):
@@ -310,7 +310,7 @@ def checkpoint_info(run_dir: str | Path, with_variables: bool = True) -> Checkpo
 
 def _split_variables(info: CheckpointInfo) -> None:
     import numpy as np
-    from nmtkit.stack import import_tf
+    from nmtkit.keras2 import import_tf
     tf = import_tf()
     reader = tf.train.load_checkpoint(str(info.prefix))
     shapes = reader.get_variable_to_shape_map()

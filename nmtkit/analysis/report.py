@@ -15,7 +15,7 @@ import pandas as pd
 from nmtkit.analysis import figures
 from nmtkit.analysis.logs import AnalysisError, Run, load_runs
 from nmtkit.analysis.questions import Answer, Options, answer_all, steady_steps
-from nmtkit.io import atomic_write_text
+from nmtkit.files import atomic_write_text
 
 FIGURES_DIR = "figures"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Sequence
 
 from nmtkit.data import DataError, MissingFileError
-from nmtkit.io import atomic_write_bytes, atomic_write_text, sha256_file
+from nmtkit.files import atomic_write_bytes, atomic_write_text, sha256_file
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 MODEL = "spm.model"

@@ -15,7 +15,7 @@ import numpy as np
 from nmtkit.data import DataError, IncompleteDataError, ModelMismatchError
 from nmtkit.data.bpe import BOS, EOS, MODEL
 from nmtkit.data.text import read_parallel
-from nmtkit.io import atomic_write_json, sha256_file
+from nmtkit.files import atomic_write_json, sha256_file
 
 SRC, TGT = "en", "de"
 SPLITS = ("train", "dev", "test")
@@ -147,7 +147,7 @@ def make_dataset(data_dir, split: str, data_cfg, *, rank: int = 0, size: int = 1
     data.batch_sentences sentence pairs, grouped by length (buckets of data.bucket_width) to save padding.
     Deterministic given `seed`; rank r of `size` sees a distinct 1/size of the examples each epoch.
     """
-    from nmtkit.stack import import_tf
+    from nmtkit.keras2 import import_tf
     tf = import_tf()
     enc = load_encoded(data_dir, split)
     src_len, tgt_len = example_lengths(enc)

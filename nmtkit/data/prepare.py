@@ -22,7 +22,7 @@ from nmtkit.data.clean import clean_pairs
 from nmtkit.data.stats import FILE as STATS_FILE
 from nmtkit.data.stats import DataStats
 from nmtkit.data.text import read_lines, read_parallel
-from nmtkit.io import atomic_write_json, sha256_file, write_lines_atomic
+from nmtkit.files import atomic_write_json, sha256_file, write_lines_atomic
 
 MANIFEST = "manifest.json"
 STEPS = ["corpus", "bpe", "encode", "stats"]
@@ -79,7 +79,7 @@ class Manifest:
 
 
 def _remove_leftovers(d: Path) -> None:
-    """Temp files of a write that a crash interrupted (nmtkit.io and numpy writes use '.<name>...tmp')."""
+    """Temp files of a write that a crash interrupted (nmtkit.files and numpy writes use '.<name>...tmp')."""
     for p in d.glob(".*.tmp"):
         p.unlink(missing_ok=True)
 

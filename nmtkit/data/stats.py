@@ -6,7 +6,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from nmtkit.io import atomic_write_json
+from nmtkit.files import atomic_write_json
 
 FILE = "data_stats.json"
 

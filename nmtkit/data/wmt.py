@@ -25,7 +25,7 @@ from typing import Optional
 from nmtkit.data import DataError, LineCountError
 from nmtkit.data.clean import clean_pairs
 from nmtkit.data.text import read_lines, read_parallel
-from nmtkit.io import sha256_file, write_lines_atomic
+from nmtkit.files import sha256_file, write_lines_atomic
 
 
 class DownloadError(DataError):

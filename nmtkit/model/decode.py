@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from nmtkit.model.transformer import BOS, EOS, NEG_INF, PAD, Transformer
-from nmtkit.stack import import_tf
+from nmtkit.keras2 import import_tf
 
 tf = import_tf()
 

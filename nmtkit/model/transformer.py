@@ -21,7 +21,7 @@ import math
 import numpy as np
 
 from nmtkit.config import ModelConfig
-from nmtkit.stack import import_tf
+from nmtkit.keras2 import import_tf
 
 tf = import_tf()
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import socket
 
-from nmtkit.stack import import_tf
+from nmtkit.keras2 import import_tf
 
 
 class DistError(RuntimeError):

@@ -25,10 +25,10 @@ import numpy as np
 
 from nmtkit import runs
 from nmtkit.config import Config
-from nmtkit.io import append_jsonl, atomic_write_json, write_lines_atomic
+from nmtkit.files import append_jsonl, atomic_write_json, write_lines_atomic
 from nmtkit.model.decode import Translator
 from nmtkit.model.transformer import build, count_params, smoothed_loss, train_flops
-from nmtkit.stack import import_tf
+from nmtkit.keras2 import import_tf
 from nmtkit.train.dist import Single
 from nmtkit.train.schedule import choose_precision, make_optimizer, make_schedule
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from nmtkit.stack import import_tf
+from nmtkit.keras2 import import_tf
 
 tf = import_tf()
 

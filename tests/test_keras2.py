@@ -3,7 +3,7 @@ import os
 import subprocess
 import sys
 
-from nmtkit.stack import _filter_fd2
+from nmtkit.keras2 import _filter_fd2
 
 
 def test_filter_drops_known_noise_and_keeps_the_rest(capfd):
@@ -14,7 +14,7 @@ def test_filter_drops_known_noise_and_keeps_the_rest(capfd):
 
 
 def test_import_tf_is_quiet_and_keras2():
-    code = "import nmtkit\nfrom nmtkit.stack import import_tf\ntf = import_tf()\nprint(tf.keras.Model.__module__)"
+    code = "import nmtkit\nfrom nmtkit.keras2 import import_tf\ntf = import_tf()\nprint(tf.keras.Model.__module__)"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180,
                        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "0"})
     assert r.returncode == 0, r.stderr

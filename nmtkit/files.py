@@ -1,4 +1,5 @@
-"""Small file helpers: atomic writes (temp file + rename) and JSON lines."""
+"""Small file helpers used everywhere: atomic writes (temp file + fsync + rename), JSON read with a domain
+error, JSON lines, sha256. No other module writes a file by hand."""
 from __future__ import annotations
 
 import hashlib
@@ -37,6 +38,24 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
 
 def atomic_write_json(path: str | os.PathLike, obj) -> Path:
     return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def read_json(path: str | os.PathLike, error: type[Exception] = ValueError, *, missing=..., hint: str = ""):
+    """Parse a JSON file, or raise `error` with one line naming the file (and the line for bad JSON).
+
+    `missing`: returned when the file does not exist (default: raise). `hint`: what the file should be.
+    """
+    path = Path(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        if missing is not ...:
+            return missing
+        raise error(f"{path}: no such file" + (f"; {hint}" if hint else "")) from None
+    except json.JSONDecodeError as e:
+        raise error(f"{path}: line {e.lineno}: not valid JSON ({e.msg})" + (f"; {hint}" if hint else "")) from None
+    except UnicodeDecodeError:
+        raise error(f"{path}: not UTF-8 text" + (f"; {hint}" if hint else "")) from None
 
 
 def append_jsonl(path: str | os.PathLike, record: dict) -> None:
