@@ -88,6 +88,8 @@ class ClusterConfig:
     engines: int = 2                   # local engines ("nodes") when hosts is empty
     hosts: str = ""                    # e.g. "10.0.0.5:2,10.0.0.6:2": remote nodes, SSH-launched
     iface: str = ""                    # NIC carrying Horovod traffic; empty = lo locally, else detected
+    listen: str = ""                   # address the controller and rendezvous listen on; empty = 127.0.0.1 for
+                                       # local engines, else the local address that routes to the hosts
     rendezvous_timeout: int = 60       # seconds
     start_timeout: int = 120           # seconds to wait for engines
     launcher: str = "auto"             # "auto" (local, or SSH when hosts is set), "local", "ssh", "manual" (by hand)
