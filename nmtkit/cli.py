@@ -11,7 +11,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
 
 import nmtkit  # noqa: F401  (selects the Keras 2 API before anything imports TensorFlow)
 from nmtkit import config as config_mod
@@ -124,21 +129,44 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _error_log(args) -> Path:
+    """Where a failure's traceback goes: the run (or data) directory the command worked on, else the temp dir."""
+    run = getattr(args, "run", None)
+    run = run[0] if isinstance(run, list) else run
+    for d in (getattr(args, "logdir", None), run, getattr(args, "data", None)):
+        if d and Path(d).is_dir() and os.access(d, os.W_OK):
+            return Path(d) / "nmtkit-error.log"
+    return Path(tempfile.gettempdir()) / "nmtkit-error.log"
+
+
+def _one_line(e: BaseException) -> str:
+    """The error as one line: nmtkit's own errors carry their message (file, key, fix); others their type too."""
+    text = " ".join(str(e).split()) or type(e).__name__
+    own = type(e).__module__.startswith("nmtkit") or getattr(e, "nmtkit_user_error", False)
+    return text if own else f"{type(e).__name__}: {text}"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
     except config_mod.ConfigError as e:
-        print(f"nmtkit: config error: {e}", file=sys.stderr)
+        print(f"nmtkit: config error: {_one_line(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("nmtkit: interrupted", file=sys.stderr)
         return 130
-    except Exception as e:  # noqa: BLE001  a clear one-line error beats a traceback for known failures
-        if getattr(e, "nmtkit_user_error", False) or type(e).__name__.endswith("Error") and type(e).__module__.startswith("nmtkit"):
-            print(f"nmtkit: {e}", file=sys.stderr)
-            return 1
-        raise
+    except Exception as e:  # noqa: BLE001  one line on the terminal; the traceback in a log file
+        log = _error_log(args)
+        try:
+            with open(log, "a", encoding="utf-8") as f:
+                f.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} nmtkit {' '.join(sys.argv[1:])}\n")
+                traceback.print_exc(file=f)
+            where = f" (traceback in {log})"
+        except OSError:
+            where = ""
+        print(f"nmtkit: {_one_line(e)}{where}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
