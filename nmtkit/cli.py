@@ -2,7 +2,7 @@
 
     nmtkit doctor [--json]
     nmtkit prepare [--profile P] [--set k=v ...] [--data DIR] [--force]
-    nmtkit train   [--profile P] [--set k=v ...] [--data DIR] --logdir DIR
+    nmtkit train   [--profile P] [--set k=v ...] [--data DIR] --logdir DIR [--np N [--hosts H:2,H:2] [--launcher L]]
     nmtkit report  --run DIR [--run DIR2] [--out DIR]
     nmtkit export  --run DIR [--out DIR]
     nmtkit course  [--out DIR]
@@ -51,8 +51,12 @@ def cmd_prepare(args) -> int:
 
 
 def cmd_train(args) -> int:
-    from nmtkit.train.loop import train
     cfg = _config(args)
+    if args.np > 1 or args.hosts or args.launcher in ("ssh", "manual"):
+        from nmtkit.cluster.driver import train_distributed
+        return train_distributed(cfg, args.logdir, np=args.np, hosts=args.hosts, launcher=args.launcher,
+                                 resume=not args.fresh)
+    from nmtkit.train.loop import train
     summary = train(cfg, args.logdir, resume=not args.fresh)
     print(f"run {summary.get('status', 'finished')} at step {summary.get('step')}: {args.logdir}")
     return 0 if summary.get("status") in ("finished", "stopped") else 1
@@ -98,11 +102,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="redo every step even if the manifest says done")
     p.set_defaults(func=cmd_prepare)
 
-    p = sub.add_parser("train", help="train (or resume) the Transformer on one process")
+    p = sub.add_parser("train", help="train (or resume) the Transformer: one process, or --np ranks with Horovod")
     _add_config_args(p)
     p.add_argument("--data", default=None, help="prepared data directory (default: the profile's data.dir)")
     p.add_argument("--logdir", required=True, help="run directory: config, logs, TensorBoard, checkpoints")
     p.add_argument("--fresh", action="store_true", help="refuse to resume: fail if the run directory has checkpoints")
+    p.add_argument("--np", type=int, default=1, metavar="N",
+                   help="Horovod ranks (ipyparallel engines, as notebook 03); default 1: this process alone")
+    p.add_argument("--hosts", default="", metavar="H1:2,H2:2",
+                   help="nodes and their slots, e.g. 10.0.0.5:2,10.0.0.6:2 (the homework's mpirun -H); "
+                        "default: local engines posing as nodes")
+    p.add_argument("--launcher", default="auto", choices=("auto", "local", "ssh", "manual"),
+                   help="how engines start: local processes, over SSH to --hosts, or by hand (manual)")
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("report", help="answer the homework's questions from a run's logs; writes report.md")

@@ -1,0 +1,98 @@
+"""`nmtkit train --np N [--hosts h1:2,h2:2] [--launcher local|ssh|manual]`: notebook 03's path, in the foreground.
+
+The homework's run lasts days: it must not need a live notebook kernel, a terminal, or luck. So this driver
+- locks the run directory first (a second launch fails at once, naming the holder: nmtkit.runlock),
+- starts the same Cluster the notebook starts, runs preflight and the same `launch()`,
+- prints rank 0's own output (its one-line log per interval, evaluations) as it comes,
+- on Ctrl-C/SIGTERM asks every rank to stop after a checkpoint, then exits 0; a failed rank exits non-zero,
+- and if it is killed outright, the cluster's lifeline ends the engines and the controller (no orphans).
+"""
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import TextIO
+
+from nmtkit.runlock import RunLock
+
+
+class _Signals:
+    """SIGINT/SIGTERM set a flag instead of killing the driver mid-way (main thread only)."""
+
+    def __init__(self):
+        self.received: str | None = None
+        self._old: dict = {}
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for s in (signal.SIGINT, signal.SIGTERM):
+                self._old[s] = signal.signal(s, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        if self.received and signum == signal.SIGINT:
+            raise KeyboardInterrupt  # a second Ctrl-C: leave now (the lifeline still ends the engines)
+        self.received = signal.Signals(signum).name
+
+    def __exit__(self, *exc):
+        for s, h in self._old.items():
+            signal.signal(s, h)
+
+
+class _Echo:
+    """Rank 0's stdout (one AsyncResult's), printed as it grows."""
+
+    def __init__(self, result, out: TextIO):
+        self.result, self.out, self.seen = result, out, 0
+
+    def flush(self) -> None:
+        text = getattr(self.result, "stdout", "") or ""
+        if isinstance(text, list):
+            text = text[0] if text else ""
+        if len(text) > self.seen:
+            self.out.write(text[self.seen:])
+            self.out.flush()
+            self.seen = len(text)
+
+
+def train_distributed(cfg, run_dir: str | Path, *, np: int, hosts: str = "", launcher: str = "auto",
+                      data_dir: str | Path | None = None, resume: bool = True, out: TextIO = sys.stdout,
+                      poll: float = 0.5) -> int:
+    """Run (or resume) a multi-rank training from the command line; returns the process exit code."""
+    from nmtkit.cluster import Cluster
+
+    def say(text: str) -> None:
+        print(f"[nmtkit] {text}", file=out, flush=True)
+
+    overrides = {"cluster.engines": np, "cluster.launcher": launcher}
+    if hosts:
+        overrides["cluster.hosts"] = hosts
+    cfg = cfg.with_overrides(overrides)
+    run = Path(run_dir).resolve()
+    data = Path(data_dir or cfg.data.dir).resolve()
+    with RunLock(run) as lock, _Signals() as signals:
+        say(lock.message)
+        cluster = Cluster(cfg)
+        say(f"starting {np} engines ({cluster.launcher} launcher{', hosts ' + hosts if hosts else ''})")
+        cluster.start()
+        try:
+            job = cluster.launch(cfg, run, data_dir=data, resume=resume, ranks=np, lock=lock)
+            say(f"{np} ranks training into {run}")
+            echo = _Echo(job.results_of_rank(0), out)
+            while not job.done:
+                echo.flush()
+                if signals.received and not job.stop_requested:
+                    say(f"{signals.received}: stopping every rank after a checkpoint (again: Ctrl-C to leave now)")
+                    job.request_stop()
+                job.check()  # RankFailedError names the rank, host and pid
+                time.sleep(poll)
+            results = job.wait()
+            echo.flush()
+        finally:
+            cluster.stop()
+    summary = results[0]["value"]
+    say(f"run {summary.get('status')} at step {summary.get('step')}: {run}")
+    return 0 if summary.get("status") in ("finished", "stopped") else 1
