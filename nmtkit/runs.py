@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import time
 from pathlib import Path
 
@@ -72,6 +73,65 @@ def read_best(run: str | Path) -> dict | None:
 
 def write_best(run: str | Path, *, step: int, bleu: float, chrf: float) -> None:
     atomic_write_json(Path(run) / BEST_JSON, {"step": step, "bleu": bleu, "chrf": chrf})
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie is dead for our purposes
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1][:1] != "Z"
+    except OSError:
+        return True
+
+
+def live_status(run: str | Path) -> dict:
+    """run.json, except that "running" whose pid on this host is gone reads "failed" with the reason (a run
+    killed outright cannot write its own end). A pid on another host cannot be checked from here: left as is."""
+    state = dict(read_status(run))
+    pid, host = state.get("pid"), state.get("host")
+    if state.get("status") == "running" and isinstance(pid, int) and host in (socket.gethostname(), None) \
+            and not _pid_alive(pid):
+        state.update(status="failed", error=f"the training process (pid {pid} on {host}) died without a word "
+                                            f"(killed, or out of memory); train again to resume")
+    return state
+
+
+def tail_records(path: str | Path, max_bytes: int = 8192) -> list[dict]:
+    """The last whole JSON lines of a (possibly huge, possibly growing) JSONL file, without reading all of it."""
+    import json
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - max_bytes))
+            lines = f.read().split(b"\n")
+    except FileNotFoundError:
+        return []
+    if size > max_bytes:
+        lines = lines[1:]  # the first one is cut
+    out = []
+    for line in lines:
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue  # a torn last line or an empty one
+    return out
+
+
+def rank_progress(run: str | Path) -> list[dict]:
+    """The latest step record of every rank (from ranks/rank<R>.jsonl), in rank order: what a live panel shows
+    for a run started anywhere (the CLI, another kernel), read from its files alone."""
+    rows = []
+    for path in sorted((Path(run) / RANKS_DIR).glob("rank*.jsonl"), key=lambda p: int(p.stem[4:] or 0)):
+        recs = tail_records(path)
+        if recs:
+            rows.append(recs[-1])
+    return rows
 
 
 def load_config(run: str | Path):
