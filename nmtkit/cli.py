@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 import tempfile
 import time
 import traceback
@@ -157,10 +159,24 @@ def _one_line(e: BaseException) -> str:
     return text if own else f"{type(e).__name__}: {text}"
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM outside the training loop (which handles it itself: stop at the next step, checkpoint)."""
+
+
+def _terminate(signum, frame):
+    raise Terminated
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminate)
     try:
         return args.func(args)
+    except Terminated:
+        print("nmtkit: stopped by SIGTERM before the work could start or finish; run the same command again to "
+              "resume", file=sys.stderr)
+        return 143
     except config_mod.ConfigError as e:
         print(f"nmtkit: config error: {_one_line(e)}", file=sys.stderr)
         return 2
