@@ -178,21 +178,3 @@ def latency(translate, sentences: Sequence[str], batch_size: int = 1, repeats: i
     total = time.perf_counter() - t0
     n = len(sentences) * repeats
     return {"sentences": n, "batch_size": batch_size, "seconds": total, "ms_per_sentence": 1000 * total / n}
-
-
-def translation_box(translate, placeholder: str = "Type an English sentence and press Enter"):
-    """A small ipywidgets text box: type a sentence, press Enter, read the translation below it.
-
-    `translate` is any fn(list[str]) -> list[str] (a Translator's .translate, or `load(path)`). The widget only
-    reacts to typing, so running the cell never blocks (nbval runs it fine)."""
-    import ipywidgets as widgets
-    box = widgets.Text(placeholder=placeholder, layout=widgets.Layout(width="80%"))
-    out = widgets.HTML()
-
-    def on_submit(_):
-        text = box.value.strip()
-        if text:
-            out.value = f"<b>{translate([text])[0]}</b>"
-    box.continuous_update = False
-    box.observe(lambda change: on_submit(None) if change["name"] == "value" else None, names="value")
-    return widgets.VBox([box, out])

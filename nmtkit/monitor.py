@@ -31,6 +31,40 @@ class MonitorError(RuntimeError):
     """The sampler cannot do what was asked (e.g. a bad interval); the message says what to do."""
 
 
+# --- column names: the one definition the sampler writes and the analysis reads -----------------------
+
+GPU_FIELDS = ("util", "mem_used_mb", "mem_total_mb", "power_w")
+NET_DIRECTIONS = ("sent", "recv")
+_GPU_UTIL = re.compile(r"gpu(\d+)_util")
+
+
+def gpu_col(i: int, field: str) -> str:
+    """gpu_col(0, "util") -> "gpu0_util" (field: one of GPU_FIELDS)."""
+    return f"gpu{i}_{field}"
+
+
+def gpu_util_cols(columns) -> list[str]:
+    """The gpu<i>_util columns among `columns`, in GPU order."""
+    found = [(int(m.group(1)), c) for c in columns if (m := _GPU_UTIL.fullmatch(str(c)))]
+    return [c for _, c in sorted(found)]
+
+
+def iface_key(name: str) -> str:
+    """An interface name as a safe column name: 'veth-a@if3' -> 'veth_a_if3'."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", name)
+
+
+def net_col(iface: str, direction: str) -> str:
+    """net_col("eth0", "sent") -> "net_eth0_sent_Bps" (bytes/s; direction: "sent" or "recv")."""
+    return f"net_{iface_key(iface)}_{direction}_Bps"
+
+
+def interfaces(columns) -> list[str]:
+    """The interface keys that have network columns among `columns`, sorted."""
+    head, tail = "net_", "_sent_Bps"
+    return sorted(str(c)[len(head):-len(tail)] for c in columns if str(c).startswith(head) and str(c).endswith(tail))
+
+
 # --- GPUs through NVML ------------------------------------------------------------------------------
 # Kept small on purpose: everything NVML-specific is in these two functions; the rest of the module sees a dict.
 
@@ -60,28 +94,23 @@ def gpu_sample(nvml, handles: list) -> dict:
     out: dict = {}
     for i, h in enumerate(handles):
         try:
-            out[f"gpu{i}_util"] = float(nvml.nvmlDeviceGetUtilizationRates(h).gpu)
+            out[gpu_col(i, "util")] = float(nvml.nvmlDeviceGetUtilizationRates(h).gpu)
         except Exception:  # noqa: BLE001
             pass
         try:
             mem = nvml.nvmlDeviceGetMemoryInfo(h)
-            out[f"gpu{i}_mem_used_mb"] = mem.used / 2**20
-            out[f"gpu{i}_mem_total_mb"] = mem.total / 2**20
+            out[gpu_col(i, "mem_used_mb")] = mem.used / 2**20
+            out[gpu_col(i, "mem_total_mb")] = mem.total / 2**20
         except Exception:  # noqa: BLE001
             pass
         try:
-            out[f"gpu{i}_power_w"] = nvml.nvmlDeviceGetPowerUsage(h) / 1000.0  # milliwatts
+            out[gpu_col(i, "power_w")] = nvml.nvmlDeviceGetPowerUsage(h) / 1000.0  # milliwatts
         except Exception:  # noqa: BLE001
             pass
     return out
 
 
 # --- CPU, memory, network ---------------------------------------------------------------------------
-
-def iface_key(name: str) -> str:
-    """An interface name as a safe column name: 'veth-a@if3' -> 'veth_a_if3'."""
-    return re.sub(r"[^A-Za-z0-9_]", "_", name)
-
 
 class Probe:
     """Takes one flat sample; keeps the previous network counters so it can report bytes/s."""
@@ -125,10 +154,9 @@ def net_rates(before: dict, after: dict, dt: float) -> dict:
         prev = before.get(name)
         if prev is None:
             continue  # an interface that appeared between samples: no rate yet
-        key = iface_key(name)
         # Counters can wrap or reset (interface re-created); a negative delta is not traffic.
-        out[f"net_{key}_sent_Bps"] = max(now.bytes_sent - prev.bytes_sent, 0) / dt
-        out[f"net_{key}_recv_Bps"] = max(now.bytes_recv - prev.bytes_recv, 0) / dt
+        out[net_col(name, "sent")] = max(now.bytes_sent - prev.bytes_sent, 0) / dt
+        out[net_col(name, "recv")] = max(now.bytes_recv - prev.bytes_recv, 0) / dt
     return out
 
 
@@ -273,19 +301,18 @@ def render(rec: dict, no_gpu_reason: str = "") -> str:
     n = rec.get("n_gpus", 0)
     if n:
         for i in range(n):
-            util = rec.get(f"gpu{i}_util", float("nan"))
-            mem = rec.get(f"gpu{i}_mem_used_mb", float("nan")) / 1024
-            total = rec.get(f"gpu{i}_mem_total_mb", float("nan")) / 1024
-            power = rec.get(f"gpu{i}_power_w")
+            util = rec.get(gpu_col(i, "util"), float("nan"))
+            mem = rec.get(gpu_col(i, "mem_used_mb"), float("nan")) / 1024
+            total = rec.get(gpu_col(i, "mem_total_mb"), float("nan")) / 1024
+            power = rec.get(gpu_col(i, "power_w"))
             lines.append(f"GPU{i} {_bar(util)} {util:5.1f}%   mem {mem:5.1f}/{total:.1f} GiB"
                          + (f"   {power:5.0f} W" if power is not None else ""))
     else:
         lines.append(f"GPU  none ({no_gpu_reason or 'no GPU found'})")
     lines.append("")
     lines.append(f"{'interface':<16}{'sent':>14}{'received':>14}")
-    for key in sorted(k for k in rec if k.startswith("net_") and k.endswith("_sent_Bps")):
-        iface = key[len("net_"):-len("_sent_Bps")]
-        lines.append(f"{iface:<16}{_rate(rec[key]):>14}{_rate(rec.get(f'net_{iface}_recv_Bps', 0.0)):>14}")
+    for iface in interfaces(rec):
+        lines.append(f"{iface:<16}{_rate(rec[net_col(iface, 'sent')]):>14}{_rate(rec.get(net_col(iface, 'recv'), 0.0)):>14}")
     return "\n".join(lines)
 
 

@@ -7,6 +7,8 @@ Then every question's answer is checked against the numbers the logs were built 
 import json
 import math
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,8 +16,9 @@ import pytest
 
 import nmtkit  # noqa: F401
 from nmtkit import config as config_mod, runs
-from nmtkit.analysis import AnalysisError, load_run, questions, report
-from nmtkit.analysis.logs import checkpoint_info, load_scalars, train_set_size, variable_kind
+from nmtkit.analysis import AnalysisError, evidence, load_run, questions, report
+from nmtkit.analysis.logs import checkpoint_info, load_scalars, variable_kind
+from nmtkit.data.stats import DataStats
 from nmtkit.files import append_jsonl, atomic_write_json
 
 T0 = 1_700_000_000.0
@@ -52,9 +55,9 @@ def synth_run(path: Path, *, steps=1000, ranks=1, hosts=("hostA",), overfit=Fals
     cfg.save(path / runs.CONFIG)
     atomic_write_json(path / runs.STATUS, {"status": "finished" if steps == 1000 else "running", "step": steps,
                                            "ranks": ranks})
-    atomic_write_json(path / runs.DATA_STATS, {"splits": {"train": {"en": {"bytes": 1_500_000, "lines": 20_000},
-                                                                     "de": {"bytes": 1_700_000, "lines": 20_000}},
-                                                          "dev": {"en": {"bytes": 9_000, "lines": 100}}}})
+    DataStats(files={"train.en": {"bytes": 1_500_000, "lines": 20_000}, "train.de": {"bytes": 1_700_000, "lines": 20_000},
+                     "dev.en": {"bytes": 9_000, "lines": 100}}, train_examples=19_000, max_tokens=64
+              ).save(path / runs.DATA_STATS)
     # Network: one sample per second; sample j covers (T0 + j - 1, T0 + j]. Step i ends at T0 + i - 0.5 and its
     # time depends on the traffic of its second (known correlation, tuned by net_coupling).
     net = net_mean * (1 + 0.5 * rng.uniform(-1, 1, steps + 1))
@@ -123,8 +126,9 @@ def test_baseline_answers(tmp_path, checkpoint_dir):
     assert a[6].evidence["peak_step"] == WARMUP
     assert a[6].evidence["peak_lr"] == pytest.approx(a[6].evidence["predicted_peak_lr"])
     assert a[6].evidence["decay_exponent"] == pytest.approx(-0.5, abs=0.01)
-    # Q7: bytes of both sides of the train split, lines = sentence pairs.
+    # Q7: bytes of both sides of the train split, lines = sentence pairs, in DataStats' own words.
     assert a[7].evidence["bytes"] == 3_200_000 and a[7].evidence["lines"] == 20_000
+    assert a[7].answer.startswith("The training set is 3.2 MB") and "20,000 lines" in a[7].answer
     # Q8: the state file, the index and one data shard of the latest checkpoint.
     names = sorted(Path(f["file"]).name for f in a[8].evidence["files"])
     assert names == ["checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index"]
@@ -137,6 +141,8 @@ def test_baseline_answers(tmp_path, checkpoint_dir):
     assert a[10].evidence["std_ms"] == pytest.approx(gen["step_time"][3:].std(ddof=1) * 1000)
     for n in (1, 2, 3, 4, 6, 8, 9, 10):
         assert a[n].figure is not None and a[n].figure.exists(), n
+    # figures are written atomically: nothing but finished PNGs in the folder
+    assert {p.suffix for p in (tmp_path / "figures").iterdir()} == {".png"}
 
 
 def test_known_correlation_and_byte_rate(tmp_path, checkpoint_dir):
@@ -187,9 +193,9 @@ def test_still_improving_is_not_fully_trained(tmp_path):
 
 
 def test_plateau_rule():
-    assert questions.plateau_rule([10, 20, 25, 25.1, 25.0, 25.2], 3, 0.01, True, 0.1) == (True, pytest.approx(0.2))
-    assert questions.plateau_rule([10, 20, 22, 23, 24, 26], 3, 0.01, True)[0] is False
-    assert questions.plateau_rule([3.0, 2.5, 2.4, 2.399, 2.398, 2.397], 3, 0.01, False)[0] is True
+    assert evidence.plateau_rule([10, 20, 25, 25.1, 25.0, 25.2], 3, 0.01, True, 0.1) == (True, pytest.approx(0.2))
+    assert evidence.plateau_rule([10, 20, 22, 23, 24, 26], 3, 0.01, True)[0] is False
+    assert evidence.plateau_rule([3.0, 2.5, 2.4, 2.399, 2.398, 2.397], 3, 0.01, False)[0] is True
 
 
 def test_unfinished_run_says_what_is_missing(tmp_path):
@@ -236,13 +242,35 @@ def test_event_files_are_the_fallback(tmp_path):
     assert len(loss) == 25 and loss["value"].iloc[-1] == pytest.approx(0.4)
 
 
-def test_train_set_size_tolerates_layouts():
-    assert train_set_size({"train": {"bytes": 100, "lines": 7}}) == {"bytes": 100, "lines": 7}
-    assert train_set_size({"files": [{"name": "train.en", "bytes": 10, "lines": 3},
-                                     {"name": "train.de", "bytes": 12, "lines": 3},
-                                     {"name": "dev.en", "bytes": 99, "lines": 9}]}) == {"bytes": 22, "lines": 3}
-    assert train_set_size({"dev": {"bytes": 1}}) is None
-    assert train_set_size(None) is None
+def test_bad_run_files_are_one_line_errors_naming_the_file(tmp_path):
+    synth_run(tmp_path, steps=30)
+    (tmp_path / runs.STATUS).write_text('{"status": "runn')
+    with pytest.raises(AnalysisError, match=r"run.json: line 1: not valid JSON"):
+        load_run(tmp_path)
+    atomic_write_json(tmp_path / runs.STATUS, {"status": "running"})
+    (tmp_path / runs.DATA_STATS).write_text("{\n oops")
+    with pytest.raises(AnalysisError, match=r"data_stats.json: line 2: not valid JSON"):
+        load_run(tmp_path)
+    (tmp_path / runs.DATA_STATS).unlink()
+    a = answers_of(tmp_path, figures=False)[7]
+    assert not a.answered and "data_stats.json" in a.missing
+
+
+def test_learning_rate_prediction_follows_the_rank_scaling(tmp_path):
+    synth_run(tmp_path, ranks=2, hosts=("hostA", "hostB"), steps=400)
+    cfg = config_mod.Config.load_json(tmp_path / runs.CONFIG).with_overrides({"train.lr_scaling": "sqrt"})
+    cfg.save(tmp_path / runs.CONFIG)
+    ev = answers_of(tmp_path, figures=False)[6].evidence
+    assert ev["rank_factor"] == pytest.approx(math.sqrt(2))
+    assert ev["predicted_peak_lr"] == pytest.approx(math.sqrt(2) * lr_at(WARMUP))
+
+
+def test_importing_the_analysis_leaves_tensorflow_out():
+    code = ("import sys, nmtkit.analysis, nmtkit.analysis.questions, nmtkit.runs; "
+            "print('tensorflow' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
 
 
 def test_variable_kinds():

@@ -70,6 +70,16 @@ def test_net_rates_are_deltas_per_second():
     assert monitor.net_rates(after, before, 1.0)["net_eth0_sent_Bps"] == 0.0
 
 
+def test_column_names_are_what_the_sampler_writes():
+    C = namedtuple("C", "bytes_sent bytes_recv")
+    rec = {**monitor.net_rates({"veth-a@if3": C(0, 0)}, {"veth-a@if3": C(8, 4)}, 1.0),
+           **monitor.gpu_sample(*monitor.open_gpus(fake_nvml(n=2))[:2])}
+    assert monitor.interfaces(rec) == ["veth_a_if3"]
+    assert rec[monitor.net_col("veth-a@if3", "sent")] == 8.0 and rec[monitor.net_col("veth_a_if3", "recv")] == 4.0
+    assert monitor.gpu_util_cols(list(rec) + ["gpu10_util"]) == ["gpu0_util", "gpu1_util", "gpu10_util"]
+    assert {monitor.gpu_col(1, f) for f in monitor.GPU_FIELDS} <= set(rec)
+
+
 def test_sampler_writes_flat_records(tmp_path, capsys):
     path = tmp_path / "monitor" / "hostA-rank1.jsonl"
     with monitor.Sampler(path, interval=0.05, rank=1, host="hostA", nvml=fake_nvml()) as s:

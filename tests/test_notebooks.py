@@ -1,4 +1,5 @@
 """Static checks on the committed notebooks (nbval executes them in `make test`; these read them as files)."""
+import ast
 import re
 from pathlib import Path
 
@@ -44,3 +45,70 @@ def test_cells_orchestrate_and_outputs_hold_no_machine_paths(path):
         code = [l for l in cell.source.splitlines() if l.strip() and not l.strip().startswith("#")]
         assert len(code) <= 15, f"a {len(code)}-line cell: logic belongs in nmtkit/"
         assert not any(l.lstrip().startswith(("def ", "class ")) for l in code), "define functions in nmtkit/"
+
+
+# --- every nmtkit name a cell uses exists (catches a rename without running the notebooks) -------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+# Modules that other parts of the same change bring; until they land, a notebook naming them is an expected failure.
+PENDING = {"nmtkit.train.checkpoints": "load_model/checkpoint_files move there with the train/ split (issue 10)"}
+
+
+def module_file(module: str) -> Path | None:
+    base = ROOT / module.replace(".", "/")
+    return next((p for p in (base.with_suffix(".py"), base / "__init__.py") if p.exists()), None)
+
+
+def top_level_names(module: str) -> set[str]:
+    """Names a module defines, imports or lazily exports (a `_LAZY` dict), plus its submodules."""
+    path = module_file(module)
+    tree = ast.parse(path.read_text())
+    names = {p.stem for p in path.parent.glob("*.py")} | {p.name for p in path.parent.iterdir() if p.is_dir()} \
+        if path.name == "__init__.py" else set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                if isinstance(target, ast.Name):
+                    names.add(target.id)
+                    if target.id == "_LAZY" and isinstance(node.value, ast.Dict):
+                        names.update(k.value for k in node.value.keys if isinstance(k, ast.Constant))
+    return names
+
+
+def nmtkit_uses(source: str) -> list[tuple[str, str]]:
+    """(module, name) for `from nmtkit.x import name` and for `alias.name` on an imported nmtkit module."""
+    code = "\n".join(l for l in source.splitlines() if not l.lstrip().startswith(("%", "!")))
+    tree, uses, modules = ast.parse(code), [], {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "nmtkit":
+            for a in node.names:
+                uses.append((node.module, a.name))
+                if module_file(f"{node.module}.{a.name}"):
+                    modules[a.asname or a.name] = f"{node.module}.{a.name}"
+        elif isinstance(node, ast.Import):
+            modules.update({a.asname: a.name for a in node.names if a.asname and a.name.startswith("nmtkit")})
+    uses += [(modules[n.value.id], n.attr) for n in ast.walk(tree)
+             if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in modules]
+    return uses
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_nmtkit_name_a_cell_uses_exists(path):
+    modules_of_cells = {}
+    for cell in code_cells(path):
+        for module, name in nmtkit_uses(cell.source):
+            modules_of_cells.setdefault(module, set()).add(name)
+    problems = []
+    for module, names in sorted(modules_of_cells.items()):
+        if module_file(module) is None:
+            problems.append((module, f"no module {module}"))
+            continue
+        problems += [(module, f"{module} has no {n}") for n in sorted(names - top_level_names(module))]
+    real = [why for module, why in problems if module not in PENDING or module_file(module)]
+    assert not real, real
+    if problems:
+        pytest.xfail("; ".join(f"{why}: {PENDING[m]}" for m, why in problems))

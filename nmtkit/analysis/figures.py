@@ -1,11 +1,11 @@
 """The report's figures, as PNG files (matplotlib's object API with the Agg canvas: no display needed).
 
 Every function takes runs (nmtkit.analysis.logs.Run) and a PNG path, draws what the logs hold and returns the
-path, or None when the logs have nothing to draw. Notebooks show the PNGs with IPython.display.Image.
+path, or None when the logs have nothing to draw (notebooks show the PNGs through nmtkit.notebook).
 """
 from __future__ import annotations
 
-import re
+import io
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +14,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from nmtkit.analysis.logs import Run
+from nmtkit.analysis.machines import busy_interfaces, device_columns, net_total, per_host
+from nmtkit.files import atomic_write_bytes
 
 
 def _figure(nrows: int = 1, ncols: int = 1, size=(7.0, 3.6)):
@@ -27,12 +29,9 @@ def _figure(nrows: int = 1, ncols: int = 1, size=(7.0, 3.6)):
 
 
 def _save(fig: Figure, path: str | Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=90)
-    tmp.replace(path)  # atomic: a half-written PNG never carries the final name
-    return path
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90)
+    return atomic_write_bytes(path, buf.getvalue())  # a half-written PNG never carries the final name
 
 
 def scalar_plot(runs: list[Run], tags: list[str], path, title: str, ylabel: str, logy: bool = False) -> Path | None:
@@ -119,18 +118,12 @@ def device_utilisation(runs: list[Run], path) -> Path | None:
     fig, axes = _figure()
     ax = axes[0, 0]
     drawn, kinds = 0, set()
-    for run in runs:
-        mon = per_host(run.monitor)
-        if mon.empty:
-            continue
-        t0 = _origin(run, mon)
-        for host, df in mon.groupby("host"):
-            gpu_cols = sorted(c for c in df if c.startswith("gpu") and c.endswith("_util") and df[c].notna().any())
-            cols = gpu_cols or ["cpu_percent"]
-            kinds.add("GPU" if gpu_cols else "CPU")
-            for c in cols:
-                ax.plot(df["time"] - t0, df[c], "-", lw=1, label=f"{run.name} {host} {c.replace('_util', '')}")
-                drawn += 1
+    for run, host, df, t0 in _node_timelines(runs):
+        cols = device_columns(df)
+        kinds.add("CPU" if cols == ["cpu_percent"] else "GPU")
+        for c in cols:
+            ax.plot(df["time"] - t0, df[c], "-", lw=1, label=f"{run.name} {host} {c.split('_')[0]}")
+            drawn += 1
     if not drawn:
         return None
     ax.axhline(80, color="grey", ls="--", lw=1)
@@ -146,16 +139,10 @@ def network(runs: list[Run], path) -> Path | None:
     fig, axes = _figure()
     ax = axes[0, 0]
     drawn = 0
-    for run in runs:
-        mon = per_host(run.monitor)
-        if mon.empty:
-            continue
-        t0 = _origin(run, mon)
-        for host, df in mon.groupby("host"):
-            for iface in busy_interfaces(df):
-                total = df[f"net_{iface}_sent_Bps"].fillna(0) + df[f"net_{iface}_recv_Bps"].fillna(0)
-                ax.plot(df["time"] - t0, total / 1e6, "-", lw=1, label=f"{run.name} {host} {iface}")
-                drawn += 1
+    for run, host, df, t0 in _node_timelines(runs):
+        for iface in busy_interfaces(df):
+            ax.plot(df["time"] - t0, net_total(df, iface) / 1e6, "-", lw=1, label=f"{run.name} {host} {iface}")
+            drawn += 1
     if not drawn:
         return None
     ax.set(title="Network throughput (sent + received)", xlabel="seconds since training started", ylabel="MB/s")
@@ -193,45 +180,23 @@ def bars(labels: list[str], values: list[float], path, title: str, ylabel: str) 
     return _save(fig, path)
 
 
-# --- helpers shared with questions.py ----------------------------------------------------------------
+# --- helpers ----------------------------------------------------------------------------------------------
 
-def per_host(mon: pd.DataFrame) -> pd.DataFrame:
-    """One sampler per node: every rank on a node samples the same machine, so keep its lowest rank's records."""
-    if mon.empty or "host" not in mon:
-        return mon
-    lowest = mon.groupby("host")["rank"].transform("min")
-    return mon[mon["rank"] == lowest].sort_values(["host", "time"]).reset_index(drop=True)
+def _node_timelines(runs: list[Run]):
+    """(run, host, that node's monitor samples, the run's time zero) for every node of every run."""
+    for run in runs:
+        mon = per_host(run.monitor)
+        if mon.empty:
+            continue
+        t0 = _origin(run, mon)
+        for host, df in mon.groupby("host"):
+            yield run, host, df, t0
 
 
 def _origin(run: Run, mon: pd.DataFrame) -> float:
     """Time zero of a run's timeline: its first step's start (so runs line up), else its first sample."""
     start, _ = run.wall_clock()
     return start if start is not None else float(mon["time"].min())
-
-
-def busy_interfaces(mon: pd.DataFrame, top: int = 3, share: float = 0.05) -> list[str]:
-    """The interfaces that carried traffic: at most `top`, each at least `share` of the busiest one's bytes
-    (machines with containers or namespaces have dozens of idle virtual interfaces)."""
-    traffic = {i: float(mon[f"net_{i}_sent_Bps"].fillna(0).sum() + mon[f"net_{i}_recv_Bps"].fillna(0).sum())
-               for i in interfaces(mon)}
-    if not traffic or max(traffic.values()) <= 0:
-        return []
-    best = max(traffic.values())
-    return sorted((i for i in traffic if traffic[i] >= share * best), key=traffic.get, reverse=True)[:top]
-
-
-def iface_key(name: str) -> str:
-    """An interface name as the sampler writes it in column names (see nmtkit.monitor.iface_key)."""
-    return re.sub(r"[^A-Za-z0-9_]", "_", name)
-
-
-def iface_col(name: str, direction: str) -> str:
-    return f"net_{iface_key(name)}_{direction}_Bps"
-
-
-def interfaces(mon: pd.DataFrame) -> list[str]:
-    return sorted(c[len("net_"):-len("_sent_Bps")] for c in mon.columns
-                  if c.startswith("net_") and c.endswith("_sent_Bps"))
 
 
 def histogram(values, path, title: str, xlabel: str, marks: dict | None = None) -> Path | None:

@@ -5,7 +5,6 @@ half-way, load the same way. `load_run(dir)` is the entry point; `load_runs([...
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +13,8 @@ import pandas as pd
 
 from nmtkit import runs
 from nmtkit.config import Config, ConfigError
+from nmtkit.data import DataError
+from nmtkit.data.stats import DataStats
 from nmtkit.files import read_jsonl
 
 
@@ -32,7 +33,7 @@ class Run:
     config: Config | None = None
     config_problem: str = ""                    # why config is None
     status: dict = field(default_factory=dict)  # run.json
-    data_stats: dict | None = None              # data_stats.json, as plain JSON
+    data_stats: DataStats | None = None         # data_stats.json
     scalars: pd.DataFrame = field(default_factory=pd.DataFrame)  # long: step, wall_time, tag, value
     scalars_source: str = ""                    # "scalars.jsonl", "event files" or ""
     ranks: pd.DataFrame = field(default_factory=pd.DataFrame)    # step, wall_time, step_time, loss, tokens, rank, host
@@ -103,8 +104,11 @@ def load_run(path: str | Path, name: str | None = None) -> Run:
                             f"TensorBoard event files in it); pass the --logdir of a training run")
     run = Run(path=path, name=name or path.resolve().name)
     run.config, run.config_problem = _load_config(path)
-    run.status = _load_json(path / runs.STATUS) or {}
-    run.data_stats = _load_json(path / runs.DATA_STATS)
+    try:
+        run.status = runs.read_status(path)
+        run.data_stats = DataStats.load(path / runs.DATA_STATS) if (path / runs.DATA_STATS).exists() else None
+    except (runs.RunDirError, DataError) as e:  # one line naming the file (and the line of bad JSON)
+        raise AnalysisError(str(e)) from None
     run.scalars, run.scalars_source = load_scalars(path)
     run.ranks = load_rank_logs(path)
     run.monitor = load_monitor(path)
@@ -134,20 +138,11 @@ def load_runs(paths) -> list[Run]:
 
 # --- pieces ------------------------------------------------------------------------------------------
 
-def _load_json(path: Path):
-    if not path.exists():
-        return None
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise AnalysisError(f"{path}: line {e.lineno}: not valid JSON ({e.msg}); was it copied whole?") from None
-
-
 def _load_config(path: Path) -> tuple[Config | None, str]:
     if not (path / runs.CONFIG).exists():
         return None, f"no {runs.CONFIG} in the run directory"
     try:
-        return Config.load_json(path / runs.CONFIG), ""
+        return runs.load_config(path), ""
     except ConfigError as e:
         return None, str(e)
 
@@ -326,51 +321,3 @@ def _split_variables(info: CheckpointInfo) -> None:
     info.weights_bytes, info.optimizer_bytes, info.other_bytes = size["weights"], size["optimizer"], size["meta"]
     info.weights_params, info.optimizer_params = count["weights"], count["optimizer"]
     info.n_variables = len(shapes)
-
-
-# --- data statistics ---------------------------------------------------------------------------------
-
-def train_set_size(stats: dict | None) -> dict | None:
-    """{"bytes", "lines"} of the training text from data_stats.json, tolerant of its exact layout.
-
-    Looks for the train split's entries (keys or paths mentioning 'train') holding byte and line/sentence counts;
-    per-language files (train.en, train.de) are added up for bytes, lines are the pairs (the max of the sides).
-    """
-    if not isinstance(stats, dict):
-        return None
-    byte_keys = ("bytes", "size_bytes", "n_bytes", "num_bytes")
-    line_keys = ("lines", "n_lines", "num_lines", "pairs", "sentences", "n_pairs", "sentence_pairs", "examples")
-    found_bytes, found_lines = [], []
-
-    def visit(obj, path: tuple):
-        if isinstance(obj, dict):
-            in_train = any("train" in str(p).lower() for p in path)
-            if in_train:
-                for k, v in obj.items():
-                    if isinstance(v, (int, float)) and not isinstance(v, bool):
-                        if k in byte_keys:
-                            found_bytes.append((path, float(v)))
-                        elif k in line_keys:
-                            found_lines.append((path, float(v)))
-                        elif k in ("mb", "size_mb", "megabytes"):
-                            found_bytes.append((path, float(v) * 1e6))
-            for k, v in obj.items():
-                visit(v, path + (k,))
-        elif isinstance(obj, list):
-            for i, v in enumerate(obj):
-                name = v.get("name") or v.get("split") or v.get("path") or i if isinstance(v, dict) else i
-                visit(v, path + (name,))
-
-    visit(stats, ())
-    if not found_bytes and not found_lines:
-        return None
-    # Prefer the shallowest entries (a split total) over per-file ones; sum per-file bytes when that's all there is.
-    out = {"bytes": None, "lines": None}
-    if found_bytes:
-        depth = min(len(p) for p, _ in found_bytes)
-        top = [v for p, v in found_bytes if len(p) == depth]
-        out["bytes"] = sum(top)
-    if found_lines:
-        depth = min(len(p) for p, _ in found_lines)
-        out["lines"] = max(v for p, v in found_lines if len(p) == depth)
-    return out

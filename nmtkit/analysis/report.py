@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from nmtkit import runs as rundir
 from nmtkit.analysis import figures
+from nmtkit.analysis.evidence import Options, steady_steps, tokens_per_s
 from nmtkit.analysis.logs import AnalysisError, Run, load_runs
-from nmtkit.analysis.questions import Answer, Options, answer_all, steady_steps
+from nmtkit.analysis.questions import Answer, answer_all
 from nmtkit.files import atomic_write_text
 
 FIGURES_DIR = "figures"
@@ -80,7 +82,7 @@ def comparison(runs: list[Run], answers: dict[str, list[Answer]]) -> pd.DataFram
         a = {x.number: x for x in answers[run.name]}
         st = steady_steps(run, Options().skip_steps)
         bleu = run.series("Eval_BLEU_Score")
-        tok = float(st["tokens"].sum() / st["step_time"].sum()) if not st.empty and "tokens" in st else float("nan")
+        tok = tokens_per_s(st) if not st.empty and "tokens" in st else float("nan")
         rows.append({
             "run": run.name, "ranks": run.n_ranks, "nodes": max(len(run.hosts), 1),
             "status": run.status.get("status", "unknown"), "steps": run.last_step,
@@ -133,21 +135,20 @@ def write_report(runs, out_dir: str | Path | None = None, options: Options | Non
     return md
 
 
-# --- for notebooks: one-line cells that never crash when a run is missing ---------------------------------
+# --- for notebooks: one-line cells that never crash when a run is missing (display: nmtkit.notebook) -------
 
 NO_RUNS = "(no runs to analyse: run notebooks 02 and 03 first, then rerun this notebook)"
 
 
 def find_runs(names=("baseline", "horovod"), root: str | Path | None = None) -> list[Path]:
     """The runs under <workspace>/runs that exist; says clearly which are missing and how to make them."""
-    from nmtkit.runs import workspace
-    ws = workspace()
+    ws = rundir.workspace()
     root = Path(root) if root is not None else ws / "runs"
     found = []
     for name in names:
         p = root / name
         rel = os.path.relpath(p, ws)
-        if (p / "run.json").exists() or (p / "scalars.jsonl").exists() or (p / "ranks").is_dir():
+        if any((p / name).exists() for name in (rundir.STATUS, rundir.SCALARS, rundir.RANKS_DIR)):
             found.append(p)
             print(f"found   {rel}")
         else:
@@ -155,30 +156,6 @@ def find_runs(names=("baseline", "horovod"), root: str | Path | None = None) -> 
                                         "horovod": "run notebook 03 (Horovod on two engines) first"}
                   .get(name, "train a run into this directory first"))
     return found
-
-
-def show_figure(rep: Report | None, title: str) -> None:
-    from IPython.display import Image, display
-    if rep is None:
-        print(NO_RUNS)
-    elif title in rep.figures:
-        display(Image(filename=str(rep.figures[title])))
-    else:
-        print(f"(no {title} figure: the logs hold nothing to draw)")
-
-
-def show_answer(rep: Report | None, number: int) -> None:
-    """Question `number` for every run: the answer in words, then its figure."""
-    from IPython.display import Image, Markdown, display
-    if rep is None:
-        print(NO_RUNS)
-        return
-    for run in rep.runs:
-        a = rep.answers[run.name][number - 1]
-        body = a.answer if a.answered else f"**Not answered.** {a.answer}"
-        display(Markdown(f"**{run.name}, Q{a.number}.** {body}"))
-        if a.figure is not None:
-            display(Image(filename=str(a.figure)))
 
 
 def evidence(rep: Report | None, number: int) -> pd.DataFrame | str:

@@ -1,0 +1,290 @@
+"""Measurements of the learning, the data and the checkpoints: what a run's logs say in numbers (questions 1-3,
+6-10; the machines' questions 4, 5 and 11 are in nmtkit.analysis.machines).
+
+Each `measure_*` returns the evidence (a flat dict that goes into report.json) and, where a figure needs them, the
+frames or arrays it was computed from; it raises `Missing` saying what the logs lack. Words are in
+nmtkit.analysis.questions, drawings in nmtkit.analysis.figures.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from nmtkit import lr
+from nmtkit.analysis.logs import Run, checkpoint_info
+from nmtkit.config import profile
+
+
+class Missing(Exception):
+    """The logs cannot answer a question; the message says what would be needed."""
+
+
+@dataclass
+class Options:
+    max_steps: int | None = None            # Q1 target; None: the run's own train.steps if it is wmt16-base, else wmt16-base's
+    price_per_node_hour: float | None = None  # None: the run's cfg.monitor.price_per_node_hour
+    link_gbps: float | None = None          # None: the run's cfg.monitor.link_gbps
+    bytes_per_param: int = 4                # gradients are all-reduced in float32
+    plateau_k: int = 3                      # Q2: judge the last k evaluations ...
+    plateau_tol: float = 0.01               # ... against everything before: < 1% relative improvement = plateau
+    plateau_min_bleu: float = 0.1           # ... and a BLEU gain below 0.1 points is noise either way
+    gap_tol: float = 0.05                   # Q3: a gap that grew by more than this (nats) is "widening"
+    busy_util: float = 80.0                 # Q4: "busy" means above this utilisation (%)
+    skip_steps: int = 3                     # Q10/11: first steps of each rank (graph tracing, warm-up) left out
+
+
+# --- frames shared by several questions ---------------------------------------------------------------
+
+def steady_steps(run: Run, skip: int) -> pd.DataFrame:
+    """Per-step records without each rank's first `skip` (graph tracing and warm-up are not the steady state)."""
+    df = run.ranks
+    if df.empty or "step_time" not in df:
+        return df.iloc[0:0]
+    df = df.dropna(subset=["step_time"])
+    return df[df.groupby("rank").cumcount() >= skip]
+
+
+def progress_curve(run: Run) -> pd.DataFrame:
+    """wall_time, step of rank 0 (or of the scalars): how the step count grew with the clock."""
+    if not run.ranks.empty:
+        r0 = run.ranks[run.ranks["rank"] == run.ranks["rank"].min()]
+        return r0[["wall_time", "step"]].sort_values("wall_time").reset_index(drop=True)
+    if not run.scalars.empty:
+        s = run.scalars.groupby("step", as_index=False)["wall_time"].max()
+        return s[["wall_time", "step"]].sort_values("wall_time").reset_index(drop=True)
+    return pd.DataFrame(columns=["wall_time", "step"])
+
+
+# --- Q1 time and cost, Q2 plateau, Q3 overfitting -----------------------------------------------------------
+
+def measure_time_and_cost(run: Run, o: Options) -> tuple[dict, pd.DataFrame]:
+    """Elapsed time, the step rate, and the projection to the target step count at that rate."""
+    start, end = run.wall_clock()
+    curve = progress_curve(run)
+    if start is None or len(curve) < 2:
+        raise Missing("step records with wall-clock times (ranks/rank<R>.jsonl or scalars.jsonl)")
+    elapsed = end - start
+    step = int(curve["step"].iloc[-1])
+    # The rate over the latter 90% of the run: start-up (tracing, the first evaluation) does not recur.
+    i0 = int(len(curve) * 0.1)
+    dt = float(curve["wall_time"].iloc[-1] - curve["wall_time"].iloc[i0])
+    ds = float(curve["step"].iloc[-1] - curve["step"].iloc[i0])
+    if dt <= 0 or ds <= 0:
+        raise Missing("at least two records at different steps and times")
+    rate = ds / dt  # steps per second, evaluation and checkpoint pauses included
+    cfg, base = run.config, profile("wmt16-base")
+    is_base = bool(cfg and cfg.profile == "wmt16-base")
+    if o.max_steps:
+        target, target_src = o.max_steps, "given"
+    elif is_base:
+        target, target_src = cfg.train.steps, "train.steps of this wmt16-base run"
+    else:
+        target, target_src = base.train.steps, "train.steps of the wmt16-base profile"
+    price = o.price_per_node_hour if o.price_per_node_hour is not None else (cfg or base).monitor.price_per_node_hour
+    nodes = max(len(run.hosts), 1)
+    total_h = (elapsed + max(target - step, 0) / rate) / 3600
+    ev = {"status": run.status.get("status", "unknown"), "elapsed_s": elapsed, "step": step,
+          "planned_steps": cfg.train.steps if cfg else None, "steps_per_s": rate, "target_steps": target,
+          "target_source": target_src, "nodes": nodes, "price_per_node_hour": price, "projected_hours": total_h,
+          "projected_cost": total_h * nodes * price, "lower_bound": not is_base and not o.max_steps}
+    if ev["planned_steps"] and step < ev["planned_steps"]:
+        ev["remaining_s_to_planned"] = (ev["planned_steps"] - step) / rate
+    curve = curve.assign(hours=(curve["wall_time"] - start) / 3600)
+    return ev, curve
+
+
+def plateau_rule(values: list[float], k: int, tol: float, higher_is_better: bool, min_abs: float = 0.0) -> tuple[bool, float]:
+    """(plateaued, improvement): the best of the last k values against the best before them.
+
+    Plateau = the improvement is at most tol relative to the earlier best (and at most min_abs absolute).
+    """
+    before, last = values[:-k], values[-k:]
+    if higher_is_better:
+        best_before, best_last = max(before), max(last)
+        gain = best_last - best_before
+    else:
+        best_before, best_last = min(before), min(last)
+        gain = best_before - best_last
+    limit = max(tol * abs(best_before), min_abs)
+    return gain <= limit, gain
+
+
+def measure_plateau(run: Run, o: Options) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
+    """The plateau rule on dev BLEU and on eval loss; fully trained when every judged curve has plateaued."""
+    k = o.plateau_k
+    bleu, loss = run.series("Eval_BLEU_Score"), run.series("eval_loss")
+    if len(bleu) <= k and len(loss) <= k:
+        raise Missing(f"at least {k + 1} evaluations of dev BLEU or eval loss (have {max(len(bleu), len(loss))}); "
+                      f"the plateau rule compares the last {k} with those before")
+    ev = {"rule": f"plateau = the best of the last {k} evaluations improves on the best before them by "
+                  f"at most {o.plateau_tol:.0%} (BLEU: and at most {o.plateau_min_bleu} points)",
+          "evaluations": int(max(len(bleu), len(loss))), "bleu_evaluations": len(bleu), "loss_evaluations": len(loss)}
+    verdicts = []
+    if len(bleu) > k:
+        flat, gain = plateau_rule(bleu["value"].tolist(), k, o.plateau_tol, True, o.plateau_min_bleu)
+        verdicts.append(flat)
+        ev.update(bleu_gain_last_k=gain, bleu_plateau=flat, bleu_best=float(bleu["value"].max()),
+                  bleu_last=float(bleu["value"].iloc[-1]))
+    if len(loss) > k:
+        flat, gain = plateau_rule(loss["value"].tolist(), k, o.plateau_tol, False)
+        verdicts.append(flat)
+        ev.update(eval_loss_drop_last_k=gain, eval_loss_plateau=flat, eval_loss_best=float(loss["value"].min()))
+    ev["fully_trained"] = all(verdicts)
+    return ev, bleu, loss
+
+
+def loss_gap_table(run: Run) -> pd.DataFrame:
+    """step, train (the last train loss logged at or before the evaluation), eval, gap at every evaluation.
+
+    The last value, not a mean since the previous evaluation: while the loss falls fast a mean lags behind and
+    would fake a widening gap.
+    """
+    tr, ev = run.series("train_loss"), run.series("eval_loss")
+    rows = []
+    for step, value in zip(ev["step"], ev["value"]):
+        before = tr[tr["step"] <= step].tail(1)
+        if not before.empty:
+            t = float(before["value"].iloc[0])
+            rows.append((int(step), t, float(value), float(value) - t))
+    return pd.DataFrame(rows, columns=["step", "train", "eval", "gap"])
+
+
+def measure_overfitting(run: Run, o: Options) -> tuple[dict, pd.DataFrame]:
+    """The train/eval gap at each evaluation, its trend, and whether eval loss rose while train loss fell."""
+    g = loss_gap_table(run)
+    if len(g) < 2:
+        raise Missing(f"train_loss and at least 2 eval_loss evaluations (have {len(run.series('eval_loss'))} "
+                      f"evaluations, {len(run.series('train_loss'))} train-loss records)")
+    i_min = int(g["eval"].idxmin())
+    eval_rising = i_min < len(g) - 1 and g["eval"].iloc[-1] > g["eval"].iloc[i_min] * (1 + o.plateau_tol)
+    train_falling = g["train"].iloc[-1] < g["train"].iloc[i_min]
+    # The trend over the latter half: early on, dropout makes train loss exceed eval loss, which is no signal.
+    half = g.iloc[len(g) // 2:] if len(g) >= 4 else g
+    slope = float(np.polyfit(half["step"], half["gap"], 1)[0])
+    growth = float(half["gap"].iloc[-1] - half["gap"].iloc[:-1].min())
+    widening = slope > 0 and growth > o.gap_tol
+    verdict = "overfitting" if eval_rising and train_falling else "early signs" if widening else "no"
+    ev = {"gap_first": float(g["gap"].iloc[0]), "gap_last": float(g["gap"].iloc[-1]), "gap_growth": growth,
+          "gap_slope_per_1k_steps": slope * 1000, "eval_loss_min": float(g["eval"].iloc[i_min]),
+          "eval_loss_min_step": int(g["step"].iloc[i_min]), "eval_loss_last": float(g["eval"].iloc[-1]),
+          "eval_rising": bool(eval_rising), "train_falling": bool(train_falling), "widening": bool(widening),
+          "verdict": verdict}
+    return ev, g
+
+
+# --- Q6 learning rate, Q7 training set ------------------------------------------------------------------------
+
+def measure_learning_rate(run: Run) -> dict:
+    """Where the logged learning rate peaks, how it decays, and what the config's formula predicts."""
+    s = run.series("learning_rate")
+    if len(s) < 3:
+        raise Missing(f"the learning_rate scalar (have {len(s)} points)")
+    i = int(s["value"].idxmax())
+    peak_step = int(s["step"].iloc[i])
+    ev = {"peak_step": peak_step, "peak_lr": float(s["value"].iloc[i]), "last_step": int(s["step"].iloc[-1]),
+          "last_lr": float(s["value"].iloc[-1])}
+    after = s[s["step"] >= max(1.5 * peak_step, peak_step + 1)]
+    if len(after) >= 3:
+        ev["decay_exponent"] = float(np.polyfit(np.log(after["step"]), np.log(after["value"]), 1)[0])
+    cfg = run.config
+    if cfg:
+        t = cfg.train
+        ev.update(warmup_steps=t.warmup_steps, lr_scale=t.lr_scale, d_model=cfg.model.d_model,
+                  lr_scaling=t.lr_scaling, rank_factor=lr.rank_factor(t.lr_scaling, run.n_ranks),
+                  predicted_peak_lr=float(lr.lr_for(cfg, t.warmup_steps, size=run.n_ranks)))
+    return ev
+
+
+def measure_training_set(run: Run) -> dict:
+    """Bytes and lines of the training text, as data preparation counted them (DataStats)."""
+    ds = run.data_stats
+    if ds is None:
+        raise Missing("data_stats.json in the run directory (training copies it from the data directory)")
+    if not ds.train_bytes and not ds.train_lines:
+        raise Missing("byte and line counts of train.en/train.de in data_stats.json")
+    return {"bytes": ds.train_bytes, "mb": ds.train_mb, "lines": ds.train_lines, "examples": ds.train_examples,
+            "max_tokens": ds.max_tokens}
+
+
+# --- Q8, Q9 checkpoints ----------------------------------------------------------------------------------------
+
+FILE_ROLES = {
+    "checkpoint": "a small text file naming the latest checkpoint (and the ones kept)",
+    ".index": "the index: which variable lives where in the data shards, with shapes and dtypes",
+    ".data-": "a data shard: the variable values themselves (weights and optimizer slots)",
+}
+
+
+def file_role(name: str) -> str:
+    base = Path(name).name
+    if base == "checkpoint":
+        return FILE_ROLES["checkpoint"]
+    return next((role for key, role in FILE_ROLES.items() if key != "checkpoint" and key in base), "other")
+
+
+def measure_checkpoint_files(run: Run) -> dict:
+    """The files of the latest checkpoint, their sizes and what each holds."""
+    info = checkpoint_info(run.path, with_variables=False)
+    if info.prefix is None:
+        raise Missing(info.problem)
+    return {"prefix": str(info.prefix.relative_to(run.path)),
+            "files": [{"file": f, "bytes": b, "role": file_role(f)} for f, b in info.files]}
+
+
+def measure_checkpoint_size(run: Run) -> dict:
+    """The latest checkpoint's size on disk and its weights / optimizer / other split (`problem` when unknown)."""
+    info = checkpoint_info(run.path)
+    if info.prefix is None:
+        raise Missing(info.problem)
+    ev = {"prefix": str(info.prefix.relative_to(run.path)), "total_bytes": info.total_bytes,
+          "total_mb": info.total_bytes / 1e6}
+    if info.weights_bytes is None:
+        return {**ev, "problem": info.problem}
+    ev.update(weights_mb=info.weights_bytes / 1e6, optimizer_mb=info.optimizer_bytes / 1e6,
+              other_mb=info.other_bytes / 1e6, weights_params=info.weights_params,
+              optimizer_values=info.optimizer_params, variables=info.n_variables,
+              optimizer_to_weights=info.optimizer_bytes / info.weights_bytes if info.weights_bytes else float("nan"))
+    return ev
+
+
+def params_from_checkpoint(run: Run) -> tuple[int | None, str]:
+    """The model's parameter count: run.json's "params" (written at the start), else counted in the checkpoint."""
+    if isinstance(run.status.get("params"), int) and run.status["params"] > 0:
+        return run.status["params"], "run.json"
+    info = checkpoint_info(run.path)
+    if info.weights_params:
+        return info.weights_params, f"counted in {info.prefix.relative_to(run.path)}"
+    return None, info.problem or "the checkpoint lists no weights"
+
+
+# --- Q10 step time -------------------------------------------------------------------------------------------
+
+def measure_step_time(run: Run, o: Options) -> tuple[dict, np.ndarray]:
+    """Mean, spread and percentiles of the steady step time (all ranks), per rank, and tokens/s; the times (s)."""
+    st = steady_steps(run, o.skip_steps)
+    if st.empty:
+        s = run.series("step_time")
+        if s.empty:
+            raise Missing("per-step times (ranks/rank<R>.jsonl) or the step_time scalar")
+        x, source = s["value"].to_numpy(float), "the step_time scalar (averaged per log interval)"
+        per_rank = {}
+    else:
+        x = st["step_time"].to_numpy(float)
+        source = f"ranks/rank<R>.jsonl, first {o.skip_steps} steps of each rank left out"
+        per_rank = {int(r): {"mean_ms": float(g["step_time"].mean() * 1000), "std_ms": float(g["step_time"].std() * 1000)}
+                    for r, g in st.groupby("rank")}
+    ev = {"source": source, "n": int(len(x)), "mean_ms": float(x.mean() * 1000),
+          "std_ms": float(x.std(ddof=1) * 1000) if len(x) > 1 else 0.0, "median_ms": float(np.median(x) * 1000),
+          "p10_ms": float(np.percentile(x, 10) * 1000), "p90_ms": float(np.percentile(x, 90) * 1000),
+          "per_rank": per_rank}
+    if not st.empty and "tokens" in st:
+        ev["tokens_per_s_per_rank"] = tokens_per_s(st)
+    return ev, x
+
+
+def tokens_per_s(steps: pd.DataFrame) -> float:
+    """Tokens per second of one rank over `steps` (per-step records): all tokens over all step time."""
+    return float(steps["tokens"].sum() / steps["step_time"].sum())

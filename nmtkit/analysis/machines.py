@@ -1,0 +1,206 @@
+"""Measurements of the machines: utilisation and network (questions 4, 5 and 11), from the monitor samples
+(column names: nmtkit.monitor) and the per-step records. Same contract as nmtkit.analysis.evidence."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from nmtkit import monitor
+from nmtkit.analysis.evidence import Missing, Options, params_from_checkpoint, steady_steps
+from nmtkit.analysis.logs import Run
+
+
+# --- monitor frames, shared with the figures ------------------------------------------------------------
+
+def per_host(mon: pd.DataFrame) -> pd.DataFrame:
+    """One sampler per node: every rank on a node samples the same machine, so keep its lowest rank's records."""
+    if mon.empty or "host" not in mon:
+        return mon
+    lowest = mon.groupby("host")["rank"].transform("min")
+    return mon[mon["rank"] == lowest].sort_values(["host", "time"]).reset_index(drop=True)
+
+
+def net_total(mon: pd.DataFrame, iface: str) -> pd.Series:
+    """Bytes/s sent + received on one interface, per sample."""
+    return mon[monitor.net_col(iface, "sent")].fillna(0) + mon[monitor.net_col(iface, "recv")].fillna(0)
+
+
+def net_busiest_direction(mon: pd.DataFrame, iface: str) -> pd.Series:
+    """Bytes/s of the busier direction per sample (a full-duplex link saturates one direction at a time)."""
+    return mon[[monitor.net_col(iface, d) for d in monitor.NET_DIRECTIONS]].fillna(0).max(axis=1)
+
+
+def busy_interfaces(mon: pd.DataFrame, top: int = 3, share: float = 0.05) -> list[str]:
+    """The interfaces that carried traffic: at most `top`, each at least `share` of the busiest one's bytes
+    (machines with containers or namespaces have dozens of idle virtual interfaces)."""
+    traffic = {i: float(net_total(mon, i).sum()) for i in monitor.interfaces(mon.columns)}
+    if not traffic or max(traffic.values()) <= 0:
+        return []
+    best = max(traffic.values())
+    return sorted((i for i in traffic if traffic[i] >= share * best), key=traffic.get, reverse=True)[:top]
+
+
+def link_iface(run: Run, mon: pd.DataFrame) -> tuple[str | None, str]:
+    """The interface that carries inter-node traffic, and why it was chosen."""
+    ifaces = monitor.interfaces(mon.columns)
+    if not ifaces:
+        return None, "the monitor logs hold no network counters"
+    cfg_iface = run.config.cluster.iface if run.config else ""
+    if cfg_iface and monitor.net_col(cfg_iface, "sent") in mon:
+        return monitor.iface_key(cfg_iface), "cluster.iface in the config"
+    traffic = {i: float(net_total(mon, i).mean()) for i in ifaces}
+    # Gradients dominate a distributed run's traffic, so the busiest interface is the one that carried them
+    # (loopback when the "nodes" are engines on one machine).
+    best = max(traffic, key=traffic.get)
+    return best, ("the busiest interface during training" if best != "lo" else
+                  "the busiest interface: loopback, the 'nodes' share one machine")
+
+
+def in_window(mon: pd.DataFrame, run: Run) -> pd.DataFrame:
+    """Monitor samples taken while training ran (samples before the first step or after the last are idle time)."""
+    start, end = run.wall_clock()
+    if mon.empty or start is None:
+        return mon
+    w = mon[(mon["time"] >= start) & (mon["time"] <= end + 1.0)]
+    return w if len(w) else mon
+
+
+def while_stepping(mon: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """The samples whose interval (t - interval, t] overlaps a step of `steps` (one rank's records): traffic while
+    training steps ran, not during evaluation, checkpointing or start-up."""
+    if mon.empty or steps.empty:
+        return mon.iloc[0:0]
+    mon = mon.sort_values("time")
+    interval = float(mon["time"].diff().median()) if len(mon) > 1 else 1.0
+    st = steps.sort_values("wall_time")
+    ends = st["wall_time"].to_numpy(float)
+    starts = ends - st["step_time"].to_numpy(float)
+    t = mon["time"].to_numpy(float)
+    i = np.searchsorted(ends, t - interval, side="right")  # the first step ending inside or after the window
+    ok = i < len(ends)
+    ok[ok] &= starts[i[ok]] < t[ok]
+    return mon[ok]
+
+
+
+# --- Q4 utilisation --------------------------------------------------------------------------------------
+
+def device_columns(mon: pd.DataFrame) -> list[str]:
+    """The utilisation columns to judge: every GPU that reported, else the CPU."""
+    return [c for c in monitor.gpu_util_cols(mon.columns) if mon[c].notna().any()] or ["cpu_percent"]
+
+
+def measure_utilisation(run: Run, o: Options) -> dict:
+    """Mean utilisation of every device on every node while training ran, and the share of time above busy_util."""
+    mon = in_window(per_host(run.monitor), run)
+    if mon.empty:
+        raise Missing("monitor samples (monitor/<host>-rank<R>.jsonl: run training with monitor.enabled)")
+    rows = []
+    for host, df in mon.groupby("host"):
+        for c in device_columns(df):
+            x = df[c].dropna()
+            rows.append({"host": host, "device": c.split("_")[0], "mean": float(x.mean()),
+                         "busy_share": float((x > o.busy_util).mean()), "samples": len(x)})
+    gpus = [r for r in rows if r["device"].startswith("gpu")]
+    return {"devices": rows, "threshold_percent": o.busy_util,
+            "fully_utilised": all(r["mean"] >= o.busy_util for r in gpus) if gpus else None}
+
+
+# --- Q5 network against the link ----------------------------------------------------------------------------
+
+def measure_network(run: Run, o: Options) -> dict:
+    """Bytes/s each node moved while steps ran against the link, and the ring-allreduce estimate of what it must."""
+    n = run.n_ranks
+    mon = in_window(per_host(run.monitor), run)
+    if n <= 1:  # no gradient exchange: only say what the busiest interface carried
+        ev = {"ranks": n}
+        iface = link_iface(run, mon)[0] if not mon.empty else None
+        if iface:
+            ev.update(iface=iface, mean_Bps=float(net_busiest_direction(mon, iface).mean()))
+        return ev
+    st = steady_steps(run, o.skip_steps)
+    cfg = run.config
+    link_gbps = o.link_gbps if o.link_gbps is not None else (cfg.monitor.link_gbps if cfg else None)
+    if mon.empty:
+        raise Missing("monitor samples with network counters (monitor/*.jsonl)")
+    if st.empty:
+        raise Missing("per-step times (ranks/rank<R>.jsonl) for the step rate")
+    if link_gbps is None:
+        raise Missing("the link capacity: set monitor.link_gbps (config.json is missing)")
+    iface, why = link_iface(run, mon)
+    if iface is None:
+        raise Missing(why)
+    params, psrc = params_from_checkpoint(run)
+    if params is None:
+        raise Missing(f"the parameter count for the allreduce estimate: {psrc}")
+    link_Bps = link_gbps * 1e9 / 8  # per direction (full duplex)
+    step_s = float(st["step_time"].mean())
+    per_step = 2 * (n - 1) / n * params * o.bytes_per_param  # bytes each rank sends (and receives) per step
+    expected_Bps = per_step / step_s
+    comm_s = per_step / link_Bps  # time the allreduce needs on the link if nothing else slowed it
+    hosts = []
+    for host, df in mon.groupby("host"):
+        mine = st[st["host"].astype(str) == str(host)]
+        active = while_stepping(df, mine[mine["rank"] == mine["rank"].min()]) if not mine.empty else df
+        df = active if len(active) else df  # no overlap (steps far shorter than the interval, or clocks apart)
+        busiest = net_busiest_direction(df, iface)
+        ranks_here = int(run.ranks[run.ranks["host"] == host]["rank"].nunique()) if not run.ranks.empty else 1
+        hosts.append({"host": host, "samples_while_stepping": len(active), "mean_Bps": float(busiest.mean()),
+                      "p95_Bps": float(busiest.quantile(0.95)), "link_share_mean": float(busiest.mean() / link_Bps),
+                      "ranks": ranks_here, "expected_Bps": expected_Bps * max(ranks_here, 1)})
+    comm_share = comm_s / step_s
+    bottleneck = max(h["link_share_mean"] for h in hosts) >= 0.7 or comm_share >= 0.5
+    return {"ranks": n, "iface": iface, "iface_choice": why, "link_gbps": link_gbps, "link_Bps": link_Bps,
+            "params": params, "params_source": psrc, "bytes_per_param": o.bytes_per_param,
+            "allreduce_bytes_per_rank_per_step": per_step, "mean_step_time_s": step_s,
+            "expected_Bps_per_rank": expected_Bps, "allreduce_time_on_link_s": comm_s,
+            "allreduce_share_of_step": comm_share, "hosts": hosts, "bottleneck": bool(bottleneck)}
+
+
+# --- Q11 step time against network throughput -----------------------------------------------------------------
+
+PAIR_COLUMNS = ["time", "net_Bps", "step_time", "steps"]
+
+
+def align_steps_to_network(run: Run, skip: int) -> tuple[pd.DataFrame, str | None, str]:
+    """Pairs (net_Bps, step_time): each step is matched to the monitor sample whose interval holds its end, on
+    the node of the lowest rank; steps sharing a sample are averaged (one pair per sample)."""
+    st = steady_steps(run, skip)
+    mon = per_host(run.monitor)
+    if st.empty or mon.empty:
+        return pd.DataFrame(columns=PAIR_COLUMNS), None, ""
+    r0 = st[st["rank"] == st["rank"].min()].sort_values("wall_time")
+    host = str(r0["host"].iloc[0])
+    m = mon[mon["host"].astype(str) == host] if host in set(mon["host"].astype(str)) else mon
+    iface, why = link_iface(run, m)
+    if iface is None:
+        return pd.DataFrame(columns=PAIR_COLUMNS), None, why
+    m = m.sort_values("time").assign(net_Bps=net_total(m, iface))[["time", "net_Bps"]]
+    interval = float(m["time"].diff().median()) if len(m) > 1 else 1.0
+    merged = pd.merge_asof(r0[["wall_time", "step_time"]].astype(float), m.astype(float), left_on="wall_time",
+                           right_on="time", direction="forward", tolerance=1.5 * interval).dropna()
+    pairs = merged.groupby("time").agg(net_Bps=("net_Bps", "first"), step_time=("step_time", "mean"),
+                                       steps=("step_time", "size")).reset_index()
+    return pairs, iface, why
+
+
+def measure_correlation(run: Run, o: Options) -> tuple[dict, pd.DataFrame]:
+    """Pearson r between step time and the link's throughput over the aligned (sample, steps) pairs."""
+    pairs, iface, why = align_steps_to_network(run, o.skip_steps)
+    if iface is None and why:
+        raise Missing(why)
+    if len(pairs) < 5:
+        raise Missing(f"at least 5 monitor samples overlapping training steps (have {len(pairs)}); needs "
+                      f"ranks/rank<R>.jsonl and monitor/*.jsonl from the same run")
+    x, y = pairs["net_Bps"].to_numpy(), pairs["step_time"].to_numpy()
+    if np.ptp(x) == 0:
+        raise Missing(f"variation in network throughput: {iface} carried a constant {x[0]:.0f} B/s while steps "
+                      f"ran (a single-process run has no inter-node traffic)")
+    if np.ptp(y) == 0:
+        raise Missing("variation in step time (every aligned step took the same time)")
+    r = float(np.corrcoef(x, y)[0, 1])
+    strength = "strong" if abs(r) >= 0.7 else "moderate" if abs(r) >= 0.4 else "weak" if abs(r) >= 0.2 else "no real"
+    ev = {"pearson_r": r, "strength": strength, "pairs": int(len(pairs)), "iface": iface, "iface_choice": why,
+          "steps_matched": int(pairs["steps"].sum()), "alignment": "each step matched by wall clock to the monitor "
+          "sample whose interval contains the step's end; steps in the same sample averaged"}
+    return ev, pairs

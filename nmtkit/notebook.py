@@ -1,0 +1,108 @@
+"""What the notebooks call to show things: the one module that imports IPython and ipywidgets.
+
+    from nmtkit import notebook as nb
+    cfg, run = nb.setup(run_name="baseline")     # the preamble: config, data directory, run directory
+    nb.show_figure(rep, "loss"); nb.show_answer(rep, 10)
+    nb.panel(job)                                # a cluster Job's live progress
+    nb.translation_box(translator.translate)
+
+Everything else the notebooks use lives in the layers below and never needs a display.
+"""
+from __future__ import annotations
+
+import html
+import threading
+import time
+from pathlib import Path
+
+import ipywidgets as widgets
+from IPython import get_ipython
+from IPython.display import Image, Markdown, display
+
+from nmtkit import config
+from nmtkit.analysis.report import NO_RUNS, Report
+from nmtkit.runs import workspace
+
+
+def setup(profile: str | None = None, run_name: str | None = None,
+          overrides=None) -> tuple[config.Config, Path | None]:
+    """The notebook preamble in one call: the config (`profile`, else $NMTKIT_PROFILE, else tiny; then
+    `overrides`) with its data directory in <workspace>/data/<profile>, and the run directory
+    <workspace>/runs/<run_name> (None without a run_name). Prints where they are, relative to the workspace."""
+    ws = workspace()
+    cfg = config.load(profile, overrides)
+    cfg.data.dir = str(ws / "data" / cfg.profile)
+    run = ws / "runs" / run_name if run_name else None
+    where = (f"run directory <workspace>/{run.relative_to(ws)}" if run is not None
+             else f"data in <workspace>/{Path(cfg.data.dir).relative_to(ws)}")
+    print(f"profile {cfg.profile}; {where}")
+    return cfg, run
+
+
+# --- the analysis report -----------------------------------------------------------------------------------
+
+def show_figure(rep: Report | None, title: str) -> None:
+    """One of the report's overview figures ("loss", "BLEU", "learning rate", ...), or why there is none."""
+    if rep is None:
+        print(NO_RUNS)
+    elif title in rep.figures:
+        display(Image(filename=str(rep.figures[title])))
+    else:
+        print(f"(no {title} figure: the logs hold nothing to draw)")
+
+
+def show_answer(rep: Report | None, number: int) -> None:
+    """Question `number` for every run: the answer in words, then its figure."""
+    if rep is None:
+        print(NO_RUNS)
+        return
+    for run in rep.runs:
+        a = rep.answers[run.name][number - 1]
+        body = a.answer if a.answered else f"**Not answered.** {a.answer}"
+        display(Markdown(f"**{run.name}, Q{a.number}.** {body}"))
+        if a.figure is not None:
+            display(Image(filename=str(a.figure)))
+
+
+# --- widgets -------------------------------------------------------------------------------------------------
+
+def translation_box(translate, placeholder: str = "Type an English sentence and press Enter"):
+    """A text box: type a sentence, press Enter, read the translation below it.
+
+    `translate` is any fn(list[str]) -> list[str] (a Translator's .translate, or nmtkit.export.load(path)). The
+    widget only reacts to typing, so running the cell never blocks (nbval runs it fine)."""
+    box = widgets.Text(placeholder=placeholder, layout=widgets.Layout(width="80%"), continuous_update=False)
+    out = widgets.HTML()
+
+    def on_value(change):
+        text = change["new"].strip()
+        if text:
+            out.value = f"<b>{html.escape(translate([text])[0])}</b>"
+    box.observe(on_value, names="value")
+    return widgets.VBox([box, out])
+
+
+def panel(job, interval: float = 1.0):
+    """A cluster Job's live progress (every rank's step, loss and step time), refreshed every `interval` seconds
+    from a background thread until the job ends; a failed rank's error appears in red. Outside a notebook kernel:
+    the progress table as text."""
+    if get_ipython() is None:
+        return job.progress().to_string()
+    box = widgets.HTML(value=job.panel_html())
+    threading.Thread(target=refresh, args=(job, box, interval), name="nmtkit-panel", daemon=True).start()
+    return box
+
+
+def refresh(job, box, interval: float) -> None:
+    """Update box.value from job.panel_html() until the job is done or fails (the panel's thread runs this)."""
+    while True:
+        finished = job.done
+        try:
+            job.check()
+            box.value = job.panel_html()
+        except Exception as err:  # noqa: BLE001  RankFailedError, or the controller gone: show it, stop refreshing
+            box.value += f"<p style='color:#b00'><b>{html.escape(str(err))}</b></p>"
+            return
+        if finished:
+            return
+        time.sleep(interval)
