@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nmtkit.files import atomic_write_text, read_json
+from nmtkit.lr import SCALINGS
 
 PROFILE_ENV = "NMTKIT_PROFILE"
 DEFAULT_PROFILE = "tiny"
@@ -129,7 +130,12 @@ class Config:
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "config") -> "Config":
-        return _build(cls, d, where)
+        return _build(cls, d, where).validate()
+
+    def validate(self) -> "Config":
+        """Range-check every value (ConfigError naming the first bad key); returns self."""
+        _validate(self)
+        return self
 
     @classmethod
     def load_json(cls, path: str | os.PathLike) -> "Config":
@@ -141,13 +147,11 @@ class Config:
 
     def with_overrides(self, overrides: typing.Iterable[str] | dict | None) -> "Config":
         """A copy with `section.key=value` overrides applied (strings, as from `--set`, or a dict)."""
-        cfg = Config.from_dict(self.to_dict())
-        if not overrides:
-            return cfg
-        items = overrides.items() if isinstance(overrides, dict) else (_split(o) for o in overrides)
+        cfg = _build(Config, self.to_dict(), "config")  # checked once, after the overrides
+        items = (overrides.items() if isinstance(overrides, dict) else (_split(o) for o in overrides)) if overrides else ()
         for key, value in items:
             _set(cfg, key, value)
-        return cfg
+        return cfg.validate()
 
 
 def _split(item: str) -> tuple[str, str]:
@@ -232,6 +236,57 @@ def _build(cls, d, where: str):
             key = f"{where}.{name}" if where != "config" else name
             kwargs[name] = _coerce(key, typ, value)
     return cls(**kwargs)
+
+
+# --- ranges ------------------------------------------------------------------------------------
+
+CHOICES = {"data.source": ("synthetic", "wmt16"), "train.lr_scaling": SCALINGS,
+           "train.precision": ("auto", "float32", "mixed_float16"),
+           "cluster.launcher": ("auto", "local", "ssh", "manual")}
+AT_LEAST = {  # key -> smallest allowed value (what 0 means, where it is allowed, is in the field's comment)
+    "data.train_size": 1, "data.dev_size": 1, "data.test_size": 1, "data.vocab_size": 8, "data.bpe_sample": 1,
+    "data.min_len": 0, "data.max_len": 1, "data.max_len_ratio": 1, "data.max_tokens": 1, "data.batch_tokens": 0,
+    "data.batch_sentences": 1, "data.bucket_width": 1, "data.shuffle_buffer": 1,
+    "model.d_model": 2, "model.encoder_layers": 1, "model.decoder_layers": 1, "model.num_heads": 1,
+    "model.d_ff": 1, "model.max_positions": 2,
+    "train.steps": 1, "train.warmup_steps": 1, "train.grad_accum": 1, "train.log_every": 1, "train.ckpt_every": 0,
+    "train.keep_checkpoints": 1,
+    "eval.every": 0, "eval.beam_size": 1, "eval.length_penalty": 0, "eval.max_extra_len": 0,
+    "eval.dev_sentences": 0, "eval.test_sentences": 0,
+    "cluster.engines": 1, "cluster.rendezvous_timeout": 1, "cluster.start_timeout": 1,
+    "monitor.price_per_node_hour": 0}
+UNIT_INTERVAL = ("model.dropout", "model.label_smoothing", "train.beta1", "train.beta2")  # in [0, 1)
+POSITIVE = ("train.lr_scale", "train.epsilon", "monitor.interval", "monitor.link_gbps")  # > 0
+
+
+def _validate(cfg: Config) -> None:
+    def get(key):
+        section, name = key.split(".")
+        return getattr(getattr(cfg, section), name)
+
+    def bad(key, rule):
+        raise ConfigError(f"{key}={get(key)!r}: {rule}; set another value (--set {key}=... or cfg.{key} = ...)")
+
+    for key, choices in CHOICES.items():
+        if get(key) not in choices:
+            bad(key, f"choose one of {', '.join(choices)}")
+    for key, low in AT_LEAST.items():
+        if get(key) < low:
+            bad(key, f"must be >= {low}")
+    for key in UNIT_INTERVAL:
+        if not 0 <= get(key) < 1:
+            bad(key, "must be in [0, 1)")
+    for key in POSITIVE:
+        if not get(key) > 0:
+            bad(key, "must be > 0")
+    m = cfg.model
+    if m.d_model % 2:
+        bad("model.d_model", "must be even (the sinusoidal position table pairs sin and cos)")
+    if m.d_model % m.num_heads:
+        bad("model.num_heads", f"must divide model.d_model={m.d_model} (each head gets d_model / num_heads "
+                               f"dimensions), e.g. {', '.join(str(h) for h in (1, 2, 4, 8, 16) if m.d_model % h == 0)}")
+    if cfg.data.max_len < cfg.data.min_len:
+        bad("data.max_len", f"must be >= data.min_len={cfg.data.min_len}")
 
 
 # --- profiles ------------------------------------------------------------------------------------

@@ -107,40 +107,75 @@ class Exported(tf.Module):
         return {"translations": self.decode(ids), "log_prob": logp}
 
 
+MARKER = ".nmtkit-export"  # in every export: the only kind of existing directory an export replaces
+
+
+def _is_export(path: Path) -> bool:
+    """A previous export (ours carry MARKER; older kit versions' exports have nmtkit_export.json + the model)."""
+    return (path / MARKER).is_file() or ((path / "nmtkit_export.json").is_file() and (path / "saved_model.pb").is_file())
+
+
+def _check_out(run: Path, out: Path) -> None:
+    """Refuse an --out whose replacement would delete something the export did not make."""
+    r, o = run.resolve(), out.resolve()
+    if o == r or o in r.parents:
+        raise ExportError(f"--out {out}: is the run directory {run} or holds it, so replacing it would delete the "
+                          f"run; choose another directory (default: {run}/saved_model)")
+    if r in o.parents and o != r / "saved_model":
+        raise ExportError(f"--out {out}: is inside the run directory {run}, beside its checkpoints and logs; choose "
+                          f"a directory outside it, or leave --out out for {run}/saved_model")
+    if (out.exists() or out.is_symlink()) and not (out.is_dir() and (_is_export(out) or not any(out.iterdir()))):
+        raise ExportError(f"--out {out}: exists and is not a previous nmtkit export (no {MARKER} in it); nothing was "
+                          f"changed. Choose a new directory, or move that one away yourself")
+
+
 def export(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None, *, which: str = "best",
            data_dir: str | os.PathLike | None = None, max_words: int = 200_000) -> Path:
     """Write `<run>/saved_model` (or `out_dir`) from the run's best checkpoint; returns its path.
 
-    `data_dir`: the prepared data (for the training words); default the run's config data.dir."""
+    `data_dir`: the prepared data (for the training words); default the run's config data.dir.
+    `out_dir` may be new, empty or a previous export (replaced: rename aside, rename into place, delete the old);
+    anything else, the run directory and other places inside it are refused with ExportError."""
+    import shutil
+    import tempfile
     from nmtkit.train.loop import TrainError, load_model
     run = Path(run_dir)
     if not (run / runs.CONFIG).exists():
         raise ExportError(f"{run}/{runs.CONFIG}: not a run directory (train first, or pass the run's --logdir)")
+    out = Path(out_dir) if out_dir else run / "saved_model"
+    _check_out(run, out)  # before the slow part
     try:
         model, tok, cfg, ckpt = load_model(run, which)
     except TrainError as e:
         raise ExportError(str(e)) from None
     words = _vocabulary_words(Path(data_dir or cfg.data.dir), max_words)
     module = Exported(model, tok, words, cfg.eval.beam_size, cfg.eval.length_penalty, cfg.eval.max_extra_len)
-    out = Path(out_dir) if out_dir else run / "saved_model"
-    tmp = out.with_name(out.name + ".tmp")
-    if tmp.exists():
-        import shutil
-        shutil.rmtree(tmp)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
+    os.chmod(tmp, 0o755)  # mkdtemp's 0700 would hide the model from the other users of a shared machine
+    old = out.with_name(f".{out.name}.old{tmp.suffixes[-2]}")  # same random part as tmp: never an existing name
     logger, level = tf.get_logger(), tf.get_logger().level
     logger.setLevel("ERROR")  # INFO "Assets written to <absolute path>"; WARNING about get_config we do not use
     try:
         tf.saved_model.save(module, str(tmp), signatures={"serving_default": module.translate})
+        atomic_write_json(tmp / "nmtkit_export.json", {
+            "checkpoint": os.path.relpath(ckpt, run), "words_in_table": len(words), "beam_size": cfg.eval.beam_size,
+            "length_penalty": cfg.eval.length_penalty, "vocab_size": tok.vocab_size,
+            "signature": "serving_default(sentences: string[batch]) -> translations: string[batch], log_prob"})
+        atomic_write_json(tmp / MARKER, {"run": str(run.resolve()), "checkpoint": os.path.relpath(ckpt, run)})
+        _check_out(run, out)  # again: it may have changed during the export
+        if out.exists():
+            os.rename(out, old)  # the previous export stays whole until the new one is in place
+        os.rename(tmp, out)  # a half-written export never sits at the final path
+    except BaseException:
+        if old.exists() and not out.exists():
+            os.rename(old, out)
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     finally:
         logger.setLevel(level)
-    atomic_write_json(tmp / "nmtkit_export.json", {
-        "checkpoint": os.path.relpath(ckpt, run), "words_in_table": len(words), "beam_size": cfg.eval.beam_size,
-        "length_penalty": cfg.eval.length_penalty, "vocab_size": tok.vocab_size,
-        "signature": "serving_default(sentences: string[batch]) -> translations: string[batch], log_prob"})
-    if out.exists():
-        import shutil
-        shutil.rmtree(out)
-    os.replace(tmp, out)  # a half-written export never sits at the final path
+    if old.exists():
+        shutil.rmtree(old)
     return out
 
 

@@ -97,3 +97,48 @@ def test_cli_reports_bad_override_in_one_line(capsys):
     assert rc == 2
     err = capsys.readouterr().err
     assert "config error" in err and "train.stepz" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("item, words", [
+    ("train.steps=-5", ["train.steps=-5", "must be >= 1"]),
+    ("train.log_every=0", ["train.log_every=0", "must be >= 1"]),
+    ("model.num_heads=3", ["model.num_heads=3", "must divide model.d_model=128", "e.g. 1, 2, 4, 8, 16"]),
+    ("model.d_model=130", ["model.num_heads=4", "must divide model.d_model=130"]),
+    ("model.d_model=127", ["model.d_model=127", "even"]),
+    ("model.dropout=1", ["model.dropout=1.0", "[0, 1)"]),
+    ("train.ckpt_every=-1", ["train.ckpt_every=-1", ">= 0"]),
+    ("eval.every=-1", ["eval.every=-1", ">= 0"]),
+    ("eval.beam_size=0", ["eval.beam_size=0", ">= 1"]),
+    ("data.batch_sentences=0", ["data.batch_sentences=0", ">= 1"]),
+    ("train.warmup_steps=0", ["train.warmup_steps=0", ">= 1"]),
+    ("train.keep_checkpoints=0", ["train.keep_checkpoints=0", ">= 1"]),
+    ("train.lr_scaling=cubic", ["train.lr_scaling='cubic'", "none, sqrt, linear"]),
+    ("train.precision=fp8", ["train.precision='fp8'", "auto, float32, mixed_float16"]),
+    ("cluster.launcher=slurm", ["cluster.launcher='slurm'", "auto, local, ssh, manual"]),
+    ("data.source=europarl", ["data.source='europarl'", "synthetic, wmt16"]),
+    ("train.lr_scale=0", ["train.lr_scale=0.0", "> 0"]),
+])
+def test_out_of_range_values_are_one_line_naming_the_key(item, words):
+    with pytest.raises(config.ConfigError) as e:
+        config.load("tiny", [item], env={})
+    msg = str(e.value)
+    assert "\n" not in msg and f"--set {words[0].split('=')[0]}=" in msg  # which key, and how to set it
+    for w in words:
+        assert w in msg
+
+
+def test_ranges_are_checked_on_every_path_in(tmp_path):
+    good = config.load("tiny", ["model.num_heads=8", "train.ckpt_every=0", "eval.every=0"], env={})
+    assert good.model.num_heads == 8  # 128 / 8: fine, and 0 means "only at the end" where documented
+    d = good.to_dict()
+    d["train"]["log_every"] = 0
+    with pytest.raises(config.ConfigError, match=r"^train.log_every=0: must be >= 1"):
+        config.Config.from_dict(d)
+    (tmp_path / "config.json").write_text(json.dumps(d))
+    with pytest.raises(config.ConfigError, match="train.log_every=0"):
+        config.Config.load_json(tmp_path)
+    good.train.steps = -5  # set by hand in a notebook: validate() is what train() calls
+    with pytest.raises(config.ConfigError, match="train.steps=-5"):
+        good.validate()
+    # a bad value fixed later in the same override list is fine: the check runs once, at the end
+    assert config.load("tiny", ["train.steps=-1", "train.steps=3"], env={}).train.steps == 3

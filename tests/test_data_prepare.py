@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from nmtkit import config
-from nmtkit.data import (EmptyFileError, IncompleteDataError, LineCountError, MissingFileError, ModelMismatchError,
+from nmtkit.data import (DataError, EmptyFileError, IncompleteDataError, LineCountError, MissingFileError, ModelMismatchError,
                          Utf8Error, bpe)
 from nmtkit.data.clean import clean_pairs
 from nmtkit.data.pipeline import load_encoded, make_dataset, read_split
@@ -140,6 +140,28 @@ def test_undecodable_utf8_names_file_and_line(tmp_path):
         read_lines(tmp_path / "bad.de")
 
 
+def test_crlf_is_normalised_and_nul_bytes_refused(tmp_path):
+    (tmp_path / "dev.en").write_bytes(b"Hello world .\r\nSecond line\r\nstray\rreturn\r\n")
+    assert read_lines(tmp_path / "dev.en") == ["Hello world .", "Second line", "stray return"]
+    (tmp_path / "nul.de").write_bytes(b"eins\nzwei\ndr\x00ei\n")
+    with pytest.raises(DataError) as e:
+        read_lines(tmp_path / "nul.de")
+    assert str(e.value).startswith(f"{tmp_path / 'nul.de'}: line 3: contains a NUL byte") and "\n" not in str(e.value)
+    (tmp_path / "utf16.en").write_bytes("Hello\n".encode("utf-16-le"))  # UTF-16 text is valid UTF-8 with NULs
+    with pytest.raises(DataError, match=r"utf16.en: line 1: contains a NUL byte .*UTF-16"):
+        read_lines(tmp_path / "utf16.en")
+
+
+def test_data_directory_without_manifest_is_one_clear_line(prepared):
+    d, _ = prepared
+    (d / "manifest.json").rename(d / "manifest.json.moved")
+    with pytest.raises(IncompleteDataError) as e:
+        load_encoded(d, "train")
+    msg = str(e.value)
+    assert msg.startswith(f"{d / 'manifest.json'}: no such file, so {d} is not a prepared data directory")
+    assert "nmtkit prepare" in msg and "\n" not in msg
+
+
 def test_spm_model_from_another_run_is_refused(prepared, cfg):
     d, _ = prepared
     src, ref = read_split(d, "train")
@@ -194,6 +216,11 @@ def test_crash_inside_a_step_leaves_it_undone(prepared, cfg, monkeypatch):
 
 def test_unknown_source(tmp_path, cfg):
     from nmtkit.data import DataError
+    from nmtkit.config import ConfigError
+    with pytest.raises(ConfigError, match="data.source='nope': choose one of synthetic, wmt16"):
+        cfg.with_overrides({"data.source": "nope"})
+    bad = cfg.with_overrides({})
+    bad.data.source = "nope"  # set by hand, past the config's check
     with pytest.raises(DataError, match="data.source"):
-        prepare(cfg.with_overrides({"data.source": "nope"}), data_dir=tmp_path, progress=False)
+        prepare(bad, data_dir=tmp_path, progress=False)
     assert os.listdir(tmp_path) == []  # refused before writing anything

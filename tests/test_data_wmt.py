@@ -3,6 +3,7 @@
 The server (127.0.0.1, a thread started here) serves tiny archives with the real WMT16 layout, honours HTTP
 Range requests, and can cut a response short once to simulate an interrupted download.
 """
+import dataclasses
 import hashlib
 import io
 import tarfile
@@ -21,6 +22,7 @@ from nmtkit.data.text import read_lines
 class _Handler(BaseHTTPRequestHandler):
     files: dict = {}
     cut_once: set = set()
+    no_length: set = set()  # answer without Content-Length (the body ends when the connection closes)
     log: list = []
 
     def log_message(self, *args):  # keep pytest output clean
@@ -45,7 +47,8 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self.send_response(200)
         body = data[start:]
-        self.send_header("Content-Length", str(len(body)))
+        if name not in self.no_length:
+            self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         if name in self.cut_once:  # promise the whole body, send a third of it, hang up
             self.cut_once.discard(name)
@@ -58,7 +61,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def server():
-    _Handler.files, _Handler.cut_once, _Handler.log = {}, set(), []
+    _Handler.files, _Handler.cut_once, _Handler.no_length, _Handler.log = {}, set(), set(), []
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -68,8 +71,9 @@ def server():
 
 
 @pytest.fixture(autouse=True)
-def no_backoff(monkeypatch):
+def no_backoff(monkeypatch, tmp_path):
     monkeypatch.setattr(wmt, "RETRY_BACKOFF", 0.0)
+    monkeypatch.setenv("SACREBLEU", str(tmp_path / "no_sacrebleu_cache"))  # never the user's ~/.sacrebleu
 
 
 def _tgz(members: dict) -> bytes:
@@ -86,45 +90,69 @@ def _text(lines) -> bytes:
     return "".join(l + "\n" for l in lines).encode()
 
 
-def _sgm(lines, kind) -> bytes:
+def _sgm(lines, kind, setid) -> bytes:
     segs = "".join(f'<seg id="{i + 1}">{l}</seg>\n' for i, l in enumerate(lines))
-    return f'<{kind} setid="newstest2014">\n<doc sysid="x" docid="d1">\n{segs}</doc>\n</{kind}>\n'.encode()
+    return f'<{kind} setid="{setid}">\n<doc sysid="x" docid="d1">\n{segs}</doc>\n</{kind}>\n'.encode()
 
 
 def _archives(bad_europarl_de: bytes | None = None):
-    """Tiny archives in WMT16's layout; europarl carries pairs that cleaning must drop."""
+    """Tiny archives in WMT16's layout; europarl carries pairs that cleaning must drop; news commentary and
+    the dev set come with Windows line ends."""
     pairs = synthetic.sample_pairs(400, seed=9)
     ep, cc, nc, dev, test = pairs[:120], pairs[120:240], pairs[240:300], pairs[300:350], pairs[350:400]
     ep_en = [e for e, _ in ep] + ["", "word " * 90, "a b c d e f g h i j k"]   # empty, too long, ratio
     ep_de = [d for _, d in ep] + ["leer", "Wort " * 90, "x"]
+    crlf = lambda data: data.replace(b"\n", b"\r\n")
     return {
-        "europarl-v7-de-en.tgz": _tgz({"europarl-v7.de-en.en": _text(ep_en),
-                                       "europarl-v7.de-en.de": bad_europarl_de or _text(ep_de)}),
+        "training-parallel-europarl-v7.tgz": _tgz({"training/europarl-v7.de-en.en": _text(ep_en),
+                                                   "training/europarl-v7.de-en.de": bad_europarl_de or _text(ep_de),
+                                                   "training/europarl-v7.fr-en.en": b"ignored\n"}),
         "training-parallel-commoncrawl.tgz": _tgz({"commoncrawl.de-en.en": _text(e for e, _ in cc),
                                                    "commoncrawl.de-en.de": _text(d for _, d in cc),
                                                    "commoncrawl.fr-en.en": b"ignored\n"}),
         "training-parallel-nc-v11.tgz": _tgz({
-            "training-parallel-nc-v11/news-commentary-v11.de-en.en": _text(e for e, _ in nc),
-            "training-parallel-nc-v11/news-commentary-v11.de-en.de": _text(d for _, d in nc)}),
-        "dev.tgz": _tgz({"dev/newstest2013.en": _text(e for e, _ in dev), "dev/newstest2013.de": _text(d for _, d in dev),
-                         "dev/newstest2014-deen-src.en.sgm": _sgm([e for e, _ in test], "srcset"),
-                         "dev/newstest2014-deen-ref.de.sgm": _sgm([d for _, d in test], "refset"),
-                         "dev/newstest2012.en": b"unused\n"}),
+            "training-parallel-nc-v11/news-commentary-v11.de-en.en": crlf(_text(e for e, _ in nc)),
+            "training-parallel-nc-v11/news-commentary-v11.de-en.de": crlf(_text(d for _, d in nc))}),
+        "wmt13.test.tgz": _tgz({"test/newstest2013-src.en.sgm": crlf(_sgm([e for e, _ in dev], "srcset", "newstest2013")),
+                                "test/newstest2013-src.de.sgm": crlf(_sgm([d for _, d in dev], "srcset", "newstest2013")),
+                                "test/newstest2013-src.fr.sgm": b"unused\n"}),
+        "wmt14.test-filtered.tgz": _tgz({
+            "test/newstest2014-deen-src.en.sgm": _sgm([e for e, _ in test], "srcset", "newstest2014"),
+            "test/newstest2014-deen-ref.de.sgm": _sgm([d for _, d in test], "refset", "newstest2014"),
+            "test/newstest2014-fren-src.en.sgm": b"unused\n"}),
     }, (ep, cc, nc, dev, test)
 
 
-def _table(archives, **override):
-    return [wmt.Source(s.name, s.url, s.archive, s.members, approx_bytes=len(archives[s.archive]),
-                       size=len(archives[s.archive]), sha256=hashlib.sha256(archives[s.archive]).hexdigest(),
-                       **override.get(s.archive, {}))
+def _table(archives):
+    """SOURCES with the test archives' values pinned, of the same kinds as the real ones (size+sha256, or md5)."""
+    def pins(s, data):
+        return {"size": len(data) if s.size else None, "sha256": hashlib.sha256(data).hexdigest() if s.sha256 else None,
+                "md5": hashlib.md5(data).hexdigest() if s.md5 else None}
+    return [dataclasses.replace(s, approx_bytes=len(archives[s.archive]), **pins(s, archives[s.archive]))
             for s in wmt.SOURCES]
 
 
-def test_table_has_the_homework_corpora():
+def test_table_has_the_homework_corpora_pinned():
     names = " ".join(s.url for s in wmt.SOURCES)
-    for part in ("europarl", "commoncrawl", "nc-v11", "dev.tgz"):
+    for part in ("europarl-v7", "commoncrawl", "nc-v11", "wmt13/test.tgz", "wmt14/test-filtered.tgz"):
         assert part in names
-    assert wmt.url_for(wmt.SOURCES[0], "http://mirror/x/") == "http://mirror/x/europarl-v7-de-en.tgz"
+    for s in wmt.SOURCES:
+        assert s.url.startswith("https://") and wmt.urls_for(s) == [s.url, "http://" + s.url[8:]]
+        assert (s.size and len(s.sha256 or "") == 64) or len(s.md5 or "") == 32, s.name
+    assert wmt.url_for(wmt.SOURCES[0], "http://mirror/x/") == "http://mirror/x/training-parallel-europarl-v7.tgz"
+    assert wmt.urls_for(wmt.SOURCES[0], "http://mirror/x") == ["http://mirror/x/training-parallel-europarl-v7.tgz"]
+
+
+def test_test_sets_are_sacrebleus():
+    """newstest2013/2014: the URL, md5, cache name and en-de files that sacreBLEU itself uses and verifies."""
+    sacrebleu_dataset = pytest.importorskip("sacrebleu.dataset", reason="pip install sacrebleu")
+    for s in wmt.SOURCES:
+        if not s.sacrebleu:
+            continue
+        ds = sacrebleu_dataset.DATASETS[s.sacrebleu]
+        assert (s.url, s.md5) == (ds.data[0], ds.md5[0])
+        assert s.archive == ds._get_tarball_filename(ds.data[0])
+        assert sorted(s.members.values()) == sorted(p.rsplit("/", 1)[-1] for p in ds.langpairs["en-de"])
 
 
 def test_download_resumes_an_interrupted_transfer(server, tmp_path):
@@ -150,14 +178,77 @@ def test_download_resumes_a_partial_file_left_by_a_crash(server, tmp_path):
     assert handler.log == [("f.tgz", "bytes=1234-")]
 
 
-def test_corrupted_download_is_refused_and_deleted(server, tmp_path):
+def test_corrupted_download_is_refused_and_moved_aside(server, tmp_path):
     handler, base = server
-    handler.files["f.tgz"] = b"not what the table says" * 10
-    with pytest.raises(wmt.ChecksumError, match="sha256"):
+    data = b"not what the table says" * 10
+    handler.files["f.tgz"] = data
+    aside = tmp_path / f"f.tgz.bad-{hashlib.sha256(data).hexdigest()[:12]}"
+    with pytest.raises(wmt.ChecksumError) as e:
         wmt.download(f"{base}/f.tgz", tmp_path / "f.tgz", sha256="0" * 64, progress=False)
-    with pytest.raises(wmt.ChecksumError, match="bytes, expected"):
+    assert str(e.value).startswith(f"{tmp_path / 'f.tgz'}: sha256 {hashlib.sha256(data).hexdigest()}, expected {'0' * 64}")
+    assert "moved aside to " + aside.name in str(e.value) and "\n" not in str(e.value)
+    assert aside.read_bytes() == data  # kept for a look, never used, never deleted
+    aside.unlink()
+    with pytest.raises(wmt.ChecksumError, match=r"f.tgz: size 230 bytes, expected 5; moved aside"):
         wmt.download(f"{base}/f.tgz", tmp_path / "f.tgz", size=5, progress=False)
+    with pytest.raises(wmt.ChecksumError, match=r"md5 [0-9a-f]{32}, expected f{32}"):
+        wmt.download(f"{base}/f.tgz", tmp_path / "f.tgz", md5="f" * 32, progress=False)
     assert not (tmp_path / "f.tgz").exists() and not (tmp_path / "f.tgz.part").exists()
+    assert [p.name for p in tmp_path.iterdir()] == [aside.name]
+
+
+def test_a_file_already_in_place_is_verified_too(server, tmp_path):
+    handler, base = server
+    data = b"good archive" * 50
+    handler.files["f.tgz"] = data
+    (tmp_path / "f.tgz").write_bytes(data[:-1] + b"!")  # same size, one byte changed
+    with pytest.raises(wmt.ChecksumError, match="sha256"):
+        wmt.download(f"{base}/f.tgz", tmp_path / "f.tgz", size=len(data), sha256=hashlib.sha256(data).hexdigest(),
+                     progress=False)
+    assert not (tmp_path / "f.tgz").exists() and len(list(tmp_path.glob("f.tgz.bad-*"))) == 1
+    assert handler.log == []  # refused before anything was fetched; the rerun downloads it afresh
+    wmt.download(f"{base}/f.tgz", tmp_path / "f.tgz", size=len(data), sha256=hashlib.sha256(data).hexdigest(),
+                 progress=False)
+    assert (tmp_path / "f.tgz").read_bytes() == data
+
+
+def test_no_content_length_still_ends_verified_or_refused(server, tmp_path):
+    handler, base = server
+    data = bytes(range(256)) * 300
+    handler.files["f.tgz"] = data
+    handler.no_length.add("f.tgz")
+    handler.cut_once.add("f.tgz")  # the connection closes after a third: looks like a complete body
+    sha = hashlib.sha256(data).hexdigest()
+    # With the size pinned, the short body is noticed and resumed with a Range request.
+    path = wmt.download(f"{base}/f.tgz", tmp_path / "a" / "f.tgz", size=len(data), sha256=sha, progress=False)
+    assert path.read_bytes() == data and handler.log[1] == ("f.tgz", f"bytes={len(data) // 3}-")
+    # With only a hash pinned, the short file is refused and moved aside, never renamed into place.
+    handler.cut_once.add("f.tgz")
+    with pytest.raises(wmt.ChecksumError, match=f"md5 .*, expected {hashlib.md5(data).hexdigest()}"):
+        wmt.download(f"{base}/f.tgz", tmp_path / "b" / "f.tgz", md5=hashlib.md5(data).hexdigest(), progress=False)
+    assert not (tmp_path / "b" / "f.tgz").exists()
+    assert [p.stat().st_size for p in (tmp_path / "b").glob("f.tgz.bad-*")] == [len(data) // 3]
+
+
+def test_https_first_then_http_and_sacrebleus_cache(server, tmp_path, monkeypatch, capsys):
+    handler, base = server
+    data = b"test sets" * 100
+    handler.files["t.tgz"] = data
+    src = wmt.Source("t", base.replace("http://", "https://") + "/t.tgz", "t.tgz", {}, md5=hashlib.md5(data).hexdigest())
+    # The test server speaks no TLS: the https attempt fails, the http form is tried, and the md5 still applies.
+    path = wmt.fetch(src, tmp_path / "raw", progress=True)
+    assert path.read_bytes() == data and "trying http://127.0.0.1" in capsys.readouterr().out
+    unpinned = dataclasses.replace(src, md5=None)
+    with pytest.raises(wmt.DataError, match="no size or checksum pinned"):
+        wmt.fetch(unpinned, tmp_path / "raw2", progress=False)
+    # sacreBLEU's own copy is used when it has one (no download at all).
+    cache = tmp_path / "sb"
+    (cache / "wmt99" / "raw").mkdir(parents=True)
+    (cache / "wmt99" / "raw" / "t.tgz").write_bytes(data)
+    monkeypatch.setenv("SACREBLEU", str(cache))
+    handler.log.clear()
+    path = wmt.fetch(dataclasses.replace(src, sacrebleu="wmt99"), tmp_path / "raw3", progress=False)
+    assert path.read_bytes() == data and handler.log == []
 
 
 def test_missing_file_and_dead_server(server, tmp_path):
@@ -192,11 +283,29 @@ def test_prepare_wmt16_end_to_end(server, tmp_path, monkeypatch):
     assert train_en != [e for e, _ in ep + cc + nc]  # shuffled (seeded)
     assert read_lines(d / "test.de") == [g for _, g in test]  # extracted from the SGML reference
     assert read_lines(d / "dev.en") == [e for e, _ in dev]
+    for name in ("train.en", "train.de", "dev.en", "dev.de", "test.en", "test.de"):
+        assert b"\r" not in (d / name).read_bytes(), name  # CRLF normalised the same way in every split
     assert ("training-parallel-commoncrawl.tgz", "bytes=") in [(n, (r or "")[:6]) for n, r in handler.log]
     # A rerun is quick and downloads nothing.
     handler.log.clear()
     prepare(cfg, data_dir=d, progress=False)
     assert handler.log == []
+
+
+def test_prepare_refuses_a_tampered_archive(server, tmp_path, monkeypatch):
+    handler, base = server
+    archives, _ = _archives()
+    monkeypatch.setattr(wmt, "SOURCES", _table(archives))
+    name = "training-parallel-nc-v11.tgz"
+    good = archives[name]
+    handler.files.update(archives)
+    handler.files[name] = good[:100] + bytes([good[100] ^ 1]) + good[101:]  # same size, one bit flipped
+    cfg = config.load("wmt16-base", {"data.base_url": base})
+    d = tmp_path / "wmt16"
+    with pytest.raises(wmt.ChecksumError, match=f"{name}: sha256 [0-9a-f]{{64}}, expected {hashlib.sha256(good).hexdigest()}"):
+        prepare(cfg, data_dir=d, progress=False)
+    assert not (d / "raw" / name).exists() and len(list((d / "raw").glob(name + ".bad-*"))) == 1
+    assert not (d / "train.en").exists()
 
 
 def test_wmt_bad_archive_content(server, tmp_path, monkeypatch):

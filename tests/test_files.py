@@ -34,3 +34,19 @@ def test_jsonl_skips_only_a_torn_last_line(tmp_path):
     p.write_text('{"step": 1}\nnot json\n{"step": 3}\n')
     with pytest.raises(ValueError, match="log.jsonl: line 2"):
         list(files.read_jsonl(p))
+
+
+def test_atomic_path_streams_then_renames_or_leaves_nothing(tmp_path):
+    target = tmp_path / "big.bin"
+    with files.atomic_path(target) as tmp:
+        assert tmp.parent == tmp_path and tmp.name.startswith(".big.bin.") and not target.exists()
+        with open(tmp, "wb") as f:
+            for _ in range(4):
+                f.write(b"x" * 1000)
+    assert target.read_bytes() == b"x" * 4000 and [p.name for p in tmp_path.iterdir()] == ["big.bin"]
+    assert stat.S_IMODE(os.stat(target).st_mode) == 0o666 & ~files._UMASK
+    with pytest.raises(RuntimeError):
+        with files.atomic_path(target) as tmp:
+            tmp.write_bytes(b"half")
+            raise RuntimeError("the writer died")
+    assert target.read_bytes() == b"x" * 4000 and [p.name for p in tmp_path.iterdir()] == ["big.bin"]

@@ -6,8 +6,6 @@ sentencepiece model that made them, checked on every load.
 """
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -15,11 +13,12 @@ import numpy as np
 from nmtkit.data import DataError, IncompleteDataError, ModelMismatchError
 from nmtkit.data.bpe import BOS, EOS, MODEL
 from nmtkit.data.text import read_parallel
-from nmtkit.files import atomic_write_json, sha256_file
+from nmtkit.files import atomic_path, atomic_write_json, read_json, sha256_file
 
 SRC, TGT = "en", "de"
 SPLITS = ("train", "dev", "test")
 ENCODED = "encoded.json"
+MANIFEST = "manifest.json"  # written by nmtkit.data.prepare, which owns it
 _FIX = "rerun `nmtkit prepare` (or prepare(cfg)); it redoes what is missing or stale"
 
 
@@ -32,12 +31,8 @@ def off_path(data_dir, split, lang) -> Path:
 
 
 def _save_npy(path: Path, arr: np.ndarray) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:  # a file object: np.save(name) would add ".npy"
         np.save(f, arr)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def write_encoded(data_dir, split: str, lang: str, ids: np.ndarray, lengths: np.ndarray) -> list[Path]:
@@ -59,21 +54,19 @@ def load_encoded(data_dir, split: str, *, mmap: bool = False) -> dict[str, tuple
     """{"en": (ids, offsets), "de": (ids, offsets)} for a split, after checking it matches spm.model."""
     d = Path(data_dir)
     header = d / ENCODED
+    manifest = read_json(d / MANIFEST, IncompleteDataError, missing=None,
+                         hint=f"the data directory is not completely prepared; {_FIX}")
+    if manifest is None:
+        raise IncompleteDataError(f"{d / MANIFEST}: no such file, so {d} is not a prepared data directory "
+                                  f"(prepare() writes it as each step finishes); {_FIX}")
     try:  # prepare() records a step in manifest.json only once all its files are complete
-        done = json.loads((d / "manifest.json").read_text())["steps"]["encode"]["files"][ENCODED]["sha256"]
-    except (FileNotFoundError, json.JSONDecodeError, KeyError, TypeError):
+        done = manifest["steps"]["encode"]["files"][ENCODED]["sha256"]
+    except (KeyError, TypeError):
         done = None
     if done is None or not header.is_file() or sha256_file(header) != done:
-        what = "was not prepared" if not (d / "manifest.json").exists() else "is not completely prepared"
-        raise IncompleteDataError(f"{d}: the data directory {what} (encoding not recorded as finished in "
-                                  f"manifest.json; a crash or an unfinished rerun?); {_FIX}")
-    if not header.is_file():
-        raise IncompleteDataError(f"{d}: no encoded data ({ENCODED} missing): the directory was not prepared or "
-                                  f"preparing it stopped half-way; {_FIX}")
-    try:
-        head = json.loads(header.read_text())
-    except json.JSONDecodeError:
-        raise IncompleteDataError(f"{header}: corrupt; {_FIX}") from None
+        raise IncompleteDataError(f"{d}: the data directory is not completely prepared (encoding not recorded "
+                                  f"as finished in {MANIFEST}; a crash or an unfinished rerun?); {_FIX}")
+    head = read_json(header, IncompleteDataError, hint=_FIX)
     model = d / MODEL
     if not model.is_file():
         raise IncompleteDataError(f"{model}: missing; {_FIX}")

@@ -8,7 +8,6 @@ steps after it. A crash therefore never leaves a half-written file that a rerun 
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import time
 from pathlib import Path
@@ -22,9 +21,9 @@ from nmtkit.data.clean import clean_pairs
 from nmtkit.data.stats import FILE as STATS_FILE
 from nmtkit.data.stats import DataStats
 from nmtkit.data.text import read_lines, read_parallel
-from nmtkit.files import atomic_write_json, sha256_file, write_lines_atomic
+from nmtkit.files import atomic_write_json, read_json, sha256_file, write_lines_atomic
 
-MANIFEST = "manifest.json"
+MANIFEST = pipeline.MANIFEST
 STEPS = ["corpus", "bpe", "encode", "stats"]
 VERSION = 1
 TEXT_FILES = [f"{s}.{l}" for s in pipeline.SPLITS for l in (pipeline.SRC, pipeline.TGT)]
@@ -35,9 +34,9 @@ class Manifest:
         self.path = data_dir / MANIFEST
         self.dir = data_dir
         try:
-            d = json.loads(self.path.read_text())
+            d = read_json(self.path, DataError, missing={})
             self.steps = d["steps"] if d.get("version") == VERSION else {}
-        except (FileNotFoundError, json.JSONDecodeError, KeyError, TypeError):
+        except (DataError, KeyError, TypeError, AttributeError):
             self.steps = {}  # no or torn manifest: every step is redone
 
     def done(self, step: str, params: dict) -> str:

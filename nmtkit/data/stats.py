@@ -1,12 +1,11 @@
 """What the prepared data looks like, in numbers: answers "How big was your training set (MB, lines)?"."""
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from nmtkit.files import atomic_write_json
+from nmtkit.files import atomic_write_json, read_json
 
 FILE = "data_stats.json"
 
@@ -99,11 +98,10 @@ class DataStats:
         path = Path(path)
         if path.is_dir():
             path = path / FILE
-        try:
-            d = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise MissingFileError(f"{path}: no such file; run `nmtkit prepare` (or prepare(cfg))") from None
-        except json.JSONDecodeError as e:
-            raise DataError(f"{path}: line {e.lineno}: not valid JSON ({e.msg}); rerun prepare(cfg)") from None
+        if not path.exists():
+            raise MissingFileError(f"{path}: no such file; run `nmtkit prepare` (or prepare(cfg))")
+        d = read_json(path, DataError, hint="rerun `nmtkit prepare` (or prepare(cfg))")
+        if not isinstance(d, dict):
+            raise DataError(f"{path}: expected a JSON object; rerun `nmtkit prepare` (or prepare(cfg))")
         known = cls.__dataclass_fields__
         return cls(**{k: v for k, v in d.items() if k in known})

@@ -4,11 +4,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from nmtkit.data import EmptyFileError, LineCountError, MissingFileError, Utf8Error
+from nmtkit.data import DataError, EmptyFileError, LineCountError, MissingFileError, Utf8Error
 
 
 def read_lines(path: str | os.PathLike, *, allow_empty: bool = False, hint: str = "") -> list[str]:
-    """The lines of a UTF-8 text file, without their newlines."""
+    """The lines of a UTF-8 text file, without their newlines (\n or \r\n); NUL bytes are refused."""
     path = Path(path)
     hint = hint or "run `nmtkit prepare` (or prepare(cfg)) to (re)create it"
     try:
@@ -23,6 +23,13 @@ def read_lines(path: str | os.PathLike, *, allow_empty: bool = False, hint: str 
         line = data.count(b"\n", 0, e.start) + 1
         raise Utf8Error(f"{path}: line {line}: not valid UTF-8 ({e.reason} at byte {e.start}); "
                         f"re-encode the file as UTF-8 (e.g. iconv -f latin1 -t utf-8) or remove the line") from None
+    nul = text.find("\0")
+    if nul >= 0:
+        raise DataError(f"{path}: line {text.count(chr(10), 0, nul) + 1}: contains a NUL byte (binary data, or UTF-16 "
+                        f"text?); remove the line or re-encode the file as UTF-8")
+    # Every split the same way: Windows line ends become \n and no \r is left inside a line (cleaning would turn a
+    # stray \r into a space in train but not in dev/test, which are not cleaned).
+    text = text.replace("\r\n", "\n").replace("\r", " ")
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
