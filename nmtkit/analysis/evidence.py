@@ -31,7 +31,7 @@ class Options:
     plateau_k: int = 3                      # Q2: judge the last k evaluations ...
     plateau_tol: float = 0.01               # ... against everything before: < 1% relative improvement = plateau
     plateau_min_bleu: float = 0.1           # ... and a BLEU gain below 0.1 points is noise either way
-    gap_tol: float = 0.05                   # Q3: a gap that grew by more than this (nats) is "widening"
+    gap_tol: float = 0.05                   # Q3: a signed gap that rose by more than this (nats) counts
     busy_util: float = 80.0                 # Q4: "busy" means above this utilisation (%)
     skip_steps: int = 3                     # Q10/11: first steps of each rank (graph tracing, warm-up) left out
 
@@ -153,25 +153,33 @@ def loss_gap_table(run: Run) -> pd.DataFrame:
 
 
 def measure_overfitting(run: Run, o: Options) -> tuple[dict, pd.DataFrame]:
-    """The train/eval gap at each evaluation, its trend, and whether eval loss rose while train loss fell."""
+    """Overfitting is decided on the trends of eval loss and dev BLEU (the held-out measures); the signed gap
+    (eval - train loss) is reported and explained, not used as the verdict: its sign comes from dropout."""
     g = loss_gap_table(run)
     if len(g) < 2:
         raise Missing(f"train_loss and at least 2 eval_loss evaluations (have {len(run.series('eval_loss'))} "
                       f"evaluations, {len(run.series('train_loss'))} train-loss records)")
     i_min = int(g["eval"].idxmin())
     eval_rising = i_min < len(g) - 1 and g["eval"].iloc[-1] > g["eval"].iloc[i_min] * (1 + o.plateau_tol)
-    train_falling = g["train"].iloc[-1] < g["train"].iloc[i_min]
-    # The trend over the latter half: early on, dropout makes train loss exceed eval loss, which is no signal.
-    half = g.iloc[len(g) // 2:] if len(g) >= 4 else g
-    slope = float(np.polyfit(half["step"], half["gap"], 1)[0])
-    growth = float(half["gap"].iloc[-1] - half["gap"].iloc[:-1].min())
-    widening = slope > 0 and growth > o.gap_tol
-    verdict = "overfitting" if eval_rising and train_falling else "early signs" if widening else "no"
-    ev = {"gap_first": float(g["gap"].iloc[0]), "gap_last": float(g["gap"].iloc[-1]), "gap_growth": growth,
-          "gap_slope_per_1k_steps": slope * 1000, "eval_loss_min": float(g["eval"].iloc[i_min]),
-          "eval_loss_min_step": int(g["step"].iloc[i_min]), "eval_loss_last": float(g["eval"].iloc[-1]),
-          "eval_rising": bool(eval_rising), "train_falling": bool(train_falling), "widening": bool(widening),
-          "verdict": verdict}
+    train_falling = bool(g["train"].iloc[-1] < g["train"].iloc[i_min]) if i_min < len(g) - 1 else True
+    eval_stalled = len(g) > o.plateau_k and plateau_rule(list(g["eval"]), o.plateau_k, o.plateau_tol, False)[0]
+    eval_trend = "rising" if eval_rising else "flat" if eval_stalled else "falling"
+    ev = {"gap_first": float(g["gap"].iloc[0]), "gap_last": float(g["gap"].iloc[-1]),
+          "gap_change": float(g["gap"].iloc[-1] - g["gap"].iloc[0]),
+          "gap_size_shrank": bool(abs(g["gap"].iloc[-1]) < abs(g["gap"].iloc[0])),
+          "eval_loss_min": float(g["eval"].iloc[i_min]), "eval_loss_min_step": int(g["step"].iloc[i_min]),
+          "eval_loss_first": float(g["eval"].iloc[0]), "eval_loss_last": float(g["eval"].iloc[-1]),
+          "train_loss_last": float(g["train"].iloc[-1]), "eval_trend": eval_trend, "train_falling": train_falling}
+    bleu = run.series("Eval_BLEU_Score")
+    bleu_falling = False
+    if len(bleu) >= 2:
+        best, last = float(bleu["value"].max()), float(bleu["value"].iloc[-1])
+        bleu_falling = best - last > max(0.5, 0.02 * best)
+        ev.update(bleu_best=best, bleu_last=last, bleu_trend="falling" if bleu_falling else
+                  "at its best" if last >= best - 1e-9 else "near its best")
+    gap_rising = ev["gap_change"] > o.gap_tol
+    ev["verdict"] = ("overfitting" if train_falling and (eval_rising or bleu_falling) else
+                     "early signs" if train_falling and eval_stalled and gap_rising else "no")
     return ev, g
 
 

@@ -105,12 +105,32 @@ def step_time(runs: list[Run], path) -> Path | None:
                     drawn += 1
     if not drawn:
         return None
+    _clip_outliers(axes[0, 0])
     axes[0, 0].set(title="Step time", xlabel="step", ylabel="ms/step")
     axes[0, 1].set(title="Throughput (per rank)", xlabel="step", ylabel="tokens/s")
     for ax in axes[0]:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, markerscale=3)
     return _save(fig, path)
+
+
+def _clip_outliers(ax, factor: float = 3.0) -> None:
+    """Keep the y-axis on the steady steps: at most factor x the 90th percentile; the few steps above it (tracing,
+    evaluation, checkpoints) are drawn as markers on the top edge and counted in the legend."""
+    ys = np.concatenate([line.get_ydata() for line in ax.get_lines()] or [np.zeros(0)]).astype(float)
+    if ys.size < 10:
+        return
+    top = factor * float(np.percentile(ys, 90))
+    if ys.max() <= top:
+        return
+    for line in list(ax.get_lines()):
+        x, y = np.asarray(line.get_xdata(), float), np.asarray(line.get_ydata(), float)
+        out = y > top
+        if out.any():
+            ax.plot(x[out], np.full(out.sum(), top * 0.98), "^", color="red", ms=4)
+    n = int((ys > top).sum())
+    ax.plot([], [], "^", color="red", label=f"{n} steps above {top:,.0f} ms (max {ys.max():,.0f})")
+    ax.set_ylim(0, top)
 
 
 def device_utilisation(runs: list[Run], path) -> Path | None:

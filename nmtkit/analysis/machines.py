@@ -99,14 +99,36 @@ def measure_utilisation(run: Run, o: Options) -> dict:
     for host, df in mon.groupby("host"):
         for c in device_columns(df):
             x = df[c].dropna()
-            rows.append({"host": host, "device": c.split("_")[0], "mean": float(x.mean()),
-                         "busy_share": float((x > o.busy_util).mean()), "samples": len(x)})
+            row = {"host": host, "device": c.split("_")[0], "mean": float(x.mean()),
+                   "busy_share": float((x > o.busy_util).mean()), "samples": len(x)}
+            used, total = (c.replace("_util", "_mem_used_mb"), c.replace("_util", "_mem_total_mb"))
+            if c != "cpu_percent" and used in df and df[used].notna().any():
+                row.update(mem_peak_mb=float(df[used].max()),
+                           mem_total_mb=float(df[total].max()) if total in df else float("nan"))
+            rows.append(row)
     gpus = [r for r in rows if r["device"].startswith("gpu")]
-    return {"devices": rows, "threshold_percent": o.busy_util,
-            "fully_utilised": all(r["mean"] >= o.busy_util for r in gpus) if gpus else None}
+    summary = run.status.get("summary") or {}
+    ev = {"devices": rows, "threshold_percent": o.busy_util,
+          "fully_utilised": all(r["mean"] >= o.busy_util for r in gpus) if gpus else None}
+    if isinstance(summary.get("mfu"), (int, float)):  # model FLOPs / peak FLOPs, measured by the training loop
+        ev.update(mfu=float(summary["mfu"]), mfu_peak_source=summary.get("peak_source", "unknown"))
+    return ev
 
 
 # --- Q5 network against the link ----------------------------------------------------------------------------
+
+def link_capacity(run: Run, o: Options) -> tuple[float | None, str]:
+    """(Gbit/s, where it comes from): given in the options, measured by preflight (run.json), else the config's
+    assumed monitor.link_gbps."""
+    if o.link_gbps is not None:
+        return o.link_gbps, "given"
+    measured = run.status.get("link_measured_mbit_s")
+    if isinstance(measured, (int, float)) and measured > 0:
+        return measured / 1000, "measured by preflight between the nodes"
+    if run.config:
+        return run.config.monitor.link_gbps, "assumed (monitor.link_gbps, not measured)"
+    return None, ""
+
 
 def measure_network(run: Run, o: Options) -> dict:
     """Bytes/s each node moved while steps ran against the link, and the ring-allreduce estimate of what it must."""
@@ -119,8 +141,7 @@ def measure_network(run: Run, o: Options) -> dict:
             ev.update(iface=iface, mean_Bps=float(net_busiest_direction(mon, iface).mean()))
         return ev
     st = steady_steps(run, o.skip_steps)
-    cfg = run.config
-    link_gbps = o.link_gbps if o.link_gbps is not None else (cfg.monitor.link_gbps if cfg else None)
+    link_gbps, link_source = link_capacity(run, o)
     if mon.empty:
         raise Missing("monitor samples with network counters (monitor/*.jsonl)")
     if st.empty:
@@ -145,12 +166,17 @@ def measure_network(run: Run, o: Options) -> dict:
         df = active if len(active) else df  # no overlap (steps far shorter than the interval, or clocks apart)
         busiest = net_busiest_direction(df, iface)
         ranks_here = int(run.ranks[run.ranks["host"] == host]["rank"].nunique()) if not run.ranks.empty else 1
+        # The ring visits ranks in rank order, node by node: each node has one ring edge out to the next node
+        # and one in, whatever its ranks per node, so its link carries one rank's share; loopback sees every edge.
+        edges = n if iface == "lo" else 1
         hosts.append({"host": host, "samples_while_stepping": len(active), "mean_Bps": float(busiest.mean()),
                       "p95_Bps": float(busiest.quantile(0.95)), "link_share_mean": float(busiest.mean() / link_Bps),
-                      "ranks": ranks_here, "expected_Bps": expected_Bps * max(ranks_here, 1)})
+                      "ranks": ranks_here, "expected_Bps": expected_Bps * edges,
+                      "bytes_per_step": float(busiest.mean()) * step_s, "expected_bytes_per_step": per_step * edges})
     comm_share = comm_s / step_s
     bottleneck = max(h["link_share_mean"] for h in hosts) >= 0.7 or comm_share >= 0.5
-    return {"ranks": n, "iface": iface, "iface_choice": why, "link_gbps": link_gbps, "link_Bps": link_Bps,
+    return {"ranks": n, "iface": iface, "iface_choice": why, "link_gbps": link_gbps, "link_source": link_source,
+            "link_Bps": link_Bps,
             "params": params, "params_source": psrc, "bytes_per_param": o.bytes_per_param,
             "allreduce_bytes_per_rank_per_step": per_step, "mean_step_time_s": step_s,
             "expected_Bps_per_rank": expected_Bps, "allreduce_time_on_link_s": comm_s,

@@ -60,7 +60,8 @@ def q1_time_and_cost(run: Run, fig_dir, o: Options) -> Answer:
         text += f"Its own plan ({ev['planned_steps']:,} steps) needs {_hms(ev['remaining_s_to_planned'])} more. "
     h, nodes = ev["projected_hours"], ev["nodes"]
     text += (f"At this rate, {ev['target_steps']:,} steps ({ev['target_source']}) take {h:,.1f} h on {nodes} "
-             f"node(s): {nodes} x {h:,.1f} h x ${ev['price_per_node_hour']:.2f}/node-hour = ${ev['projected_cost']:,.0f}.")
+             f"node(s): {nodes} x {h:,.1f} h x USD {ev['price_per_node_hour']:.2f} per node-hour = "
+             f"USD {ev['projected_cost']:,.0f}.")
     if ev["lower_bound"]:
         text += " (This run's model is smaller than transformer-base, so the projection is a lower bound.)"
     fig = _drawn(fig_dir, run, 1, "progress", lambda p: figures.progress(
@@ -91,34 +92,57 @@ def q2_fully_trained(run: Run, fig_dir, o: Options) -> Answer:
 
 def q3_overfitting(run: Run, fig_dir, o: Options) -> Answer:
     ev, g = E.measure_overfitting(run, o)
-    gap_words = (f"the gap (eval - train loss) went from {ev['gap_first']:+.3f} to {ev['gap_last']:+.3f} "
-                 f"({ev['gap_slope_per_1k_steps']:+.3f} per 1,000 steps lately)")
+    first, last = ev["gap_first"], ev["gap_last"]
+    trend = {"falling": "is still falling", "flat": "has stopped improving", "rising": "has risen"}[ev["eval_trend"]]
+    held_out = (f"eval loss {trend} ({ev['eval_loss_first']:.3f} at the first evaluation, best "
+                f"{ev['eval_loss_min']:.3f} at step {ev['eval_loss_min_step']:,}, {ev['eval_loss_last']:.3f} at the last)")
+    if "bleu_trend" in ev:
+        held_out += f" and dev BLEU is {ev['bleu_trend']} ({ev['bleu_last']:.2f}, best {ev['bleu_best']:.2f})"
     if ev["verdict"] == "overfitting":
-        text = (f"Yes: eval loss rose from its minimum {ev['eval_loss_min']:.3f} (step {ev['eval_loss_min_step']:,}) "
-                f"to {ev['eval_loss_last']:.3f} while train loss kept falling; {gap_words}. The best checkpoint "
-                f"(by dev BLEU) is the one to keep; more data, dropout or early stopping would help.")
+        text = (f"Yes: {held_out} while train loss kept falling to {ev['train_loss_last']:.3f}: the model is fitting "
+                f"the training data at the expense of unseen data. Keep the best checkpoint (by dev BLEU); more data, "
+                f"more dropout or stopping earlier would help. ")
     elif ev["verdict"] == "early signs":
-        text = (f"Not yet, but watch it: {gap_words}, a widening gap, while eval loss has not risen from its "
-                f"minimum. If it keeps widening, eval loss will start rising.")
+        text = (f"Not yet, but watch it: {held_out}, while train loss keeps falling. If eval loss turns up from "
+                f"here, that is overfitting. ")
     else:
-        text = (f"No: {gap_words}, and eval loss is not rising. (A train loss above eval loss is normal here: "
-                f"training runs with dropout and label smoothing, evaluation without dropout.)")
+        text = f"No: {held_out}. Overfitting shows as held-out quality getting worse, and it is not. "
+    text += f"The signed gap, eval loss minus train loss, went from {first:+.3f} to {last:+.3f}. "
+    if last < 0:
+        text += ("Eval loss sits below train loss because the train loss is measured with dropout on (and averaged "
+                 "over an interval while the weights were still improving), evaluation without dropout on the "
+                 "final weights; label smoothing is in both. ")
+    if ev["gap_size_shrank"] and first < 0:
+        text += (f"Its size shrank ({abs(first):.3f} to {abs(last):.3f}): train loss is catching up with eval loss "
+                 f"as training makes the model less sensitive to dropout. That alone is no overfitting; a gap that "
+                 f"turns clearly positive while eval loss stops falling would be.")
+    elif last > 0:
+        text += ("A positive gap means the model does better on sentences it trained on than on new ones; it "
+                 "matters only when it grows while eval loss stops falling.")
     fig = _drawn(fig_dir, run, 3, "gap", lambda p: figures.loss_gap(g["step"], g["train"], g["eval"], p))
-    return Answer(3, TITLES[3], text, ev, fig, run=run.name)
+    return Answer(3, TITLES[3], text.strip(), ev, fig, run=run.name)
+
+
+NVML_MEANING = ("(NVML's 'utilization' is the share of time at least one kernel ran on the GPU, not how much of the "
+                "GPU worked: a GPU at 100% can leave most of its cores idle. Model FLOPs utilisation, MFU, says how "
+                "much of the peak arithmetic the model used.)")
 
 
 def q4_utilisation(run: Run, fig_dir, o: Options) -> Answer:
     ev = M.measure_utilisation(run, o)
     listing = "; ".join(f"{r['host']} {r['device']}: mean {r['mean']:.0f}%, above {o.busy_util:.0f}% "
-                        f"{r['busy_share']:.0%} of the time" for r in ev["devices"])
+                        f"{r['busy_share']:.0%} of the time"
+                        + (f", memory peak {r['mem_peak_mb'] / 1e3:.1f} of {r['mem_total_mb'] / 1e3:.1f} GB"
+                           if "mem_peak_mb" in r else "") for r in ev["devices"])
+    mfu = (f" MFU {ev['mfu']:.1%} (against {ev['mfu_peak_source']})." if "mfu" in ev else "")
     if ev["fully_utilised"] is None:
         text = (f"This run had no GPU (the sampler found none), so here is the CPU instead: {listing}. "
-                f"On CPU the question becomes: did training keep all cores busy?")
+                f"On CPU the question becomes: did training keep all cores busy?{mfu}")
     elif ev["fully_utilised"]:
-        text = f"Yes: {listing}. Every GPU stayed busy."
+        text = f"Yes, by NVML's measure: {listing}.{mfu} {NVML_MEANING}"
     else:
-        text = (f"No: {listing}. Idle GPU time means the GPUs waited: on input, on the gradient exchange, or on "
-                f"evaluation/checkpointing (which the monitor sees as dips).")
+        text = (f"No: {listing}.{mfu} Idle GPU time means the GPUs waited: on input, on the gradient exchange, or on "
+                f"evaluation/checkpointing (which the monitor sees as dips). {NVML_MEANING}")
     fig = _drawn(fig_dir, run, 4, "utilisation", lambda p: figures.device_utilisation([run], p))
     return Answer(4, TITLES[4], text, ev, fig, run=run.name)
 
@@ -135,15 +159,17 @@ def q5_network(run: Run, fig_dir, o: Options) -> Answer:
     measured = ", ".join(f"{h['host']} {mb(h['mean_Bps'])} mean while steps ran "
                          f"({h['link_share_mean']:.1%} of the link)" for h in ev["hosts"])
     text = (f"{'Yes' if ev['bottleneck'] else 'No'}: on {iface} ({ev['iface_choice']}) the nodes moved {measured}, "
-            f"against a link of {ev['link_gbps']:g} Gbit/s = {ev['link_Bps'] / 1e6:.0f} MB/s per direction. A ring "
+            f"against a link of {ev['link_gbps']:g} Gbit/s ({ev['link_source']}) = {ev['link_Bps'] / 1e6:.0f} MB/s "
+            f"per direction. A ring "
             f"allreduce of {params:,} parameters x {bpp} B across {n} ranks sends 2(n-1)/n x "
             f"{params * bpp / 1e6:.1f} MB = {ev['allreduce_bytes_per_rank_per_step'] / 1e6:.1f} MB per rank per "
             f"step, i.e. {mb(ev['expected_Bps_per_rank'])} at the measured {ev['mean_step_time_s'] * 1000:.0f} "
             f"ms/step; on this link that exchange alone needs {ev['allreduce_time_on_link_s'] * 1000:.0f} ms, "
-            f"{ev['allreduce_share_of_step']:.0%} of a step. ")
+            f"{ev['allreduce_share_of_step']:.0%} of a step. The ring runs through the ranks node by node, so each "
+            f"node's link carries one ring edge each way, one rank's share, however many GPUs the node holds. ")
     if iface == "lo":
         text += (f"Here the 'nodes' share one machine, so the traffic went over loopback, whose counters see all "
-                 f"{n} ranks' traffic (expected about {n} x {mb(ev['expected_Bps_per_rank'])}) and which is far "
+                 f"{n} ring edges (expected about {n} x {mb(ev['expected_Bps_per_rank'])}) and which is far "
                  f"faster than the configured link; the link figures show what the real cluster's network would face.")
     return Answer(5, TITLES[5], text, ev, fig, run=run.name)
 
@@ -183,7 +209,10 @@ def q8_checkpoint_files(run: Run, fig_dir, o: Options) -> Answer:
     name, files = Path(ev["prefix"]).name, ev["files"]
     text = (f"The latest checkpoint, {name}, is {len(files)} files: "
             + "; ".join(f"{Path(f['file']).name} ({f['bytes']:,} B) - {f['role']}" for f in files)
-            + ". A prefix like ckpt-N names the set; tf.train.Checkpoint.restore takes the prefix.")
+            + ". A prefix like ckpt-N names the set; tf.train.Checkpoint.restore takes the prefix. The homework's "
+              "TensorFlow 1 answer also lists ckpt-N.meta: TF1's tf.train.Saver stored the graph (a MetaGraphDef) "
+              "beside the values. TensorFlow 2's object-based checkpoints write no .meta: the Python code rebuilds "
+              "the model, and the .index records which object each value belongs to.")
     fig = _drawn(fig_dir, run, 8, "files", lambda p: figures.bars(
         [Path(f["file"]).name for f in files], [f["bytes"] / 1e6 for f in files], p, f"Files of {name}", "MB"))
     return Answer(8, TITLES[8], text, ev, fig, run=run.name)
@@ -194,7 +223,8 @@ def q9_checkpoint_size(run: Run, fig_dir, o: Options) -> Answer:
     if "problem" in ev:
         return missing(9, ev["problem"], run, ev, f"The latest checkpoint takes {ev['total_mb']:.2f} MB on disk, but "
                                                   f"its weights/optimizer split cannot be computed: {ev['problem']}.")
-    text = (f"{ev['total_mb']:.2f} MB on disk ({Path(ev['prefix']).name}): {ev['weights_mb']:.2f} MB of weights "
+    text = (f"{ev['total_mb']:.2f} MB (1 MB = 10^6 bytes) on disk ({Path(ev['prefix']).name}): "
+            f"{ev['weights_mb']:.2f} MB of weights "
             f"({ev['weights_params']:,} parameters) and {ev['optimizer_mb']:.2f} MB of optimizer state "
             f"({ev['optimizer_to_weights']:.2f}x the weights: Adam keeps two moments, m and v, per parameter), plus "
             f"{ev['other_mb']:.3f} MB of counters and the object graph. An exported model for inference needs only "
@@ -207,8 +237,12 @@ def q9_checkpoint_size(run: Run, fig_dir, o: Options) -> Answer:
 
 def q10_step_time(run: Run, fig_dir, o: Options) -> Answer:
     ev, x = E.measure_step_time(run, o)
+    n = run.n_ranks
     text = (f"{ev['mean_ms']:.1f} ms per step on average (std {ev['std_ms']:.1f} ms, median {ev['median_ms']:.1f}, "
-            f"10-90% range {ev['p10_ms']:.1f}-{ev['p90_ms']:.1f} ms) over {ev['n']:,} steps, from {ev['source']}.")
+            f"10-90% range {ev['p10_ms']:.1f}-{ev['p90_ms']:.1f} ms) over {ev['n']:,} steps, from {ev['source']}. "
+            f"A step is one synchronous optimizer update: each of the {n} rank(s) runs forward and backward on its "
+            f"own batch, the gradients are averaged across ranks, and every rank applies the same update; so one "
+            f"step consumes {n} x the per-rank batch.")
     if len(ev["per_rank"]) > 1:
         text += (" Per rank: " + ", ".join(f"rank {r} {v['mean_ms']:.1f} ms" for r, v in ev["per_rank"].items())
                  + " (synchronous training: every rank waits for the slowest).")
@@ -222,18 +256,31 @@ def q10_step_time(run: Run, fig_dir, o: Options) -> Answer:
 def q11_correlation(run: Run, fig_dir, o: Options) -> Answer:
     ev, pairs = M.measure_correlation(run, o)
     r, iface = ev["pearson_r"], ev["iface"]
-    text = (f"Pearson r = {r:+.2f} between step time and {iface} throughput over {ev['pairs']} one-sample windows "
-            f"({ev['steps_matched']:,} steps): {ev['strength']} {'positive' if r > 0 else 'negative'} correlation. ")
     if run.n_ranks <= 1:
-        text += "A single-rank run exchanges no gradients, so its network traffic is incidental and r says little. "
-    elif r >= 0.4:
-        text += "Slower steps coincide with more traffic: the gradient exchange is on the critical path. "
-    elif r <= -0.4:
-        text += ("More traffic per second comes with faster steps: the traffic follows the step rate (each step "
-                 "sends the same bytes), so the network is keeping up rather than holding steps back. ")
+        text = ("A single-rank run exchanges no gradients, so its network traffic is incidental: there is nothing "
+                "for step time to depend on. ")
     else:
-        text += "Step time hardly moves with the traffic: something else sets the pace (compute, input). "
-    text += "Correlation is not causation: evaluation pauses lower both."
+        try:
+            net = M.measure_network(run, o)
+        except Missing:
+            net = None
+        if net is not None and net.get("hosts"):
+            h = max(net["hosts"], key=lambda x: x["bytes_per_step"])
+            ratio = h["bytes_per_step"] / h["expected_bytes_per_step"]
+            ev.update(bytes_per_step=h["bytes_per_step"], expected_bytes_per_step=h["expected_bytes_per_step"],
+                      bytes_ratio=ratio, allreduce_share_of_step=net["allreduce_share_of_step"])
+            text = (f"Measured per step, {h['host']}'s {iface} carried {h['bytes_per_step'] / 1e6:.2f} MB against "
+                    f"the ring-allreduce model's {h['expected_bytes_per_step'] / 1e6:.2f} MB ({ratio:.2f}x): the "
+                    f"traffic is the gradient exchange, the same bytes every step. So throughput per second follows "
+                    f"the step rate by construction, and a correlation between the two says nothing about cause. "
+                    f"What decides is time: on this link the exchange needs {net['allreduce_share_of_step']:.0%} "
+                    f"of a step (question 5), so the network "
+                    + ("does hold steps back. " if net["bottleneck"] else "is not what sets the pace. "))
+        else:
+            text = "Without the bytes per step (question 5's inputs), r alone cannot tell cause from effect. "
+    text += (f"As a description only: Pearson r = {r:+.2f} between step time and {iface} throughput over "
+             f"{ev['pairs']} one-sample windows ({ev['steps_matched']:,} steps), a {ev['strength']} "
+             f"{'positive' if r > 0 else 'negative'} correlation; evaluation pauses lower both.")
     fig = _drawn(fig_dir, run, 11, "scatter", lambda p: figures.scatter(
         pairs["net_Bps"].to_numpy() / 1e6, pairs["step_time"].to_numpy() * 1000, p,
         f"Step time vs {iface} throughput (r = {r:+.2f})", f"{iface} sent + received (MB/s)", "step time (ms)"))
