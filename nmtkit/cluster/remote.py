@@ -1,6 +1,6 @@
 """The functions that run on the engines. Module level, so ipyparallel sends them by reference (each engine
-imports this module); TensorFlow and horovod.tensorflow are imported inside them, so the driver, which imports
-this module too, never loads TensorFlow."""
+imports this module). TensorFlow, horovod.tensorflow and nmtkit.train are imported inside them, so the driver,
+which imports this module too, never loads TensorFlow."""
 from __future__ import annotations
 
 import hashlib
@@ -11,12 +11,14 @@ import time
 from pathlib import Path
 from typing import Callable
 
+import horovod
 from ipyparallel.datapub import publish_data
 
 import nmtkit
 from nmtkit.cluster.plan import ClusterError, iface_for
 from nmtkit.config import Config
 from nmtkit.files import sha256_file
+from nmtkit.keras2 import import_tf
 
 # The data files a prepared data directory must hold on every node (see docs/architecture.md).
 DATA_MARKERS = ("manifest.json", "spm.model")
@@ -29,7 +31,6 @@ def engine_identity() -> dict:
 
 def node_facts(data_dir: str | None, rendezvous: tuple[str, int] | None = None) -> dict:
     """The software, GPUs, data and network facts preflight compares across nodes."""
-    from nmtkit.keras2 import import_tf  # TensorFlow on the engine only
     f = engine_identity()
     try:
         f["host_addr"] = socket.gethostbyname(f["host"])
@@ -57,8 +58,7 @@ def node_facts(data_dir: str | None, rendezvous: tuple[str, int] | None = None) 
 def horovod_facts() -> dict:
     """Horovod's version and how it was built (gloo, mpi, nccl, cuda): the real build flags, not assumptions."""
     try:
-        import horovod
-        import horovod.tensorflow as hvd  # loads the compiled library (and TensorFlow): engines only
+        import horovod.tensorflow as hvd  # loads the compiled library and TensorFlow: engines only
         built = {"gloo": hvd.gloo_built(), "mpi": hvd.mpi_built(), "nccl": hvd.nccl_built(),
                  "cuda": hvd.cuda_built()}
         return {"horovod": horovod.__version__, "nccl_built": bool(built["nccl"]),
@@ -110,9 +110,8 @@ def write_file_chunk(path: str, data: bytes, offset: int, final_size: int | None
 def rank_main(env: dict, fn: Callable, args: tuple, kwargs: dict) -> dict:
     """Set this rank's environment, hvd.init(), call fn. Returns {'rank', 'host', 'pid', 'value'}."""
     os.environ.update(env)
-    from nmtkit.keras2 import import_tf  # TensorFlow with the Keras 2 API before Horovod loads it
-    import_tf()
-    import horovod.tensorflow as hvd
+    import_tf()  # TensorFlow with the Keras 2 API before Horovod loads it
+    import horovod.tensorflow as hvd  # engines only
     if not hvd.gloo_built():
         raise ClusterError(f"Horovod on {env['HOROVOD_HOSTNAME']} was built without Gloo: rebuild it with "
                            f"HOROVOD_WITH_GLOO=1 (see scripts/setup.sh)")
@@ -131,8 +130,8 @@ def rank_check() -> dict:
 
     `cluster.submit(rank_check).wait()` is the quickest check that Horovod works across the nodes.
     """
-    import horovod.tensorflow as hvd  # engines only (see the module docstring)
-    import tensorflow as tf
+    import horovod.tensorflow as hvd  # engines only
+    tf = import_tf()
     total = hvd.allreduce(tf.constant(float(hvd.rank() + 1)), op=hvd.Sum)
     env = {k: v for k, v in os.environ.items() if k.startswith(("HOROVOD_", "NCCL_"))}
     return {"env": env, "pid": os.getpid(), "allreduce_sum": float(total),
@@ -141,7 +140,8 @@ def rank_check() -> dict:
 
 def train_rank(cfg_dict: dict, run_dir: str, data_dir: str | None, resume: bool) -> dict:
     """Run through rank_main: train() with Horovod, publishing each log record to the driver (Job.progress)."""
-    from nmtkit.train.dist import Horovod  # TensorFlow: engines only
+    # nmtkit.train is the TensorFlow layer: imported on the engines only
+    from nmtkit.train.dist import Horovod
     from nmtkit.train.loop import train
 
     def on_log(record: dict) -> None:
