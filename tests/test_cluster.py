@@ -107,9 +107,9 @@ def test_every_any_address_is_refused_naming_cluster_listen(addr):
             cl.Cluster(ClusterConfig(listen=addr))
 
 
-@pytest.mark.parametrize("addr", ["127.0.0.1", "10.0.0.2", "::1", "fe80::1", "node0"])
+@pytest.mark.parametrize("addr", ["127.0.0.1", "10.0.0.2", "::1", "fe80::1", "node0", "[::1]"])
 def test_specific_addresses_are_accepted(addr):
-    assert cl.check_listen(addr) == addr
+    assert cl.check_listen(addr) == addr.strip("[]")
 
 
 def test_listen_address_comes_from_cluster_listen_then_listen_ip():
@@ -134,7 +134,8 @@ def test_the_package_has_no_display_code_no_big_file_and_no_tensorflow_on_the_dr
 def _facts(**over):
     base = dict(host="vm", pid=1, python="3.11.7", nmtkit="0.1.0", nmtkit_source="abc", tensorflow="2.18.1",
                 horovod="0.28.1", horovod_build="gloo", nccl_built=False, gpus=0, data_ok=True, data_dir="/d",
-                data_missing=[], data_sha="s1", host_addr="10.0.0.9", rendezvous="10.0.0.2:5000", rendezvous_ok=True, iface="eth0")
+                data_missing=[], data_sha="s1", host_addr="10.0.0.9", rendezvous="10.0.0.2:5000", rendezvous_ok=True,
+                iface="eth0")
     base.update(over)
     return base
 

@@ -17,7 +17,8 @@ from horovod.runner.common.util.hosts import SlotInfo
 
 import nmtkit
 from nmtkit.cluster.jobs import Job
-from nmtkit.cluster.plan import ClusterError, assign_slots, check_listen, controller_ip, iface_for, parse_hosts, rank_env
+from nmtkit.cluster.plan import (ClusterError, assign_slots, check_listen, controller_ip, iface_for, parse_hosts,
+                                 rank_env)
 from nmtkit.cluster.preflight import (PreflightError, gather_facts, preflight_problems, preflight_table,
                                       reachability_listener)
 from nmtkit.cluster.remote import engine_identity, rank_main, train_rank, write_file_chunk

@@ -82,7 +82,7 @@ def rank_env(slot: SlotInfo, *, addr: str, port: int, iface: str, nccl: bool = F
 
 def check_listen(addr: str) -> str:
     """Refuse every any-address (0.0.0.0, ::, [::], 0:0:0:0:0:0:0:0, '', '*'): the controller and the rendezvous
-    store would be open on every network. Returns the address."""
+    store would be open on every network. Returns the address (without brackets or spaces)."""
     text = addr.strip().strip("[]")
     try:
         unspecified = text in ("", "*") or ipaddress.ip_address(text).is_unspecified
@@ -91,7 +91,7 @@ def check_listen(addr: str) -> str:
     if unspecified:
         raise ClusterError(f"refusing to listen on every interface ({addr!r}): set cluster.listen (or pass "
                            f"listen_ip=) to the address of the network that reaches the nodes, e.g. 10.0.0.2")
-    return addr
+    return text
 
 
 def controller_ip(hosts: list[str], route_src: Callable[[str], str] | None = None) -> str:

@@ -85,8 +85,9 @@ def _node_problems(f: dict, ref: dict) -> list[str]:
         out.append("Horovod was built without Gloo: rebuild it with HOROVOD_WITH_GLOO=1 (see scripts/setup.sh); "
                    "nmtkit starts Horovod through Gloo's rendezvous, not mpirun")
     if not f.get("data_ok"):
-        out.append(f"prepared data missing in {f.get('data_dir')} (no {', '.join(f.get('data_missing') or DATA_MARKERS)}"
-                   f"); run prepare(cfg) there or let preflight copy it (push_data=True)")
+        missing = ", ".join(f.get("data_missing") or DATA_MARKERS)
+        out.append(f"prepared data missing in {f.get('data_dir')} (no {missing}); run prepare(cfg) there or let "
+                   f"preflight copy it (push_data=True)")
     elif f is not ref and ref.get("data_ok") and f.get("data_sha") != ref.get("data_sha"):
         out.append(f"prepared data differs from {_who(ref)} (manifest sha256 {str(f.get('data_sha'))[:12]} vs "
                    f"{str(ref.get('data_sha'))[:12]}); prepare it with the same config everywhere")
