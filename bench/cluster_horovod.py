@@ -12,7 +12,7 @@ from pathlib import Path
 
 import nmtkit  # noqa: F401  (Keras 2 before TensorFlow)
 from nmtkit import config
-from nmtkit.cluster import Cluster, rank_probe
+from nmtkit.cluster import Cluster, rank_check
 from nmtkit.data.prepare import prepare
 from nmtkit.files import read_jsonl
 
@@ -41,7 +41,7 @@ def main() -> None:
         print(f"preflight (imports TensorFlow + Horovod on the engines): {time.time() - t:.1f} s")
         for i in range(2):
             t = time.time()
-            cluster.submit(rank_probe).wait(timeout=300)
+            cluster.submit(rank_check).wait(timeout=300)
             print(f"launch {i + 1}: rendezvous + hvd.init() + one allreduce: {time.time() - t:.2f} s")
         for ranks in (1, 2):
             run = work / f"run{ranks}-{int(time.time())}"

@@ -37,11 +37,11 @@ def _netns_unavailable() -> str | None:
         return "needs root to create network namespaces"
     if shutil.which("ip") is None:
         return "iproute2 (`ip`) is not installed"
-    probe = f"nmtprobe{secrets.token_hex(3)}"
-    r = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
+    trial = f"nmttrial{secrets.token_hex(3)}"
+    r = subprocess.run(["ip", "netns", "add", trial], capture_output=True, text=True)
     if r.returncode != 0:
         return f"`ip netns add` failed here: {r.stderr.strip()}"
-    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+    subprocess.run(["ip", "netns", "del", trial], capture_output=True)
     return None
 
 

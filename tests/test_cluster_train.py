@@ -51,7 +51,7 @@ def _wait_for_step(job, step, timeout=120):
         if len(steps) == len(job.engines) and steps.min() >= step:
             return
         time.sleep(0.5)
-    raise AssertionError(f"no rank reached step {step}: {job.progress_text()}")
+    raise AssertionError(f"no rank reached step {step}:\n{job.progress().to_string()}")
 
 
 def test_two_ranks_lower_the_loss_with_identical_weights(cluster, cfg, tmp_path):
@@ -80,6 +80,9 @@ def test_stop_relaunch_sigkill_and_resume_on_fewer_ranks(cluster, cfg, tmp_path)
     # 1. stop(): every rank stops at the same step and rank 0 checkpoints it
     job = cluster.launch(long, run, preflight=False)
     _wait_for_step(job, 3)
+    assert not job.done and list(job.progress()["state"]) == ["running", "running"]
+    page = job.panel_html()  # what nmtkit.notebook.panel(job) shows
+    assert page.startswith("<p>2 ranks, ") and page.count("<tr>") >= 3 and "running" in page
     summaries = [r["value"] for r in job.stop(timeout=120)]
     assert [s["status"] for s in summaries] == ["stopped", "stopped"]
     stopped = summaries[0]["step"]
@@ -97,6 +100,7 @@ def test_stop_relaunch_sigkill_and_resume_on_fewer_ranks(cluster, cfg, tmp_path)
         job.wait(timeout=60)  # a hang would raise TimeoutError instead
     print(f"SIGKILL -> RankFailedError + engines restarted in {time.time() - t0:.1f} s")
     msg = str(err.value)
+    assert job.done and "rank 1 on host" in job.panel_html()  # the failure, under the table
     assert "rank 1" in msg and victim.host in msg and "node1" in msg and str(victim.pid) in msg
     assert len(cluster.ids) == 2 and victim.id not in cluster.ids  # two fresh, idle engines
     assert set(cluster.client[cluster.ids].apply_sync(os.getpid)).isdisjoint(e.pid for e in job.engines)

@@ -1,0 +1,306 @@
+"""The Cluster: an ipyparallel controller plus engines, one engine per Horovod rank, owned by the driver (the
+notebook's process). Start and stop, the rank plan of the engines, preflight, data push, and jobs."""
+from __future__ import annotations
+
+import glob
+import os
+import socket
+import stat
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import ipyparallel as ipp
+import pandas as pd
+from horovod.runner.common.util.hosts import SlotInfo
+
+import nmtkit
+from nmtkit.cluster.jobs import Job
+from nmtkit.cluster.plan import (ClusterError, assign_slots, check_listen, controller_ip, iface_for, parse_hosts,
+                                 rank_env)
+from nmtkit.cluster.preflight import (PreflightError, gather_facts, preflight_problems, preflight_table,
+                                      reachability_listener)
+from nmtkit.cluster.remote import engine_identity, rank_main, train_rank, write_file_chunk
+from nmtkit.cluster.rendezvous import Rendezvous
+from nmtkit.config import ClusterConfig, Config
+
+LAUNCHERS = ("auto", "local", "ssh", "manual")
+
+
+@dataclass
+class Engine:
+    """One engine as the driver sees it (ordered by rank once a plan exists)."""
+    id: int
+    host: str          # the real host name
+    node: str          # the host name Horovod sees (a logical nodeN for local engines posing as nodes)
+    pid: int
+    slot: SlotInfo
+    device_index: int = 0  # its index among the engines of its real host: the GPU it pins
+
+
+class Cluster:
+    """Modes (cfg.cluster): `hosts` empty -> local engines (`engines` of them); `hosts` set and `launcher` "auto"
+    or "ssh" -> engines started over SSH on those hosts; `launcher` "manual" -> only the controller starts,
+    students run engine_command() on each node. The controller and the rendezvous listen on `cluster.listen`
+    (or `listen_ip=`), else on 127.0.0.1 for local engines and the one local address that routes to the hosts."""
+
+    def __init__(self, cfg: Config | ClusterConfig | None = None, *, engines: int | None = None,
+                 hosts: str | None = None, launcher: str | None = None, listen_ip: str | None = None,
+                 logical_hosts: bool | None = None, profile_dir: str | os.PathLike | None = None,
+                 start_timeout: int | None = None, gloo_timeout: int | None = None, iface: str | None = None,
+                 heartbeat_ms: int = 1000):
+        cc = cfg.cluster if isinstance(cfg, Config) else (cfg or ClusterConfig())
+        self.n = engines if engines is not None else cc.engines
+        self.hosts = parse_hosts(hosts if hosts is not None else cc.hosts)
+        self.launcher = launcher or cc.launcher
+        if self.launcher not in LAUNCHERS:
+            raise ClusterError(f"cluster.launcher: {self.launcher!r}: choose {', '.join(LAUNCHERS)}")
+        if self.launcher == "auto":
+            self.launcher = "ssh" if self.hosts else "local"
+        if self.launcher == "ssh" and not self.hosts:
+            raise ClusterError("cluster.launcher=ssh needs cluster.hosts, e.g. 10.0.0.5:2,10.0.0.6:2")
+        if self.hosts and self.launcher != "local":
+            self.n = sum(h.slots for h in self.hosts)
+        self.logical_hosts = cc.logical_hosts if logical_hosts is None else logical_hosts
+        self.iface = cc.iface if iface is None else iface
+        remote = [h.hostname for h in self.hosts] if self.launcher != "local" else []
+        self.listen_ip = check_listen(listen_ip if listen_ip is not None else (cc.listen or controller_ip(remote)))
+        self.start_timeout = start_timeout or cc.start_timeout
+        self.gloo_timeout = gloo_timeout or cc.rendezvous_timeout
+        self.profile_dir = str(profile_dir) if profile_dir else None
+        self.heartbeat_ms = heartbeat_ms
+        self._ipp: ipp.Cluster | None = None
+        self.client: ipp.Client | None = None
+        self.ids: list[int] = []                 # the engines this cluster uses (dead engines' ids excluded)
+        self._engines: list[Engine] | None = None
+        self.facts: list[dict] = []              # the last preflight's per-rank facts (submit reads the builds)
+        self.timings: dict[str, float] = {}
+
+    # lifecycle
+
+    def start(self) -> Cluster:
+        t0 = time.time()
+        kwargs: dict[str, Any] = dict(
+            controller_ip=self.listen_ip, engine_timeout=self.start_timeout, shutdown_atexit=True, log_level=40,
+            # Notice a dead engine in a few seconds (the default is 30 s): the fault path depends on it.
+            controller_args=[f"--HeartMonitor.period={self.heartbeat_ms}", "--HeartMonitor.max_heartmonitor_misses=5"])
+        if self.profile_dir:
+            Path(self.profile_dir).mkdir(parents=True, exist_ok=True)
+            kwargs["profile_dir"] = self.profile_dir
+        if self.launcher == "ssh":
+            kwargs["engine_launcher_class"] = "ssh"
+            kwargs["engines"] = {h.hostname: h.slots for h in self.hosts}
+        self._ipp = ipp.Cluster(**kwargs)
+        self._ipp.start_controller_sync()
+        self._secure_connection_files()
+        self.client = self._ipp.connect_client_sync()
+        if self.launcher != "manual":
+            self._start_engines(self.n)
+        self.timings["cluster_start_s"] = time.time() - t0
+        return self
+
+    def stop(self) -> None:
+        if self._ipp is not None:
+            try:
+                if self.client is not None:
+                    self.client.close()
+            finally:
+                self._ipp.stop_cluster_sync()
+                self._ipp, self.client, self.ids, self._engines = None, None, [], None
+
+    def __enter__(self) -> Cluster:
+        return self.start() if self._ipp is None else self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def _engine_env(self) -> dict[str, str]:
+        """Environment of local engines: nmtkit importable, Keras 2, and each 'node' its share of the cores."""
+        if self.launcher != "local":
+            return {"TF_USE_LEGACY_KERAS": "1"}
+        root = str(Path(nmtkit.__file__).resolve().parents[1])
+        threads = max(1, (os.cpu_count() or 1) // max(1, self.n))
+        return {"PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p),
+                "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2",
+                "TF_NUM_INTRAOP_THREADS": str(threads), "TF_NUM_INTEROP_THREADS": "1"}
+
+    def _start_engines(self, n: int) -> None:
+        known = set(self.client.ids)
+        self._ipp.start_engines_sync(n, environment=self._engine_env())
+        self.ids = self._wait_for_new(known, n)
+
+    def restart_engines(self) -> None:
+        """Fresh engine processes (the way out of a rank stuck in a Gloo collective): same count, new ids."""
+        if self.launcher == "manual":
+            raise ClusterError("engines started by hand cannot be restarted from here: restart ipengine on each node")
+        self._ipp.stop_engines_sync()
+        self._start_engines(self.n)
+
+    def _wait_for_new(self, known: set, n: int, timeout: float | None = None) -> list[int]:
+        timeout = timeout or self.start_timeout
+        deadline = time.time() + timeout
+        while True:
+            new = sorted(set(self.client.ids) - known)
+            if len(new) >= n:
+                self._engines = None
+                return new[:n]
+            if time.time() > deadline:
+                raise ClusterError(f"only {len(new)} of {n} engines registered within {timeout} s; see the engine "
+                                   f"logs in {self._ipp.profile_dir}/log")
+            time.sleep(0.2)
+
+    def wait_for_engines(self, n: int | None = None, timeout: float | None = None) -> list[int]:
+        """For hand-started engines: wait until n of them have registered (n defaults to the host list's slots)."""
+        self.ids = self._wait_for_new(set(), n or self.n, timeout)
+        return self.ids
+
+    def engine_command(self, python: str = "ipengine") -> str:
+        """The command a student runs on each node to join this controller (mode c).
+
+        Copy the engine connection file to the node first (it holds the controller's address and key; keep it
+        private): `scp <file> node:~/` then on the node run the printed command.
+        """
+        f = self.connection_files().get("engine")
+        if f is None:
+            raise ClusterError("the controller has not written its engine connection file yet: start() first")
+        run = python if python == "ipengine" else f"{python} -m ipyparallel.engine"
+        return f"TF_USE_LEGACY_KERAS=1 {run} --file=~/{Path(f).name}"
+
+    def connection_files(self) -> dict[str, str]:
+        sec = Path(self._ipp.profile_dir) / "security"
+        files = {}
+        for kind in ("engine", "client"):
+            hits = glob.glob(str(sec / f"ipcontroller-{self._ipp.cluster_id}-{kind}.json"))
+            if hits:
+                files[kind] = hits[0]
+        return files
+
+    def _secure_connection_files(self, timeout: float = 30) -> None:
+        """The connection files hold the key that lets anyone run code on the engines: owner-only (0600)."""
+        deadline = time.time() + timeout
+        while len(self.connection_files()) < 2 and time.time() < deadline:
+            time.sleep(0.1)
+        for f in list(self.connection_files().values()) + [self._ipp.cluster_file]:
+            if os.path.exists(f):
+                os.chmod(f, stat.S_IRUSR | stat.S_IWUSR)
+
+    # engines and their plan
+
+    def engines(self, refresh: bool = False) -> list[Engine]:
+        """The engines in rank order, with their Horovod slots."""
+        if self._engines is not None and not refresh:
+            return self._engines
+        if not self.ids:
+            raise ClusterError("no engines: start() the cluster (or wait_for_engines() for hand-started ones)")
+        idents = self.client[self.ids].apply_async(engine_identity).get(timeout=self.start_timeout)
+        nodes = [f"node{i}" for i in range(len(self.ids))] if self.logical_hosts else [d["host"] for d in idents]
+        engines = []
+        per_host: dict[str, int] = {}
+        for eid, d, node, slot in zip(self.ids, idents, nodes, assign_slots(nodes)):
+            per_host[d["host"]] = per_host.get(d["host"], -1) + 1
+            engines.append(Engine(eid, d["host"], node, d["pid"], slot, device_index=per_host[d["host"]]))
+        self._engines = sorted(engines, key=lambda e: e.slot.rank)
+        return self._engines
+
+    def is_local(self, engine: Engine) -> bool:
+        return engine.host == socket.gethostname() and self.launcher == "local"
+
+    def _first(self, ranks: int | None) -> list[Engine]:
+        """The first `ranks` engines (all by default), re-planned as a job of that size."""
+        engines = self.engines()
+        if ranks is None or ranks == len(engines):
+            return engines
+        if not 1 <= ranks <= len(engines):
+            raise ClusterError(f"ranks={ranks}: this cluster has {len(engines)} engines")
+        chosen = engines[:ranks]
+        slots = assign_slots([e.node for e in chosen])
+        return sorted((Engine(e.id, e.host, e.node, e.pid, s, e.device_index) for e, s in zip(chosen, slots)),
+                      key=lambda e: e.slot.rank)
+
+    # preflight and data
+
+    def preflight(self, data_dir: str | os.PathLike | None = None, *, push_data: bool = True,
+                  rendezvous: tuple[str, int] | None = None, raise_on_problems: bool = True) -> pd.DataFrame:
+        """Check every node before training; returns the per-rank DataFrame, raises PreflightError on a mismatch.
+
+        Local engines share the driver's data directory. Remote nodes that lack the data get it copied through
+        their engines (push_data) into the same path. `rendezvous`: the address the nodes must reach (default: a
+        throwaway listener on the address the rendezvous server will use).
+        """
+        engines = self.engines()
+        data = str(Path(data_dir).resolve()) if data_dir is not None else None
+        if rendezvous is None:
+            with reachability_listener(self.listen_ip) as addr:
+                facts = self._facts_after_push(engines, data, addr, push_data)
+        else:
+            facts = self._facts_after_push(engines, data, rendezvous, push_data)
+        self.facts = facts
+        problems = preflight_problems(facts)
+        if problems and raise_on_problems:
+            raise PreflightError("preflight refused to train:\n  - " + "\n  - ".join(problems))
+        return preflight_table(facts)
+
+    def _facts_after_push(self, engines: list[Engine], data: str | None, rendezvous: tuple[str, int],
+                          push_data: bool) -> list[dict]:
+        facts = gather_facts(self.client, engines, data, rendezvous, self.start_timeout)
+        if not (push_data and data is not None and Path(data).is_dir()):
+            return facts
+        missing = [e for e, f in zip(engines, facts)
+                   if not f.get("error") and not f.get("data_ok") and not self.is_local(e)]
+        for e in missing:
+            self.push_data(data, data, engine=e)
+        return gather_facts(self.client, engines, data, rendezvous, self.start_timeout) if missing else facts
+
+    def push_data(self, src: str | os.PathLike, dest: str, *, engine: Engine, chunk: int = 8 << 20) -> int:
+        """Copy the prepared data files of `src` to `dest` on one engine's node (atomic per file). Returns bytes."""
+        total = 0
+        view = self.client[engine.id]
+        for p in sorted(Path(src).iterdir()):
+            if not p.is_file() or p.name.startswith("."):
+                continue
+            size = p.stat().st_size
+            with open(p, "rb") as f:
+                offset = 0
+                while True:
+                    block = f.read(chunk)
+                    last = offset + len(block) >= size
+                    view.apply_sync(write_file_chunk, str(Path(dest) / p.name), block, offset, size if last else None)
+                    offset += len(block)
+                    if last:
+                        break
+            total += size
+        return total
+
+    # jobs
+
+    def submit(self, fn: Callable, *args, ranks: int | None = None, **kwargs) -> Job:
+        """Run fn(*args, **kwargs) on every engine (or the first `ranks`) as one Horovod job: a fresh rendezvous,
+        each engine's HOROVOD_* environment, hvd.init(), then fn. Returns a Job at once."""
+        engines = self._first(ranks)
+        t0 = time.time()
+        rdv = Rendezvous(self.listen_ip, [e.slot for e in engines])
+        facts = {f["rank"]: f for f in self.facts}  # NCCL and GPUs per rank, when a preflight ran
+        pending = []
+        for e in engines:
+            f = facts.get(e.slot.rank, {})
+            env = rank_env(e.slot, addr=self.listen_ip, port=rdv.port,
+                           iface=self.iface or f.get("iface") or iface_for(self.listen_ip),
+                           nccl=bool(f.get("nccl_built")) and int(f.get("gpus") or 0) > 0,
+                           gloo_timeout=self.gloo_timeout, device_index=e.device_index)
+            pending.append(self.client[e.id].apply_async(rank_main, env, fn, args, kwargs))
+        return Job(self, engines, pending, rdv, t0)
+
+    def launch(self, cfg: Config, run_dir: str | os.PathLike, *, data_dir: str | os.PathLike | None = None,
+               resume: bool = True, preflight: bool = True, ranks: int | None = None) -> Job:
+        """Start distributed training in the background: preflight, then train() on every rank (or the first
+        `ranks`; a run resumes from its last checkpoint with any number of ranks). Returns a Job at once."""
+        data = Path(data_dir or cfg.data.dir).resolve()
+        if preflight:
+            self.preflight(data)
+        return self.submit(train_rank, cfg.to_dict(), str(Path(run_dir).resolve()), str(data), resume, ranks=ranks)
+
+
+def start(cfg: Config) -> Cluster:
+    """The notebook's one-liner: the cluster that cfg.cluster describes, started."""
+    return Cluster(cfg).start()

@@ -1,0 +1,138 @@
+"""A distributed job in flight: results in rank order, stop, failures (a dead or raising rank is named and the
+others are released), and the per-rank progress each engine publishes (a DataFrame, or an HTML table).
+
+No display code here: `nmtkit.notebook.panel(job)` is the live widget, built on done, check() and panel_html().
+"""
+from __future__ import annotations
+
+import html
+import threading
+import time
+from typing import TYPE_CHECKING
+
+import pandas as pd
+import psutil
+
+from nmtkit.cluster.plan import ClusterError
+from nmtkit.cluster.rendezvous import Rendezvous
+
+if TYPE_CHECKING:  # engines.py imports this module
+    from nmtkit.cluster.engines import Cluster, Engine
+
+
+class RankFailedError(ClusterError):
+    """A rank died or raised during a distributed job; the message names its rank, host and engine."""
+
+
+class Job:
+    """wait() -> per-rank results in rank order; stop(); check(); done; progress(); panel_html()."""
+
+    def __init__(self, cluster: Cluster, engines: list[Engine], pending: list, rendezvous: Rendezvous, t0: float):
+        self.cluster, self.engines, self.pending, self.rendezvous, self.t0 = cluster, engines, pending, rendezvous, t0
+        self.error: RankFailedError | None = None
+        self.stop_requested = False
+        self._lock = threading.Lock()  # check() may run in a panel's thread and in wait() at once
+
+    @property
+    def done(self) -> bool:
+        """Every rank returned, or the job failed (check() then raises)."""
+        return self.error is not None or all(p.ready() for p in self.pending)
+
+    def check(self) -> None:
+        """Raise RankFailedError if a rank died or raised (and release the others); otherwise return."""
+        with self._lock:
+            if self.error is None:
+                live = set(self.cluster.client.ids)
+                for e, p in zip(self.engines, self.pending):
+                    dead = e.id not in live or (self.cluster.is_local(e) and not _pid_alive(e.pid))
+                    if dead and not p.ready():
+                        self._fail(e, "its engine process died (killed, or out of memory) while training")
+                    elif p.ready() and not p.successful():
+                        try:
+                            p.get(0)
+                        except Exception as err:  # noqa: BLE001  named in the RankFailedError
+                            self._fail(e, _short(err))
+            if self.error is not None:
+                raise self.error
+
+    def wait(self, timeout: float | None = None, poll: float = 0.5) -> list[dict]:
+        """Block until every rank returns; their results ordered by Horovod rank. Raises RankFailedError."""
+        deadline = None if timeout is None else time.time() + timeout
+        while not all(p.ready() for p in self.pending):
+            self.check()
+            if deadline is not None and time.time() > deadline:
+                raise TimeoutError(f"job still running after {timeout} s:\n{self.progress().to_string()}")
+            time.sleep(poll)
+        self.check()
+        self.rendezvous.stop()
+        return sorted((p.get() for p in self.pending), key=lambda r: r["rank"])
+
+    def results(self) -> list:
+        """The per-rank return values (e.g. train()'s summaries), in rank order."""
+        return [r["value"] for r in self.wait()]
+
+    def stop(self, timeout: float = 120) -> list[dict]:
+        """Ask every rank to stop (SIGINT: the training loop agrees across ranks, rank 0 checkpoints), then wait."""
+        self.stop_requested = True
+        self.cluster.client.send_signal("SIGINT", targets=[e.id for e in self.engines], block=True)
+        return self.wait(timeout=timeout)
+
+    def _who(self, e: Engine) -> str:
+        node = f" (node {e.node})" if e.node != e.host else ""
+        return f"rank {e.slot.rank} on host {e.host}{node}, engine {e.id}, pid {e.pid}"
+
+    def _fail(self, e: Engine, why: str) -> None:
+        if self.error is None:
+            self.error = RankFailedError(f"{self._who(e)}: {why}. The other ranks were released; the run can "
+                                         f"resume from its last checkpoint with cluster.launch(...) (same or "
+                                         f"different number of ranks)")
+            self._release()
+
+    def _release(self) -> None:
+        """Free ranks that may be blocked in a Gloo collective waiting for the dead one."""
+        self.rendezvous.stop()
+        try:
+            if self.cluster.launcher == "manual":
+                live = set(self.cluster.client.ids)
+                self.cluster.client.abort(targets=[e.id for e in self.engines if e.id in live], block=False)
+            else:
+                self.cluster.restart_engines()
+        except Exception as err:  # noqa: BLE001  the error we raise is about the rank; note this one
+            self.error.args = (self.error.args[0] + f" (releasing the other engines failed: {_short(err)})",)
+
+    # progress: what each rank last published (remote.train_rank's on_log records)
+
+    def progress(self) -> pd.DataFrame:
+        """The latest record of every rank: state, step, loss, ms/step, tok/s; indexed by rank."""
+        rows = []
+        for e, p in zip(self.engines, self.pending):
+            rec = (getattr(p, "data", None) or {}).get("record", {})
+            state = "failed" if (p.ready() and not p.successful()) else ("done" if p.ready() else "running")
+            step_time = rec.get("step_time")
+            rows.append({"rank": e.slot.rank, "node": e.node, "state": state, "step": rec.get("step"),
+                         "loss": rec.get("loss"),
+                         "ms/step": None if step_time is None else round(1000 * float(step_time), 1),
+                         "tok/s": rec.get("tokens_per_sec")})
+        return pd.DataFrame(rows).set_index("rank")
+
+    def panel_html(self) -> str:
+        """progress() as an HTML table under a one-line heading, plus the failure when there is one."""
+        head = f"<p>{len(self.engines)} ranks, {time.time() - self.t0:.0f} s</p>"
+        table = self.progress().to_html(na_rep="-", float_format=lambda v: f"{v:.4g}")
+        failure = "" if self.error is None else f"<p style='color:#b00'><b>{html.escape(str(self.error))}</b></p>"
+        return head + table + failure
+
+
+def _pid_alive(pid: int) -> bool:
+    """False for a process that is gone or a zombie (dead for our purposes)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:
+        return True
+
+
+def _short(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[-1] if text else ''}"[:500]

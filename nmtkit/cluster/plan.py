@@ -1,0 +1,137 @@
+"""The rank plan: host list, Horovod slots, each rank's environment, and the addresses the driver listens on.
+
+Built on horovod.runner's own helpers, so a rank started here sees exactly what `horovodrun` would have given it:
+`parse_hosts`/`get_host_assignments` (the slots) and gloo_run's `create_slot_env_vars`/`create_run_env_vars` (the
+HOROVOD_* variables, and NCCL_SOCKET_IFNAME next to the Gloo interface). Pure Python: no TensorFlow here.
+"""
+from __future__ import annotations
+
+import ipaddress
+import re
+import socket
+import subprocess
+from typing import Callable
+
+import psutil
+from horovod.runner.common.util.hosts import HostInfo, SlotInfo, get_host_assignments
+from horovod.runner.common.util.hosts import parse_hosts as horovod_parse_hosts
+from horovod.runner.gloo_run import create_run_env_vars, create_slot_env_vars
+
+LOOPBACK = "127.0.0.1"
+
+
+class ClusterError(RuntimeError):
+    """The cluster could not start, reach a node, or run the job; the message names the node and what to do."""
+
+
+def parse_hosts(text: str) -> list[HostInfo]:
+    """'10.0.0.5:2,10.0.0.6:2' -> Horovod's HostInfo list; a host without ':n' has one slot; '' -> []."""
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    for item in items:
+        name, _, count = item.rpartition(":") if ":" in item else (item, "", "1")
+        if not name or not count.isdigit() or int(count) < 1:
+            raise ClusterError(f"cluster.hosts: bad entry {item!r}: expected host:slots, e.g. 10.0.0.5:2")
+    if not items:
+        return []
+    hosts = horovod_parse_hosts(",".join(i if ":" in i else f"{i}:1" for i in items))
+    if len({h.hostname for h in hosts}) != len(hosts):
+        raise ClusterError(f"cluster.hosts: {text!r} names a host twice; give each host once with its slot count")
+    return hosts
+
+
+def assign_slots(node_of_engine: list[str]) -> list[SlotInfo]:
+    """The Horovod slot of each engine (same order as the input), from the node each engine runs on.
+
+    Horovod's get_host_assignments plans the nodes in the order they first appear, each with as many slots as it
+    has engines; a node's engines then take that node's slots in engine order.
+    """
+    counts: dict[str, int] = {}
+    for node in node_of_engine:
+        counts[node] = counts.get(node, 0) + 1
+    plan = get_host_assignments([HostInfo(node, n) for node, n in counts.items()], len(node_of_engine))
+    free: dict[str, list[SlotInfo]] = {}
+    for slot in plan:
+        free.setdefault(slot.hostname, []).append(slot)
+    return [free[node].pop(0) for node in node_of_engine]
+
+
+def rank_env(slot: SlotInfo, *, addr: str, port: int, iface: str, nccl: bool = False, gloo_timeout: int = 60,
+             device_index: int | None = None) -> dict[str, str]:
+    """Everything a rank needs in os.environ before hvd.init(): what horovodrun's Gloo launcher exports.
+
+    Gloo is the controller and carries CPU tensors (no MPI: no mpirun, no SSH between nodes). `nccl`: Horovod was
+    built with NCCL and this rank has a GPU, so GPU tensors go through NCCL (recorded as HOROVOD_GPU_OPERATIONS);
+    NCCL_SOCKET_IFNAME keeps NCCL's own sockets on the Gloo interface, as horovodrun does.
+    """
+    env = {"TF_USE_LEGACY_KERAS": "1"}
+    env.update(create_slot_env_vars(slot))  # HOROVOD_HOSTNAME must equal the host in the rendezvous server's plan
+    env.update(create_run_env_vars(addr, [iface], str(port)))
+    env.update({
+        # How long Gloo waits for a peer (rendezvous and every collective): a dead rank frees the others after it.
+        "HOROVOD_GLOO_TIMEOUT_SECONDS": str(gloo_timeout),
+        # The GPU this rank pins: its local rank on the physical machine (differs from HOROVOD_LOCAL_RANK only
+        # when local engines pose as nodes on a multi-GPU machine).
+        "NMTKIT_DEVICE_INDEX": str(slot.local_rank if device_index is None else device_index),
+    })
+    if nccl:
+        env["HOROVOD_GPU_OPERATIONS"] = "NCCL"
+    return env
+
+
+# --- where the driver listens ----------------------------------------------------------------------------------
+
+def check_listen(addr: str) -> str:
+    """Refuse every any-address (0.0.0.0, ::, [::], 0:0:0:0:0:0:0:0, '', '*'): the controller and the rendezvous
+    store would be open on every network. Returns the address (without brackets or spaces)."""
+    text = addr.strip().strip("[]")
+    try:
+        unspecified = text in ("", "*") or ipaddress.ip_address(text).is_unspecified
+    except ValueError:
+        unspecified = False  # a host name: resolved by whoever binds it
+    if unspecified:
+        raise ClusterError(f"refusing to listen on every interface ({addr!r}): set cluster.listen (or pass "
+                           f"listen_ip=) to the address of the network that reaches the nodes, e.g. 10.0.0.2")
+    return text
+
+
+def controller_ip(hosts: list[str], route_src: Callable[[str], str] | None = None) -> str:
+    """Where the controller and the rendezvous server listen: loopback for local engines, else the one local
+    address that routes to every remote host."""
+    if not hosts:
+        return LOOPBACK
+    route_src = route_src or source_address
+    sources = {h: route_src(h) for h in hosts}
+    distinct = sorted(set(sources.values()))
+    if len(distinct) != 1:
+        detail = ", ".join(f"{h} via {s}" for h, s in sources.items())
+        raise ClusterError(f"the remote hosts are reached through different local addresses ({detail}); "
+                           f"set cluster.listen (or pass listen_ip=) to the address on the network that reaches "
+                           f"them all")
+    return distinct[0]
+
+
+def source_address(host: str) -> str:
+    """The local address this machine uses to reach `host` (no packet is sent: a UDP connect picks the route)."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((socket.gethostbyname(host), 9))
+            return s.getsockname()[0]
+    except OSError as e:
+        raise ClusterError(f"no route from this machine to {host}: {e}; check the host list (cluster.hosts)") from None
+
+
+def iface_for(addr: str) -> str:
+    """The network interface this machine would use to reach `addr` (the one Gloo should bind to)."""
+    try:
+        out = subprocess.run(["ip", "-o", "route", "get", addr], capture_output=True, text=True, timeout=5).stdout
+        m = re.search(r"\bdev (\S+)", out)
+        if m:
+            return m.group(1)
+    except (OSError, subprocess.SubprocessError):
+        pass
+    # without iproute2: the interface holding the source address
+    src = LOOPBACK if addr.startswith("127.") else source_address(addr)
+    for name, addrs in psutil.net_if_addrs().items():
+        if any(a.address == src for a in addrs):
+            return name
+    return "lo" if addr.startswith("127.") else ""

@@ -1,0 +1,125 @@
+"""Preflight: the facts every engine reports (gathered through remote.node_facts) and the decision on them.
+
+The driver compares the nodes before training: same software (nmtkit source, TensorFlow, Horovod and its build),
+the same prepared data, a reachable rendezvous address, a host name that does not resolve to loopback on a
+multi-host job. Each problem is one sentence naming the rank, the node and the difference.
+"""
+from __future__ import annotations
+
+import socket
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import pandas as pd
+
+from nmtkit.cluster.plan import ClusterError
+from nmtkit.cluster.remote import DATA_MARKERS, node_facts
+from nmtkit.runs import workspace
+
+TABLE_COLUMNS = ["node", "host", "host_addr", "engine", "pid", "python", "nmtkit", "tensorflow", "horovod",
+                 "horovod_build", "gpus", "data_ok", "data_dir", "rendezvous_ok", "iface"]
+SAME_EVERYWHERE = (("nmtkit", "nmtkit"), ("nmtkit_source", "nmtkit source (sha256)"), ("tensorflow", "TensorFlow"),
+                   ("horovod", "Horovod"), ("horovod_build", "Horovod build"), ("python", "Python"))
+
+
+class PreflightError(ClusterError):
+    """The nodes differ (software, data, network) in a way that would break or silently skew training."""
+
+
+@contextmanager
+def reachability_listener(addr: str) -> Iterator[tuple[str, int]]:
+    """A throwaway TCP listener on the driver's address: can every node open a connection to it?"""
+    with socket.create_server((addr, 0)) as server:
+        yield addr, server.getsockname()[1]
+
+
+def gather_facts(client, engines: list, data_dir: str | None, rendezvous: tuple[str, int] | None,
+                 timeout: float) -> list[dict]:
+    """node_facts() from every engine (in the order given), with the driver's `rank`, `node` and `engine` added.
+    An engine that cannot even answer becomes a fact with an `error`."""
+    pending = [client[e.id].apply_async(node_facts, data_dir, rendezvous) for e in engines]
+    facts = []
+    for e, job in zip(engines, pending):
+        try:
+            f = job.get(timeout=timeout)
+        except Exception as err:  # noqa: BLE001  a node that cannot answer is a preflight problem, not a crash
+            f = {"host": e.host, "pid": e.pid, "error": f"{type(err).__name__}: {err}"}
+        f.update(rank=e.slot.rank, node=e.node, engine=e.id)
+        facts.append(f)
+    return facts
+
+
+def preflight_problems(facts: list[dict]) -> list[str]:
+    """What would break training, one sentence per problem naming the node and the difference; [] when fine.
+
+    `facts`: node_facts() dicts, one per rank in rank order (the first is the reference), with `node` and `rank`.
+    """
+    if not facts:
+        return ["no engines: start the cluster first"]
+    ref = facts[0]
+    problems = []
+    for f in facts:
+        if f.get("error"):
+            problems.append(f"{_who(f)}: {f['error']}")
+        else:
+            problems += [f"{_who(f)}: {p}" for p in _node_problems(f, ref)]
+    return problems
+
+
+def _who(f: dict) -> str:
+    return f"rank {f['rank']} on {f['node']}" + (f" ({f['host']})" if f["host"] != f["node"] else "")
+
+
+def _node_problems(f: dict, ref: dict) -> list[str]:
+    out = []
+    if f is not ref:
+        for key, label in SAME_EVERYWHERE:
+            if f.get(key) != ref.get(key):
+                out.append(f"{label} {f.get(key)} differs from {ref.get(key)} on {_who(ref)}; install the same "
+                           f"version on every node")
+    if f.get("horovod") is None:
+        out.append(f"Horovod is not importable there ({f.get('horovod_error')}); install it (scripts/setup.sh) on "
+                   f"that node")
+    elif "gloo" not in str(f.get("horovod_build", "")).split(","):
+        out.append("Horovod was built without Gloo: rebuild it with HOROVOD_WITH_GLOO=1 (see scripts/setup.sh); "
+                   "nmtkit starts Horovod through Gloo's rendezvous, not mpirun")
+    if not f.get("data_ok"):
+        missing = ", ".join(f.get("data_missing") or DATA_MARKERS)
+        out.append(f"prepared data missing in {f.get('data_dir')} (no {missing}); run prepare(cfg) there or let "
+                   f"preflight copy it (push_data=True)")
+    elif f is not ref and ref.get("data_ok") and f.get("data_sha") != ref.get("data_sha"):
+        out.append(f"prepared data differs from {_who(ref)} (manifest sha256 {str(f.get('data_sha'))[:12]} vs "
+                   f"{str(ref.get('data_sha'))[:12]}); prepare it with the same config everywhere")
+    if f.get("rendezvous_ok") is False:
+        out.append(f"cannot reach the rendezvous server at {f.get('rendezvous')} ({f.get('rendezvous_error')}); "
+                   f"open that port from the node to the driver, or choose the address with cluster.listen")
+    if f.get("gpus", 0) and not f.get("nccl_built"):
+        out.append(f"has {f['gpus']} GPU(s) but Horovod was built without NCCL; rebuild with "
+                   f"HOROVOD_GPU_OPERATIONS=NCCL (gradients would go through host memory)")
+    if (f.get("rendezvous") and not f["rendezvous"].startswith("127.")
+            and str(f.get("host_addr", "")).startswith("127.")):
+        out.append(f"its host name {f['host']} resolves to {f['host_addr']} there; Horovod 0.28.1 binds part of its "
+                   f"Gloo traffic to that address (it ignores HOROVOD_GLOO_IFACE for process sets), so the other "
+                   f"nodes cannot connect: map {f['host']} to the node's address on the training network in "
+                   f"/etc/hosts")
+    if f is not ref and f.get("gpus", 0) != ref.get("gpus", 0):
+        out.append(f"sees {f.get('gpus', 0)} GPU(s) but {_who(ref)} sees {ref.get('gpus', 0)}")
+    return out
+
+
+def preflight_table(facts: list[dict]) -> pd.DataFrame:
+    """The per-rank facts as a DataFrame indexed by rank (what the notebook shows)."""
+    rows = [{c: f.get(c) for c in TABLE_COLUMNS} | {"rank": f["rank"]} for f in facts]
+    for row in rows:  # paths inside the workspace print the same on every machine (and in committed notebooks)
+        row["data_dir"] = _under_workspace(row["data_dir"])
+    return pd.DataFrame(rows, columns=["rank"] + TABLE_COLUMNS).set_index("rank")
+
+
+def _under_workspace(path: str | None) -> str | None:
+    if not path:
+        return path
+    try:
+        return "<workspace>/" + str(Path(path).resolve().relative_to(workspace()))
+    except ValueError:
+        return path

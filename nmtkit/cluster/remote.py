@@ -1,0 +1,156 @@
+"""The functions that run on the engines. Module level, so ipyparallel sends them by reference (each engine
+imports this module). TensorFlow, horovod.tensorflow and nmtkit.train are imported inside them, so the driver,
+which imports this module too, never loads TensorFlow."""
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import horovod
+from ipyparallel.datapub import publish_data
+
+import nmtkit
+from nmtkit.cluster.plan import ClusterError, iface_for
+from nmtkit.config import Config
+from nmtkit.files import sha256_file
+from nmtkit.keras2 import import_tf
+
+# The data files a prepared data directory must hold on every node (see docs/architecture.md).
+DATA_MARKERS = ("manifest.json", "spm.model")
+
+
+def engine_identity() -> dict:
+    """Who this engine is: host, pid, Python."""
+    return {"host": socket.gethostname(), "pid": os.getpid(), "python": sys.version.split()[0], "cwd": os.getcwd()}
+
+
+def node_facts(data_dir: str | None, rendezvous: tuple[str, int] | None = None) -> dict:
+    """The software, GPUs, data and network facts preflight compares across nodes."""
+    f = engine_identity()
+    try:
+        f["host_addr"] = socket.gethostbyname(f["host"])
+    except OSError as e:
+        f["host_addr"] = f"unresolvable ({e})"
+    f["nmtkit"] = nmtkit.__version__
+    f["nmtkit_source"] = source_sha()
+    tf = import_tf()
+    f["tensorflow"] = tf.__version__ + ("+cuda" if tf.test.is_built_with_cuda() else "")
+    f["gpus"] = len(tf.config.list_physical_devices("GPU"))
+    f.update(horovod_facts())
+    f.update(data_facts(data_dir))
+    if rendezvous is not None:
+        addr, port = rendezvous
+        f["rendezvous"] = f"{addr}:{port}"
+        f["iface"] = iface_for(addr)
+        try:
+            socket.create_connection((addr, port), timeout=5).close()
+            f["rendezvous_ok"], f["rendezvous_error"] = True, None
+        except OSError as e:
+            f["rendezvous_ok"], f["rendezvous_error"] = False, f"{type(e).__name__}: {e}"
+    return f
+
+
+def horovod_facts() -> dict:
+    """Horovod's version and how it was built (gloo, mpi, nccl, cuda): the real build flags, not assumptions."""
+    try:
+        import horovod.tensorflow as hvd  # loads the compiled library and TensorFlow: engines only
+        built = {"gloo": hvd.gloo_built(), "mpi": hvd.mpi_built(), "nccl": hvd.nccl_built(),
+                 "cuda": hvd.cuda_built()}
+        return {"horovod": horovod.__version__, "nccl_built": bool(built["nccl"]),
+                "horovod_build": ",".join(name for name, ok in built.items() if ok)}
+    except Exception as e:  # noqa: BLE001  reported as a fact, refused by preflight_problems
+        return {"horovod": None, "horovod_build": None, "nccl_built": False, "horovod_error": repr(e)}
+
+
+def data_facts(data_dir: str | None) -> dict:
+    if data_dir is None:
+        return {"data_dir": None, "data_ok": True, "data_missing": [], "data_sha": None}
+    d = Path(data_dir).expanduser()
+    missing = [m for m in DATA_MARKERS if not (d / m).is_file()]
+    return {"data_dir": str(d), "data_ok": not missing, "data_missing": missing,
+            "data_sha": None if missing else sha256_file(d / "manifest.json")}
+
+
+def source_sha() -> str:
+    """One hash of nmtkit's Python sources: 'same nmtkit' means the same code, not just the same version number."""
+    root = Path(nmtkit.__file__).parent
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*.py")):
+        h.update(str(p.relative_to(root)).encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def write_file_chunk(path: str, data: bytes, offset: int, final_size: int | None = None) -> int:
+    """Write `data` at `offset` of `path`.part; the last chunk checks the size and renames it into place.
+
+    Not files.atomic_write_bytes: a data file arrives in many messages, so it is assembled on disk first.
+    """
+    p = Path(path).expanduser()
+    p.parent.mkdir(parents=True, exist_ok=True)
+    part = p.with_name(p.name + ".part")
+    with open(part, "r+b" if offset else "wb") as f:
+        f.seek(offset)
+        f.write(data)
+        if final_size is not None:
+            f.flush()
+            os.fsync(f.fileno())
+    if final_size is not None:
+        if part.stat().st_size != final_size:
+            raise OSError(f"{p}: received {part.stat().st_size} bytes, expected {final_size}")
+        os.replace(part, p)
+    return len(data)
+
+
+def rank_main(env: dict, fn: Callable, args: tuple, kwargs: dict) -> dict:
+    """Set this rank's environment, hvd.init(), call fn. Returns {'rank', 'host', 'pid', 'value'}."""
+    os.environ.update(env)
+    import_tf()  # TensorFlow with the Keras 2 API before Horovod loads it
+    import horovod.tensorflow as hvd  # engines only
+    if not hvd.gloo_built():
+        raise ClusterError(f"Horovod on {env['HOROVOD_HOSTNAME']} was built without Gloo: rebuild it with "
+                           f"HOROVOD_WITH_GLOO=1 (see scripts/setup.sh)")
+    if hvd.is_initialized():  # a previous launch on this engine: shut it down so init() reads the new environment
+        hvd.shutdown()
+    hvd.init()
+    if hvd.rank() != int(env["HOROVOD_RANK"]) or hvd.size() != int(env["HOROVOD_SIZE"]):
+        raise ClusterError(f"Horovod started as rank {hvd.rank()}/{hvd.size()} but was assigned "
+                           f"{env['HOROVOD_RANK']}/{env['HOROVOD_SIZE']}")
+    value = fn(*args, **kwargs)
+    return {"rank": hvd.rank(), "host": env["HOROVOD_HOSTNAME"], "pid": os.getpid(), "value": value}
+
+
+def rank_check() -> dict:
+    """Run through rank_main: what this rank was told, what Horovod made of it, and an allreduce across ranks.
+
+    `cluster.submit(rank_check).wait()` is the quickest check that Horovod works across the nodes.
+    """
+    import horovod.tensorflow as hvd  # engines only
+    tf = import_tf()
+    total = hvd.allreduce(tf.constant(float(hvd.rank() + 1)), op=hvd.Sum)
+    env = {k: v for k, v in os.environ.items() if k.startswith(("HOROVOD_", "NCCL_"))}
+    return {"env": env, "pid": os.getpid(), "allreduce_sum": float(total),
+            "hvd": (hvd.rank(), hvd.size(), hvd.local_rank(), hvd.local_size(), hvd.cross_rank(), hvd.cross_size())}
+
+
+def train_rank(cfg_dict: dict, run_dir: str, data_dir: str | None, resume: bool) -> dict:
+    """Run through rank_main: train() with Horovod, publishing each log record to the driver (Job.progress)."""
+    # nmtkit.train is the TensorFlow layer: imported on the engines only
+    from nmtkit.train.dist import Horovod
+    from nmtkit.train.loop import train
+
+    def on_log(record: dict) -> None:
+        publish_data({"record": {k: v for k, v in record.items() if isinstance(v, (int, float, str, bool))},
+                      "time": time.time()})
+
+    dist = Horovod()
+    summary = train(Config.from_dict(cfg_dict), run_dir, data_dir=data_dir, dist=dist, on_log=on_log,
+                    resume=resume)
+    summary["weights_checksum"] = dist.weights_checksum()  # equal on every rank when the ranks stayed in sync
+    summary["host"] = dist.host
+    return summary
