@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 import urllib.request
+import warnings
 from pathlib import Path
 
 import pytest
@@ -91,8 +92,10 @@ def get_json(url: str, timeout: float = 60.0, until=lambda body: True):
 
 
 def test_pkg_resources_is_importable():
-    # what TensorBoard 2.18 needs from setuptools (gone in setuptools 81)
-    import pkg_resources  # noqa: F401
+    # what TensorBoard 2.18 needs from setuptools (gone in setuptools 81); its deprecation warning is expected
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pkg_resources  # noqa: F401
 
 
 @pytest.mark.slow
