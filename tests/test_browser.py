@@ -9,12 +9,13 @@ TensorBoard's scalars page is opened on a tiny run too.
 from __future__ import annotations
 
 import contextlib
-import html.parser
+import json
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -31,51 +32,90 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium not installed: "
                                                           "sudo apt-get install -y chromium")]
+# websocket-client comes with jupyter_server (a JupyterLab dependency), so it is there wherever JupyterLab is
+websocket = pytest.importorskip("websocket", reason="websocket-client missing: reinstall jupyterlab (make setup)")
 
 
-def dump_dom(url: str, tmp: Path, budget_ms: int) -> str:
-    """The page's DOM after `budget_ms` of virtual time (timers run fast; network waits are real)."""
-    r = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                        "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
-                        f"--user-data-dir={tmp / 'chromium'}", f"--virtual-time-budget={budget_ms}",
-                        "--window-size=1280,20000", "--dump-dom", url],
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0 and "<html" in r.stdout, f"chromium failed ({r.returncode}): {r.stderr[-2000:]}"
-    shutil.rmtree(tmp / "chromium", ignore_errors=True)
-    return r.stdout
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+# What JupyterLab shows, read from its DOM: each output's MIME type (as its renderer tags it; widget views carry
+# none), its text, whether it holds a drawn widget view.
+LAB_READY_JS = "JSON.stringify(!!(window.jupyterapp && document.querySelector('.jp-LabShell')))"
+OPEN_JS = "jupyterapp.commands.execute('docmanager:open', {path: %s}); 'opening'"
+OUTPUTS_JS = """(() => {
+  const w = [...jupyterapp.shell.widgets('main')].find(w => w.context && w.context.path === %s);
+  if (!w) return 'null';
+  return JSON.stringify({
+    notebook: !!w.node.querySelector('.jp-Cell'),
+    outputs: [...w.node.querySelectorAll('.jp-OutputArea-output')].map(o => ({
+      mime: o.getAttribute('data-mime-type') || '', text: (o.innerText || '').trim().slice(0, 80),
+      widget: !!o.querySelector('.jupyter-widgets')}))});
+})()"""
 
 
-class _Outputs(html.parser.HTMLParser):
-    """Text of each rendered output (`jp-OutputArea-output`) and the widget views in the page."""
+class Chromium:
+    """Headless Chromium driven over its DevTools protocol: navigate, then poll the page with JavaScript."""
 
-    def __init__(self):
-        super().__init__()
-        self.outputs: list[str] = []
-        self.widgets = 0
-        self._stack: list[bool] = []   # per open element: does it open an output?
+    def __init__(self, tmp: Path):
+        self.proc = subprocess.Popen([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+                                      "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                                      "--no-first-run", "--disable-dev-shm-usage", f"--user-data-dir={tmp / 'chromium'}",
+                                      "--remote-debugging-port=0", "--remote-allow-origins=*",
+                                      "--window-size=1280,4000", "about:blank"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        for line in self.proc.stderr:  # "DevTools listening on ws://127.0.0.1:PORT/devtools/browser/..."
+            if "DevTools listening on" in line:
+                port = int(line.split("ws://127.0.0.1:")[1].split("/")[0])
+                break
+        else:
+            raise AssertionError(f"chromium exited with {self.proc.wait()} before opening its DevTools port")
+        threading.Thread(target=lambda: [None for _ in self.proc.stderr], daemon=True).start()  # drain its chatter
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as r:
+            page = next(t for t in json.load(r) if t["type"] == "page")
+        self.ws = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=30, suppress_origin=True)
+        self.next_id = 0
 
-    def handle_starttag(self, tag, attrs):
-        classes = (dict(attrs).get("class") or "").split()
-        self.widgets += "jupyter-widgets" in classes
-        opens = "jp-OutputArea-output" in classes
-        if opens:
-            self.outputs.append("")
-        if tag not in ("br", "img", "input", "meta", "link", "hr", "wbr", "source", "col", "area", "base"):
-            self._stack.append(opens)
+    def call(self, method: str, **params) -> dict:
+        self.next_id += 1
+        self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params}))
+        while True:  # events arrive in between; keep the answer to this call
+            msg = json.loads(self.ws.recv())
+            if msg.get("id") == self.next_id:
+                assert "error" not in msg, f"{method}: {msg['error']}"
+                return msg["result"]
 
-    def handle_endtag(self, tag):
-        if self._stack:
-            self._stack.pop()
+    def evaluate(self, expression: str):
+        return self.call("Runtime.evaluate", expression=expression, returnByValue=True)["result"].get("value")
 
-    def handle_data(self, data):
-        if any(self._stack) and self.outputs:
-            self.outputs[-1] += data
+    def navigate(self, url: str) -> None:
+        self.call("Page.navigate", url=url)
+
+    def poll(self, expression: str, done, timeout: float):
+        """Evaluate `expression` (JSON) until `done(value)` or `timeout` s; return the last value either way."""
+        deadline, value = time.monotonic() + timeout, None
+        while time.monotonic() < deadline:
+            raw = self.evaluate(expression)
+            value = json.loads(raw) if raw else None
+            if value is not None and done(value):
+                break
+            time.sleep(0.5)
+        return value
+
+    def close(self):
+        with contextlib.suppress(Exception):
+            self.ws.close()
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
 
 
-def rendered(dom: str) -> _Outputs:
-    parser = _Outputs()
-    parser.feed(dom)
-    return parser
+@pytest.fixture
+def chromium(tmp_path):
+    browser = Chromium(tmp_path)
+    yield browser
+    browser.close()
 
 
 def _free_port() -> int:
@@ -100,7 +140,8 @@ def _jupyter_env(tmp: Path) -> dict:
 def jupyterlab(root: Path, env: dict, token: str, timeout: float = 90.0):
     port = _free_port()
     cmd = [str(Path(sys.executable).with_name("jupyter")), "lab", "--ip=127.0.0.1", f"--port={port}", "--no-browser",
-           f"--ServerApp.root_dir={root}", f"--IdentityProvider.token={token}", "--ServerApp.port_retries=0"]
+           f"--ServerApp.root_dir={root}", f"--IdentityProvider.token={token}", "--ServerApp.port_retries=0",
+           "--LabApp.expose_app_in_browser=True"]  # window.jupyterapp: open notebooks without reloading the page
     if os.geteuid() == 0:
         cmd.append("--allow-root")
     log = open(root.parent / "jupyterlab.log", "w")
@@ -127,7 +168,12 @@ def jupyterlab(root: Path, env: dict, token: str, timeout: float = 90.0):
         log.close()
 
 
-def test_jupyterlab_renders_the_saved_widgets_of_trusted_notebooks(tmp_path):
+def _expected_widgets(path: Path) -> int:
+    nb = json.loads(path.read_text())
+    return sum(WIDGET_MIME in o.get("data", {}) for c in nb["cells"] for o in c.get("outputs", []))
+
+
+def test_jupyterlab_renders_the_saved_widgets_of_trusted_notebooks(tmp_path, chromium):
     clone = tmp_path / "notebooks"
     clone.mkdir()
     for name in WIDGET_NOTEBOOKS:
@@ -136,27 +182,44 @@ def test_jupyterlab_renders_the_saved_widgets_of_trusted_notebooks(tmp_path):
     # what set-up and `make lab` run on the shipped notebooks
     subprocess.run([str(Path(sys.executable).with_name("jupyter")), "trust", *sorted(map(str, clone.glob("*.ipynb")))],
                    env=env, check=True, capture_output=True)
-    shutil.copy(ROOT / "notebooks" / WIDGET_NOTEBOOKS[-1], clone / "untrusted.ipynb")  # never trusted: the control
+    # the control, never trusted: the same notebook with one metadata key more (trust goes by content)
+    control = json.loads((clone / WIDGET_NOTEBOOKS[-1]).read_text())
+    control["metadata"]["nmtkit_untrusted_control"] = True
+    (clone / "untrusted.ipynb").write_text(json.dumps(control))
     token = "nmtkit-browser-test"
     with jupyterlab(clone, env, token) as url:
+        chromium.navigate(f"{url}/lab?token={token}&reset")
+        assert chromium.poll(LAB_READY_JS, bool, timeout=60), "JupyterLab's page did not start"
         for name in WIDGET_NOTEBOOKS + ("untrusted.ipynb",):
-            page = rendered(dump_dom(f"{url}/lab/tree/{name}?token={token}&reset", tmp_path, 40_000))
-            texts = [t.strip() for t in page.outputs]
-            assert texts, f"{name}: JupyterLab rendered no outputs"
-            as_text = [t[:60] for t in texts if t.startswith(TEXT_REPRS)]
+            wanted = _expected_widgets(clone / name)
+            assert wanted, f"{name} carries no saved widget view: nothing to check"
+
+            def settled(page):  # every saved widget output drawn, as a widget or (untrusted) as its text
+                return (sum(o["widget"] for o in page["outputs"]) >= wanted
+                        or any(o["text"].startswith(TEXT_REPRS) for o in page["outputs"]))
+
+            chromium.evaluate(OPEN_JS % json.dumps(name))
+            page = chromium.poll(OUTPUTS_JS % json.dumps(name), settled, timeout=45)
+            assert page and page["notebook"] and page["outputs"], f"{name}: JupyterLab rendered no outputs: {page}"
+            outputs = page["outputs"]
+            as_text = [o["text"][:60] for o in outputs if o["text"].startswith(TEXT_REPRS)]
+            widgets = [o for o in outputs if o["widget"]]
             if name == "untrusted.ipynb":
                 # the control: untrusted, the same widgets show as their text reprs (what a fresh clone showed)
-                assert as_text, "an untrusted notebook's widgets rendered: the check below proves nothing"
+                assert as_text and not widgets, f"an untrusted notebook's widgets rendered: {outputs}"
             else:
                 assert not as_text, f"{name}: widgets shown as text: {as_text}"
-                assert page.widgets, f"{name}: no widget view rendered"
-                assert not [t for t in texts if "Error displaying widget" in t], f"{name}: a saved widget is missing"
+                assert len(widgets) == wanted, f"{name}: {len(widgets)} of {wanted} saved widgets drawn: {outputs}"
+                assert not [o for o in outputs if "Error displaying widget" in o["text"]], f"{name}: {outputs}"
 
 
-def test_tensorboard_scalars_page_lists_the_homework_tags(tmp_path):
+def test_tensorboard_scalars_page_lists_the_homework_tags(tmp_path, chromium):
     write_events(tmp_path / "logs" / "run")
     with tensorboard_server(tmp_path / "logs") as url:
         get_json(f"{url}/data/plugin/scalars/tags", until=lambda b: len(b.get("run", {})) >= 3)  # runs load lazily
-        dom = dump_dom(f"{url}/#scalars", tmp_path, 20_000)
-    assert "TensorBoard" in dom
-    assert any(tag in dom for tag in HOMEWORK_TAGS), "the scalars page lists none of the homework's tags"
+        chromium.navigate(f"{url}/#timeseries")  # TensorBoard 2.18's scalars view (Time Series, its default)
+        text = chromium.poll("JSON.stringify(document.body.innerText)",
+                             lambda t: all(tag in t for tag in HOMEWORK_TAGS), timeout=60)
+    assert text and "scalars" in text.lower(), f"TensorBoard's scalars view did not load: {text!r}"
+    missing = [tag for tag in HOMEWORK_TAGS if tag not in (text or "")]
+    assert not missing, f"the scalars page lists no {missing}: {text[:2000]!r}"
