@@ -69,6 +69,7 @@ def test_student_copy_runs_up_to_the_exercise(tmp_path):
     exec(cells[0], scope)                      # the set-up cell runs
     with pytest.raises(NotImplementedError):   # the exercise stops the student until it is filled in
         exec(cells[1], scope)
+    with pytest.raises(NotImplementedError):   # and so does the function it asks for
         scope["lr"](1)
 
 
