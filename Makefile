@@ -2,6 +2,7 @@
 #   make demo   set up .venv (TensorFlow, Horovod build, everything) and run the whole course (tiny profile)
 #   make test   the same set-up, then the unit tests and the notebooks under nbval (what CI runs)
 #   make lab    JupyterLab on 127.0.0.1 with the 'nmtkit' kernel
+#   make student  course staff: student copies of the notebooks (solutions removed) in student/
 VENV ?= .venv
 PY := $(VENV)/bin/python
 export NMTKIT_PROFILE ?= tiny
@@ -10,7 +11,7 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 # the venv's tools (tensorboard, ipengine, jupyter) for kernels and engines, without activating it
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: setup demo test unit notebooks lab doctor bench clean
+.PHONY: setup demo test unit notebooks lab trust student doctor bench clean
 
 setup:
 	@bash scripts/setup.sh
@@ -28,8 +29,19 @@ notebooks:
 	$(PY) -m pytest -q --nbval-lax --nbval-current-env --nbval-cell-timeout=900 \
 		--nbval-sanitize-with notebooks/sanitize.cfg -p no:cacheprovider notebooks/
 
-lab: setup
+# The shipped notebooks are trusted here (by content: re-run after editing one), else JupyterLab shows their saved
+# widgets (live panel, progress bar, translation box) as text such as `HTML(value=...)`. Idempotent.
+trust: setup
+	$(VENV)/bin/jupyter trust notebooks/[0-9][0-9]_*.ipynb
+
+lab: setup trust
 	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --no-browser $(if $(filter 0,$(shell id -u)),--allow-root) notebooks/
+
+# Student copies: every `### BEGIN SOLUTION` ... `### END SOLUTION` block becomes `raise NotImplementedError`,
+# outputs cleared. STUDENT=dir to write elsewhere.
+STUDENT ?= student
+student: setup
+	$(VENV)/bin/nmtkit student --out $(STUDENT)
 
 doctor: setup
 	$(VENV)/bin/nmtkit doctor
@@ -38,4 +50,4 @@ bench: setup
 	for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf notebooks/workspace runs .pytest_cache
+	rm -rf notebooks/workspace runs .pytest_cache student

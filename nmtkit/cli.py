@@ -7,6 +7,7 @@
     nmtkit export  --run DIR [--out DIR]
     nmtkit course  [--out DIR]
     nmtkit monitor [--interval S]
+    nmtkit student [--out DIR]
 """
 from __future__ import annotations
 
@@ -83,6 +84,13 @@ def cmd_course(args) -> int:
     return run_course(out_dir=args.out, profile=args.profile, publish_outputs=args.publish)
 
 
+def cmd_student(args) -> int:
+    from nmtkit.student import NOTEBOOKS_DIR, write_student_copies
+    for path, replaced in write_student_copies(out_dir=args.out, src_dir=args.notebooks or NOTEBOOKS_DIR):
+        print(f"{path}: {replaced} solution(s) replaced by `raise NotImplementedError`, outputs cleared")
+    return 0
+
+
 def cmd_monitor(args) -> int:
     from nmtkit.monitor import live
     return live(interval=args.interval, out=args.out)
@@ -134,6 +142,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--publish", action="store_true",
                    help="course staff: copy the executed notebooks over notebooks/ (the reference outputs nbval checks)")
     p.set_defaults(func=cmd_course)
+
+    p = sub.add_parser("student", help="course staff: student copies of the notebooks, solutions removed")
+    p.add_argument("--out", default="student", help="output directory (default: student/)")
+    p.add_argument("--notebooks", default=None, help="instructor notebooks (default: the kit's notebooks/)")
+    p.set_defaults(func=cmd_student)
 
     p = sub.add_parser("monitor", help="live CPU/GPU/network view in the terminal (nmon-like)")
     p.add_argument("--interval", type=float, default=1.0, help="seconds between samples")

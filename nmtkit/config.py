@@ -41,7 +41,6 @@ class DataConfig:
     batch_tokens: int = 0              # >0: token-based batching (a batch holds up to this many tokens)
     batch_sentences: int = 64          # per rank, like OpenSeq2Seq's batch_size_per_gpu
     bucket_width: int = 8              # length-bucket width in tokens
-    shuffle_buffer: int = 10_000
 
 
 @dataclass
@@ -54,6 +53,7 @@ class ModelConfig:
     dropout: float = 0.1
     label_smoothing: float = 0.1
     max_positions: int = 256           # longest sequence the sinusoidal table covers
+    attention_bias: bool = True        # biases on the q/k/v/output projections (OpenSeq2Seq's have none)
 
 
 @dataclass
@@ -302,11 +302,11 @@ def _wmt16_base() -> Config:
     """The homework: OpenSeq2Seq's transformer-base on WMT16 en-de, 2 nodes x 2 GPUs."""
     return Config(
         profile="wmt16-base",
-        data=DataConfig(source="wmt16", dir="data/wmt16", vocab_size=32_000, bpe_sample=2_000_000,
-                        min_len=1, max_len=80, max_len_ratio=3.0, max_tokens=56,
-                        batch_sentences=256, batch_tokens=0, bucket_width=8, shuffle_buffer=100_000),
+        data=DataConfig(source="wmt16", dir="data/wmt16", vocab_size=32_768, bpe_sample=2_000_000,
+                        min_len=1, max_len=80, max_len_ratio=9.0, max_tokens=56,
+                        batch_sentences=256, batch_tokens=0, bucket_width=8),
         model=ModelConfig(d_model=512, encoder_layers=6, decoder_layers=6, num_heads=8, d_ff=2048,
-                          dropout=0.1, label_smoothing=0.1, max_positions=256),
+                          dropout=0.1, label_smoothing=0.1, max_positions=256, attention_bias=False),
         train=TrainConfig(steps=300_000, lr_scale=2.0, warmup_steps=8_000, lr_scaling="none",
                           beta1=0.9, beta2=0.997, epsilon=1e-9, precision="auto",
                           log_every=100, ckpt_every=4_000, keep_checkpoints=5),

@@ -72,14 +72,15 @@ print(sys.argv[1] + m.group(1))
 PY
 }
 TF_PIN=$(pin tensorflow); TFK_PIN=$(pin tf-keras); HVD_PIN=$(pin horovod); CMAKE_PIN=$(pin cmake)
+ST_PIN=$(pin setuptools)   # below 81: TensorBoard 2.18 imports pkg_resources
 HVD_GPU_ENV=()
 if [ "$GPU" = 1 ]; then
   TF_PIN="tensorflow[and-cuda]==${TF_PIN#tensorflow==}"     # the same TensorFlow plus its CUDA/cuDNN/NCCL wheels
   HVD_GPU_ENV=(HOROVOD_GPU_OPERATIONS=NCCL)
 fi
 
-say "pip, wheel, setuptools, $CMAKE_PIN"
-"${PIP[@]}" install --upgrade pip wheel setuptools "$CMAKE_PIN"
+say "pip, wheel, $ST_PIN, $CMAKE_PIN"
+"${PIP[@]}" install --upgrade pip wheel "$ST_PIN" "$CMAKE_PIN"
 say "$TF_PIN $TFK_PIN (first: Horovod compiles against it)"
 "${PIP[@]}" install "$TF_PIN" "$TFK_PIN"
 
@@ -145,6 +146,10 @@ PY
 "$VPY" -m ipykernel install --sys-prefix --name nmtkit --display-name "Python 3 (nmtkit)" \
   --env TF_USE_LEGACY_KERAS 1 >/dev/null
 say "Jupyter kernel 'nmtkit' installed in $VENV"
+# Trust the shipped notebooks (a signature per content, in the user's Jupyter data dir): untrusted, JupyterLab shows
+# their saved widgets as text (`HTML(value=...)`). `make lab` trusts them again after they change.
+"$VENV/bin/jupyter" trust notebooks/[0-9][0-9]_*.ipynb >/dev/null ||
+  say "could not trust the notebooks; \`make lab\` tries again"
 
 echo "$want" > "$STAMP"
 say "done"

@@ -18,7 +18,9 @@ def test_wmt16_base_is_the_homeworks_transformer_base():
     c = config.profile("wmt16-base")
     assert (c.model.d_model, c.model.encoder_layers, c.model.decoder_layers) == (512, 6, 6)
     assert (c.model.num_heads, c.model.d_ff, c.model.dropout, c.model.label_smoothing) == (8, 2048, 0.1, 0.1)
-    assert c.data.vocab_size == 32_000 and c.data.batch_sentences == 256 and c.data.max_tokens == 56
+    assert c.data.vocab_size == 32_768 and c.data.batch_sentences == 256 and c.data.max_tokens == 56
+    assert c.data.max_len_ratio == 9.0 and c.model.attention_bias is False   # clean-corpus-n's ratio; use_bias=False
+    assert config.profile("tiny").model.attention_bias is True   # the tiny course model keeps its biases
     assert (c.train.lr_scale, c.train.warmup_steps, c.train.steps) == (2.0, 8000, 300_000)
     assert (c.train.beta1, c.train.beta2, c.train.epsilon) == (0.9, 0.997, 1e-9)
     assert (c.eval.every, c.eval.beam_size, c.eval.length_penalty) == (4000, 4, 0.6)

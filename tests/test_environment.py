@@ -72,6 +72,17 @@ def test_setup_script_is_valid_bash_and_reads_pins_from_pyproject():
     text = (ROOT / "scripts" / "setup.sh").read_text()
     assert "2.18.1" not in text and "0.28.1" not in text, "pins belong in pyproject.toml only"
     assert "--no-build-isolation" in text and "HOROVOD_WITH_GLOO=1" in text
+    # setuptools 81 dropped pkg_resources, which TensorBoard 2.18 imports: set-up installs the pin, never the latest
+    assert "$(pin setuptools)" in text and '"$ST_PIN"' in text
+    assert not re.search(r"install --upgrade[^\n]* setuptools\b", text)
+
+
+def test_setuptools_pin_keeps_pkg_resources():
+    pins = _pyproject_pins()
+    assert pins["setuptools"].endswith("<81"), "TensorBoard 2.18 imports pkg_resources (gone in setuptools 81)"
+    build = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]
+    # scripts/setup.sh's pin() reads the first "setuptools..." string: both must say the same
+    assert f"setuptools{pins['setuptools']}" in build
 
 
 def test_setup_is_idempotent_and_fast_when_done():

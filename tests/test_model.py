@@ -1,5 +1,7 @@
 """The Transformer: shapes, masks (padding never changes the output, the future never leaks), loss masking,
 the KV-cached decoding step, and the homework model's parameter count."""
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -138,8 +140,14 @@ def test_beam_search_scores_at_least_greedy(model):
 
 def test_homework_model_has_61M_parameters():
     cfg = config.profile("wmt16-base")
+    assert cfg.model.attention_bias is False, "OpenSeq2Seq's attention projections have no biases"
     m = build(cfg.model, 32_000)
     n = count_params(m)
     print(f"wmt16-base transformer: {n:,} parameters")
-    assert 60_000_000 < n < 62_000_000
+    # 60,524,544 with biases, less 4 projections x 512 biases x 18 attention layers (6 encoder, 12 decoder)
+    assert n == 60_524_544 - 36_864
+    with_bias = dataclasses.replace(cfg.model, attention_bias=True)
+    assert count_params(build(with_bias, 32_000)) == 60_524_544
+    # the homework's 32,768 BPE pieces: 768 more rows of the shared embedding
+    assert count_params(build(cfg.model, cfg.data.vocab_size)) == n + 768 * 512
     assert train_flops(cfg.model, 32_000, 1000, 1000) > 6 * (n - 32_000 * 512) * 1000

@@ -1,0 +1,104 @@
+"""Student copies (`make student`): solutions replaced by `raise NotImplementedError`, outputs cleared, the rest kept."""
+import nbformat
+import pytest
+
+from nmtkit import cli
+from nmtkit.student import StudentError, strip_solutions, write_student_copies
+
+INTRO = "import pandas as pd\nframe = pd.DataFrame({'step': [1, 2], 'loss': [3.0, 2.5]})\nframe"
+EXERCISE = """def lr(step, d_model=512, warmup=8000):
+    \"\"\"The learning rate at `step`.\"\"\"
+    ### BEGIN SOLUTION
+    secret_formula = 2.0 * d_model ** -0.5
+    return secret_formula * min(step ** -0.5, step * warmup ** -1.5)
+    ### END SOLUTION
+
+answer = None
+### BEGIN SOLUTION
+answer = frame.loss.min()
+### END SOLUTION"""
+CHECK = "check('lr', lr(8000), 0.000698)"
+
+
+def _notebook(path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# Exercises"),
+                nbformat.v4.new_code_cell(INTRO, execution_count=1, outputs=[
+                    nbformat.v4.new_output("execute_result", {"text/plain": "   step  loss"}, execution_count=1)]),
+                nbformat.v4.new_code_cell(EXERCISE, execution_count=2, outputs=[
+                    nbformat.v4.new_output("stream", name="stdout", text="secret_formula printed\n")]),
+                nbformat.v4.new_markdown_cell("Why?\n### BEGIN SOLUTION\nBecause secret_reason.\n### END SOLUTION"),
+                nbformat.v4.new_code_cell(CHECK)]
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {}, "version_major": 2,
+                                                                           "version_minor": 0}}
+    nbformat.write(nb, path)
+    return nb
+
+
+def test_student_copy_removes_solutions_and_keeps_the_rest(tmp_path):
+    src, out = tmp_path / "src", tmp_path / "student"
+    src.mkdir()
+    original = _notebook(src / "02_exercise.ipynb")
+    [(path, replaced)] = write_student_copies(out, src)
+    assert path == out / "02_exercise.ipynb" and replaced == 3
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    text = path.read_text()
+    assert "secret_formula" not in text and "frame.loss.min" not in text and "secret_reason" not in text
+    assert "SOLUTION" not in text
+    code = nb.cells[2].source
+    # the stub keeps the indentation of its BEGIN marker: inside the function, and at top level
+    assert code.splitlines() == ['def lr(step, d_model=512, warmup=8000):', '    """The learning rate at `step`."""',
+                                 "    raise NotImplementedError", "", "answer = None", "raise NotImplementedError"]
+    compile(code, "exercise", "exec")  # still valid Python
+    assert nb.cells[3].source == "Why?\nYOUR ANSWER HERE"
+    # cells before the first exercise, and the check cell after it, are unchanged (outputs cleared)
+    assert [c.source for c in nb.cells[:2]] == [c.source for c in original.cells[:2]]
+    assert nb.cells[4].source == CHECK
+    assert all(c.outputs == [] and c.execution_count is None for c in nb.cells if c.cell_type == "code")
+    assert "widgets" not in nb.metadata
+
+
+def test_student_copy_runs_up_to_the_exercise(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    _notebook(src / "02_exercise.ipynb")
+    [(path, _)] = write_student_copies(tmp_path / "student", src)
+    cells = [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+    scope = {}
+    exec(cells[0], scope)                      # the set-up cell runs
+    with pytest.raises(NotImplementedError):   # the exercise stops the student until it is filled in
+        exec(cells[1], scope)
+    with pytest.raises(NotImplementedError):   # and so does the function it asks for
+        scope["lr"](1)
+
+
+@pytest.mark.parametrize("source, message", [
+    ("### BEGIN SOLUTION\nx = 1\n", "never closed"),
+    ("x = 1\n### END SOLUTION\n", "without a ### BEGIN SOLUTION"),
+    ("### BEGIN SOLUTION\n### BEGIN SOLUTION\n### END SOLUTION\n", "inside the solution opened on line 1"),
+])
+def test_unbalanced_markers_name_the_cell_and_line(source, message):
+    with pytest.raises(StudentError, match=message) as e:
+        strip_solutions(source, where="04_x.ipynb, cell 7")
+    assert "04_x.ipynb, cell 7, line" in str(e.value)
+
+
+def test_student_refuses_to_overwrite_the_instructor_notebooks(tmp_path):
+    _notebook(tmp_path / "02_exercise.ipynb")
+    with pytest.raises(StudentError, match="overwrite"):
+        write_student_copies(tmp_path, tmp_path)
+
+
+def test_cli_student_writes_copies(tmp_path, capsys):
+    src = tmp_path / "src"
+    src.mkdir()
+    _notebook(src / "02_exercise.ipynb")
+    assert cli.main(["student", "--notebooks", str(src), "--out", str(tmp_path / "out")]) == 0
+    assert "3 solution(s) replaced" in capsys.readouterr().out
+    assert "secret_formula" not in (tmp_path / "out" / "02_exercise.ipynb").read_text()
+
+
+def test_cli_student_names_a_missing_notebook_dir(tmp_path, capsys):
+    assert cli.main(["student", "--notebooks", str(tmp_path), "--out", str(tmp_path / "out")]) == 1
+    assert "no notebooks" in capsys.readouterr().err
