@@ -62,7 +62,7 @@ def test_clean_stop_disarms_the_reaper():
     code = ("import subprocess, sys, time\n"
             "from nmtkit.cluster.lifeline import Lifeline\n"
             "line = Lifeline('127.0.0.1')\n"
-            "v = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'], start_new_session=True)\n"
+            "v = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'], start_new_session=True)\n"
             "line.reap([v.pid], grace=1)\n"
             "line.close()\n"
             "print(v.pid)\n")
@@ -71,4 +71,7 @@ def test_clean_stop_disarms_the_reaper():
     try:
         assert not _dead(pid)  # a clean stop kills nothing by itself
     finally:
-        os.kill(pid, signal.SIGKILL)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
