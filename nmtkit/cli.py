@@ -2,6 +2,7 @@
 
     nmtkit doctor [--json]
     nmtkit prepare [--profile P] [--set k=v ...] [--data DIR] [--force]
+                   [--train-src F --train-tgt F --dev-src F --dev-tgt F [--test-src F --test-tgt F]] [--[no-]tokenized]
     nmtkit train   [--profile P] [--set k=v ...] [--data DIR] --logdir DIR
     nmtkit report  --run DIR [--run DIR2] [--out DIR]
     nmtkit export  --run DIR [--out DIR]
@@ -42,8 +43,17 @@ def cmd_doctor(args) -> int:
 
 
 def cmd_prepare(args) -> int:
+    from nmtkit.data.owncorpus import ROLES
     from nmtkit.data.prepare import prepare
     cfg = _config(args)
+    own = {f"data.{r}": getattr(args, r) for r in ROLES if getattr(args, r)}
+    if own:
+        if not args.data and not any(o.strip().startswith("data.dir=") for o in args.overrides):
+            raise config_mod.ConfigError("--train-src and friends need --data DIR: where the prepared corpus goes "
+                                         "(pass the same --data to `nmtkit train`)")
+        cfg = cfg.with_overrides({"data.source": "files", **own})
+    if args.tokenized is not None:
+        cfg = cfg.with_overrides({"data.tokenized": "yes" if args.tokenized else "no"})
     stats = prepare(cfg, force=args.force)
     print(stats.table())
     print(f"data ready in {cfg.data.dir}")
@@ -96,6 +106,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(p)
     p.add_argument("--data", default=None, help="data directory (default: the profile's data.dir)")
     p.add_argument("--force", action="store_true", help="redo every step even if the manifest says done")
+    own = p.add_argument_group("your own corpus (instead of data.source): one sentence per line, aligned by line")
+    for role in ("train", "dev", "test"):
+        for side, lang in (("src", "source (English)"), ("tgt", "target (German)")):
+            own.add_argument(f"--{role}-{side}", dest=f"{role}_{side}", metavar="FILE", default=None,
+                             help=f"{role} split, {lang} side" + (" (optional: dev is used without it)"
+                                                                   if role == "test" else ""))
+    own.add_argument("--tokenized", action=argparse.BooleanOptionalAction, default=None,
+                     help="the files are Moses-tokenized (`isn &apos;t`): detokenize them; default: detect per file")
     p.set_defaults(func=cmd_prepare)
 
     p = sub.add_parser("train", help="train (or resume) the Transformer on one process")

@@ -24,7 +24,8 @@ class ConfigError(ValueError):
 
 @dataclass
 class DataConfig:
-    source: str = "synthetic"          # "synthetic" (embedded grammar) or "wmt16" (the homework's corpus)
+    source: str = "synthetic"          # "synthetic" (embedded grammar), "wmt16" (the homework's corpus) or
+                                       # "files" (your own parallel text: data.train_src ... below)
     dir: str = "data/tiny"             # where prepared data lives (relative to the working directory)
     train_size: int = 50_000           # synthetic only: sentence pairs
     dev_size: int = 1_000
@@ -41,6 +42,16 @@ class DataConfig:
     batch_sentences: int = 64          # per rank, like OpenSeq2Seq's batch_size_per_gpu
     bucket_width: int = 8              # length-bucket width in tokens
     shuffle_buffer: int = 10_000
+    # your own corpus (source="files"): one sentence per line, line i of *_src translates to line i of *_tgt
+    train_src: str = ""
+    train_tgt: str = ""
+    dev_src: str = ""
+    dev_tgt: str = ""
+    test_src: str = ""                 # optional: without a test split, dev is also the test set
+    test_tgt: str = ""
+    tokenized: str = "auto"            # Moses-tokenized input: "auto" (detect per file), "yes" or "no"
+    src_lang: str = "en"               # languages of the two sides, for the Moses detokenizer
+    tgt_lang: str = "de"
 
 
 @dataclass
