@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from nmtkit.data import DataError, MissingFileError
+from nmtkit.data import DataError, LineCountError, MissingFileError
 from nmtkit.data.clean import clean_pairs
-from nmtkit.data.text import read_lines, read_parallel
+from nmtkit.data.text import read_lines
 from nmtkit.files import sha256_file, write_lines_atomic
 
 ROLES = ("train_src", "train_tgt", "dev_src", "dev_tgt", "test_src", "test_tgt")
@@ -122,8 +122,12 @@ def input_params(dc, out_dir: Path) -> dict:
 
 
 def _read_pair(paths: dict[str, Path], split: str) -> tuple[list[str], list[str]]:
-    hint = f"check {FLAGS[split + '_src']} / {FLAGS[split + '_tgt']}"
-    return read_parallel(paths[f"{split}_src"], paths[f"{split}_tgt"], hint=hint)
+    (s, fs), (t, ft) = [(paths[f"{split}_{side}"], FLAGS[f"{split}_{side}"]) for side in ("src", "tgt")]
+    src, tgt = read_lines(s, hint=f"check {fs}"), read_lines(t, hint=f"check {ft}")
+    if len(src) != len(tgt):
+        raise LineCountError(f"{s} ({fs}) has {len(src):,} lines but {t} ({ft}) has {len(tgt):,}: line i of one "
+                             f"must translate line i of the other; fix or re-export the pair of files")
+    return src, tgt
 
 
 def prepare_files(d: Path, dc, say=print) -> tuple[str, dict, dict]:
