@@ -89,6 +89,9 @@ def test_cli_prepares_detokenized_text_and_uses_dev_as_test(prepared):
         assert " ," not in text and " ." not in text, name
     assert "isn't it?" in (data / "train.en").read_text() and '"' in (data / "dev.de").read_text()
     assert "[A | B]" in (data / "train.en").read_text() and "& mehr" in (data / "train.de").read_text()
+    # the joint BPE was learned on detokenized text: no piece of an escape for the model to emit
+    vocab = [line.split("\t")[0] for line in (data / "spm.vocab").read_text(encoding="utf-8").splitlines()]
+    assert not [p for p in vocab if "apos" in p or "quot" in p or "&#" in p], vocab
     # said what it detected and why, and that dev is the test set
     assert out.count("Moses-tokenized, detokenizing") == 4 and "rule: >= 20%" in out
     assert "no test split" in out and "test BLEU is measured on dev" in out

@@ -101,8 +101,7 @@ def inputs(dc) -> dict[str, Path]:
                         "(then dev is also the test set)")
     if dc.tokenized not in TOKENIZED:
         raise DataError(f"data.tokenized={dc.tokenized!r}: choose auto, yes or no")
-    paths = {r: Path(p).expanduser().resolve() for r, p in given.items()}
-    return paths
+    return {r: Path(p).expanduser().resolve() for r, p in given.items()}
 
 
 def input_params(dc, out_dir: Path) -> dict:
