@@ -92,7 +92,7 @@ def detokenize(lines: list[str], lang: str) -> list[str]:
 # --- the corpus step ---------------------------------------------------------------------------------
 
 def inputs(dc) -> dict[str, Path]:
-    """role -> input file (absolute); checks that the set is complete and that no input is an output."""
+    """role -> input file (absolute); checks that the set is complete and the settings valid."""
     given = {r: getattr(dc, r) for r in ROLES if getattr(dc, r)}
     need = [r for r in ROLES[:4] if r not in given]
     if need:
@@ -118,6 +118,8 @@ def input_params(dc, out_dir: Path) -> dict:
             files[role] = {"path": str(path), "sha256": sha256_file(path)}
         except FileNotFoundError:
             raise MissingFileError(f"{path}: no such file; check {FLAGS[role]} (data.{role})") from None
+        except IsADirectoryError:
+            raise DataError(f"{path}: is a directory; {FLAGS[role]} (data.{role}) takes a text file") from None
     return {"inputs": files, "tokenized": dc.tokenized, "src_lang": dc.src_lang, "tgt_lang": dc.tgt_lang,
             "rule": RULE}
 
