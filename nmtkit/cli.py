@@ -2,12 +2,14 @@
 
     nmtkit doctor [--json]
     nmtkit prepare [--profile P] [--set k=v ...] [--data DIR] [--force]
-                   [--train-src F --train-tgt F --dev-src F --dev-tgt F [--test-src F --test-tgt F]] [--[no-]tokenized]
     nmtkit train   [--profile P] [--set k=v ...] [--data DIR] --logdir DIR
     nmtkit report  --run DIR [--run DIR2] [--out DIR]
     nmtkit export  --run DIR [--out DIR]
     nmtkit course  [--out DIR]
     nmtkit monitor [--interval S]
+
+Your own corpus instead of the profile's (Moses-tokenized files are detected and detokenized):
+    nmtkit prepare --train-src F --train-tgt F --dev-src F --dev-tgt F [--test-src F --test-tgt F] --data DIR
 """
 from __future__ import annotations
 
