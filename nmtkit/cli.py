@@ -8,6 +8,9 @@
     nmtkit course  [--out DIR]
     nmtkit monitor [--interval S]
     nmtkit student [--out DIR]
+
+Your own corpus instead of the profile's (Moses-tokenized files are detected and detokenized):
+    nmtkit prepare --train-src F --train-tgt F --dev-src F --dev-tgt F [--test-src F --test-tgt F] --data DIR
 """
 from __future__ import annotations
 
@@ -45,8 +48,17 @@ def cmd_doctor(args) -> int:
 
 
 def cmd_prepare(args) -> int:
+    from nmtkit.data.owncorpus import ROLES
     from nmtkit.data.prepare import prepare
     cfg = _config(args)
+    own = {f"data.{r}": getattr(args, r) for r in ROLES if getattr(args, r)}
+    if own:
+        if not args.data and not any(o.strip().startswith("data.dir=") for o in args.overrides):
+            raise config_mod.ConfigError("--train-src and friends need --data DIR: where the prepared corpus goes "
+                                         "(pass the same --data to `nmtkit train`)")
+        cfg = cfg.with_overrides({"data.source": "files", **own})
+    if args.tokenized is not None:
+        cfg = cfg.with_overrides({"data.tokenized": "yes" if args.tokenized else "no"})
     stats = prepare(cfg, force=args.force)
     print(stats.table())
     print(f"data ready in {cfg.data.dir}")
@@ -110,6 +122,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(p)
     p.add_argument("--data", default=None, help="data directory (default: the profile's data.dir)")
     p.add_argument("--force", action="store_true", help="redo every step even if the manifest says done")
+    own = p.add_argument_group("your own corpus (instead of data.source): one sentence per line, aligned by line")
+    for role in ("train", "dev", "test"):
+        for side, lang in (("src", "source (English)"), ("tgt", "target (German)")):
+            own.add_argument(f"--{role}-{side}", dest=f"{role}_{side}", metavar="FILE", default=None,
+                             help=f"{role} split, {lang} side" + (" (optional: dev is used without it)"
+                                                                   if role == "test" else ""))
+    own.add_argument("--tokenized", action=argparse.BooleanOptionalAction, default=None,
+                     help="the files are Moses-tokenized (`isn &apos;t`): detokenize them; default: detect per file")
     p.set_defaults(func=cmd_prepare)
 
     p = sub.add_parser("train", help="train (or resume) the Transformer: one process, or --np ranks with Horovod")

@@ -25,7 +25,8 @@ class ConfigError(ValueError):
 
 @dataclass
 class DataConfig:
-    source: str = "synthetic"          # "synthetic" (embedded grammar) or "wmt16" (the homework's corpus)
+    source: str = "synthetic"          # "synthetic" (embedded grammar), "wmt16" (the homework's corpus) or
+                                       # "files" (your own parallel text: data.train_src ... below)
     dir: str = "data/tiny"             # where prepared data lives (relative to the working directory)
     train_size: int = 50_000           # synthetic only: sentence pairs
     dev_size: int = 1_000
@@ -41,6 +42,16 @@ class DataConfig:
     batch_tokens: int = 0              # >0: token-based batching (a batch holds up to this many tokens)
     batch_sentences: int = 64          # per rank, like OpenSeq2Seq's batch_size_per_gpu
     bucket_width: int = 8              # length-bucket width in tokens
+    # your own corpus (source="files"): one sentence per line, line i of *_src translates to line i of *_tgt
+    train_src: str = ""
+    train_tgt: str = ""
+    dev_src: str = ""
+    dev_tgt: str = ""
+    test_src: str = ""                 # optional: without a test split, dev is also the test set
+    test_tgt: str = ""
+    tokenized: str = "auto"            # Moses-tokenized input: "auto" (detect per file), "yes" or "no"
+    src_lang: str = "en"               # languages of the two sides, for the Moses detokenizer
+    tgt_lang: str = "de"
 
 
 @dataclass
@@ -221,12 +232,17 @@ def _coerce(key: str, typ, value):
     raise ConfigError(f"{key}: expected {typ.__name__}, got {value!r} ({type(value).__name__})")
 
 
+REMOVED_KEYS = {"data.shuffle_buffer"}  # read by nothing; ignored in old config.json files
+
+
 def _build(cls, d, where: str):
     if not isinstance(d, dict):
         raise ConfigError(f"{where}: expected an object, got {type(d).__name__}")
     hints = typing.get_type_hints(cls)
     kwargs = {}
     for name, value in d.items():
+        if f"{where}.{name}" in REMOVED_KEYS:
+            continue  # a run's config.json from before the key was removed still loads (and resumes)
         if name not in hints:
             raise ConfigError(f"{where}: unknown config key {name!r} (known: {', '.join(hints)})")
         typ = hints[name]
@@ -240,13 +256,14 @@ def _build(cls, d, where: str):
 
 # --- ranges ------------------------------------------------------------------------------------
 
-CHOICES = {"data.source": ("synthetic", "wmt16"), "train.lr_scaling": SCALINGS,
+CHOICES = {"data.source": ("synthetic", "wmt16", "files"), "data.tokenized": ("auto", "yes", "no"),
+           "train.lr_scaling": SCALINGS,
            "train.precision": ("auto", "float32", "mixed_float16"),
            "cluster.launcher": ("auto", "local", "ssh", "manual")}
 AT_LEAST = {  # key -> smallest allowed value (what 0 means, where it is allowed, is in the field's comment)
     "data.train_size": 1, "data.dev_size": 1, "data.test_size": 1, "data.vocab_size": 8, "data.bpe_sample": 1,
     "data.min_len": 0, "data.max_len": 1, "data.max_len_ratio": 1, "data.max_tokens": 1, "data.batch_tokens": 0,
-    "data.batch_sentences": 1, "data.bucket_width": 1, "data.shuffle_buffer": 1,
+    "data.batch_sentences": 1, "data.bucket_width": 1,
     "model.d_model": 2, "model.encoder_layers": 1, "model.decoder_layers": 1, "model.num_heads": 1,
     "model.d_ff": 1, "model.max_positions": 2,
     "train.steps": 1, "train.warmup_steps": 1, "train.grad_accum": 1, "train.log_every": 1, "train.ckpt_every": 0,

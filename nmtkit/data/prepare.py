@@ -16,7 +16,7 @@ import numpy as np
 
 from nmtkit.data import DataError
 from nmtkit.data import bpe as bpe_mod
-from nmtkit.data import pipeline, synthetic
+from nmtkit.data import owncorpus, pipeline, synthetic
 from nmtkit.data.clean import clean_pairs
 from nmtkit.data.stats import FILE as STATS_FILE
 from nmtkit.data.stats import DataStats
@@ -85,15 +85,21 @@ def _remove_leftovers(d: Path) -> None:
 
 # --- steps -------------------------------------------------------------------------------------------
 
-def _corpus_params(dc) -> dict:
+def _corpus_params(dc, d: Path) -> dict:
     p = {"source": dc.source, "seed": dc.seed, "min_len": dc.min_len, "max_len": dc.max_len,
          "max_len_ratio": dc.max_len_ratio}
     if dc.source == "synthetic":
         p.update(train_size=dc.train_size, dev_size=dc.dev_size, test_size=dc.test_size)
+    if dc.source == "files":
+        p.update(owncorpus.input_params(dc, d))  # the input files' paths and sha256
+    elif dc.train_src:
+        raise DataError(f"data.train_src is set but data.source={dc.source!r}: set data.source=files to prepare "
+                        f"your own corpus (the CLI does so for --train-src)")
     return p
 
 
-def _step_corpus(d: Path, dc, progress: bool) -> tuple[str, dict]:
+def _step_corpus(d: Path, dc, progress: bool) -> tuple[str, dict, dict]:
+    """Write {train,dev,test}.{en,de}; returns the message, the cleaning counts and (own corpus) what was done."""
     if dc.source == "synthetic":
         splits = synthetic.generate(dc.train_size, dc.dev_size, dc.test_size, seed=dc.seed)
         train, counts = clean_pairs(splits["train"], dc.min_len, dc.max_len, dc.max_len_ratio)
@@ -107,9 +113,11 @@ def _step_corpus(d: Path, dc, progress: bool) -> tuple[str, dict]:
         from nmtkit.data import wmt
         counts = wmt.fetch_and_clean(d, dc, progress=progress)
         msg = f"WMT16 en-de: {counts['kept']:,} training pairs kept of {counts['input']:,}"
+    elif dc.source == "files":
+        return owncorpus.prepare_files(d, dc, say=print if progress else (lambda *a, **k: None))
     else:
-        raise DataError(f"data.source={dc.source!r}: choose 'synthetic' or 'wmt16'")
-    return msg, counts
+        raise DataError(f"data.source={dc.source!r}: choose 'synthetic', 'wmt16' or 'files'")
+    return msg, counts, {}
 
 
 def _step_bpe(d: Path, dc) -> str:
@@ -194,11 +202,11 @@ def prepare(cfg, data_dir=None, force: bool = False, progress: bool = True) -> D
         say(f"prepare [{i}/{n}] {step}: {msg} ({time.perf_counter() - t0:.1f} s)")
         return True
 
-    corpus_params = _corpus_params(dc)
+    corpus_params = _corpus_params(dc, d)
 
     def corpus():
-        msg, counts = _step_corpus(d, dc, progress)
-        man.record("corpus", corpus_params, TEXT_FILES, info={"cleaning": counts})
+        msg, counts, own = _step_corpus(d, dc, progress)
+        man.record("corpus", corpus_params, TEXT_FILES, info={"cleaning": counts, **({"own": own} if own else {})})
         return msg
     run(1, "corpus", corpus_params, corpus)
 
@@ -228,4 +236,6 @@ def prepare(cfg, data_dir=None, force: bool = False, progress: bool = True) -> D
         man.record("stats", stats_params, [STATS_FILE])
         return f"{st.train_lines:,} training lines, {st.train_mb:.1f} MB"
     run(4, "stats", stats_params, stats)
+    if dc.source == "files":
+        say(owncorpus.summary(man.steps["corpus"].get("info", {}).get("own", {})))
     return DataStats.load(d / STATS_FILE)
