@@ -241,7 +241,7 @@ def _build(cls, d, where: str):
     hints = typing.get_type_hints(cls)
     kwargs = {}
     for name, value in d.items():
-        if f"{where}.{name}" in REMOVED_KEYS:
+        if any(f"{where}.{name}".endswith(k) for k in REMOVED_KEYS):
             continue  # a run's config.json from before the key was removed still loads (and resumes)
         if name not in hints:
             raise ConfigError(f"{where}: unknown config key {name!r} (known: {', '.join(hints)})")
