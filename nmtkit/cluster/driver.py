@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TextIO
 
 from nmtkit.runlock import RunLock
+from nmtkit.runs import update_status
 
 
 class _Signals:
@@ -62,7 +63,7 @@ def train_distributed(cfg, run_dir: str | Path, *, np: int, hosts: str = "", lau
                       data_dir: str | Path | None = None, resume: bool = True, out: TextIO = sys.stdout,
                       poll: float = 0.5) -> int:
     """Run (or resume) a multi-rank training from the command line; returns the process exit code."""
-    from nmtkit.cluster import Cluster
+    from nmtkit.cluster import Cluster, RankFailedError
 
     def say(text: str) -> None:
         print(f"[nmtkit] {text}", file=out, flush=True)
@@ -81,7 +82,7 @@ def train_distributed(cfg, run_dir: str | Path, *, np: int, hosts: str = "", lau
         try:
             job = cluster.launch(cfg, run, data_dir=data, resume=resume, ranks=np, lock=lock)
             say(f"{np} ranks training into {run}")
-            echo = _Echo(job.results_of_rank(0), out)
+            echo = _Echo(job.output_of_rank(0), out)
             while not job.done:
                 echo.flush()
                 if signals.received and not job.stop_requested:
@@ -91,6 +92,10 @@ def train_distributed(cfg, run_dir: str | Path, *, np: int, hosts: str = "", lau
                 time.sleep(poll)
             results = job.wait()
             echo.flush()
+        except RankFailedError as e:
+            echo.flush()
+            update_status(run, status="failed", error=str(e)[:500])  # rank 0 may be the one that died
+            raise
         finally:
             cluster.stop()
     summary = results[0]["value"]

@@ -17,6 +17,7 @@ from horovod.runner.common.util.hosts import SlotInfo
 
 import nmtkit
 from nmtkit.cluster.jobs import Job
+from nmtkit.cluster.lifeline import Lifeline, hold
 from nmtkit.cluster.plan import (ClusterError, assign_slots, check_listen, controller_ip, iface_for, parse_hosts,
                                  rank_env)
 from nmtkit.cluster.preflight import (PreflightError, gather_facts, preflight_problems, preflight_table,
@@ -24,6 +25,7 @@ from nmtkit.cluster.preflight import (PreflightError, gather_facts, preflight_pr
 from nmtkit.cluster.remote import engine_identity, rank_main, train_rank, write_file_chunk
 from nmtkit.cluster.rendezvous import Rendezvous
 from nmtkit.config import ClusterConfig, Config
+from nmtkit.runlock import RunLock
 
 LAUNCHERS = ("auto", "local", "ssh", "manual")
 
@@ -76,6 +78,7 @@ class Cluster:
         self._engines: list[Engine] | None = None
         self.facts: list[dict] = []              # the last preflight's per-rank facts (submit reads the builds)
         self.timings: dict[str, float] = {}
+        self._lifeline: Lifeline | None = None   # ends what this driver started when it dies (no orphans)
 
     # lifecycle
 
@@ -93,6 +96,8 @@ class Cluster:
             kwargs["engines"] = {h.hostname: h.slots for h in self.hosts}
         self._ipp = ipp.Cluster(**kwargs)
         self._ipp.start_controller_sync()
+        self._lifeline = Lifeline(self.listen_ip)
+        self._lifeline.reap([self._ipp.controller.pid])
         self._secure_connection_files()
         self.client = self._ipp.connect_client_sync()
         if self.launcher != "manual":
@@ -108,6 +113,9 @@ class Cluster:
             finally:
                 self._ipp.stop_cluster_sync()
                 self._ipp, self.client, self.ids, self._engines = None, None, [], None
+                if self._lifeline is not None:
+                    self._lifeline.close()
+                    self._lifeline = None
 
     def __enter__(self) -> Cluster:
         return self.start() if self._ipp is None else self
@@ -129,6 +137,10 @@ class Cluster:
         known = set(self.client.ids)
         self._ipp.start_engines_sync(n, environment=self._engine_env())
         self.ids = self._wait_for_new(known, n)
+        # Tie the engines' lives to this driver's (a busy engine never notices a dead controller by itself),
+        # and let the reaper end the controller and the local engines if the driver is killed outright.
+        pids = self.client[self.ids].apply_sync(hold, self._lifeline.addr, self._lifeline.port)
+        self._lifeline.reap([self._ipp.controller.pid] + (pids if self.launcher == "local" else []))
 
     def restart_engines(self) -> None:
         """Fresh engine processes (the way out of a rank stuck in a Gloo collective): same count, new ids."""
@@ -292,13 +304,25 @@ class Cluster:
         return Job(self, engines, pending, rdv, t0)
 
     def launch(self, cfg: Config, run_dir: str | os.PathLike, *, data_dir: str | os.PathLike | None = None,
-               resume: bool = True, preflight: bool = True, ranks: int | None = None) -> Job:
-        """Start distributed training in the background: preflight, then train() on every rank (or the first
-        `ranks`; a run resumes from its last checkpoint with any number of ranks). Returns a Job at once."""
+               resume: bool = True, preflight: bool = True, ranks: int | None = None,
+               lock: RunLock | None = None) -> Job:
+        """Start distributed training in the background: lock the run directory (a second job on it fails at
+        once, naming the holder), preflight, then train() on every rank (or the first `ranks`; a run resumes from
+        its last checkpoint with any number of ranks). Returns a Job at once; the job releases the lock it took."""
         data = Path(data_dir or cfg.data.dir).resolve()
-        if preflight:
-            self.preflight(data)
-        return self.submit(train_rank, cfg.to_dict(), str(Path(run_dir).resolve()), str(data), resume, ranks=ranks)
+        run = Path(run_dir).resolve()
+        own = lock is None
+        lock = lock or RunLock(run).acquire()
+        try:
+            if preflight:
+                self.preflight(data)
+            job = self.submit(train_rank, cfg.to_dict(), str(run), str(data), resume, lock.token, ranks=ranks)
+        except BaseException:
+            if own:
+                lock.release()
+            raise
+        job.lock = lock if own else None
+        return job
 
 
 def start(cfg: Config) -> Cluster:

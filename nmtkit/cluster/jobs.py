@@ -31,6 +31,7 @@ class Job:
         self.cluster, self.engines, self.pending, self.rendezvous, self.t0 = cluster, engines, pending, rendezvous, t0
         self.error: RankFailedError | None = None
         self.stop_requested = False
+        self.lock = None               # the run-directory lock launch() took for this job (released at its end)
         self._lock = threading.Lock()  # check() may run in a panel's thread and in wait() at once
 
     @property
@@ -65,16 +66,30 @@ class Job:
             time.sleep(poll)
         self.check()
         self.rendezvous.stop()
+        self._release_lock()
         return sorted((p.get() for p in self.pending), key=lambda r: r["rank"])
+
+    def _release_lock(self) -> None:
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
+
+    def output_of_rank(self, rank: int = 0):
+        """The AsyncResult of one rank: its `.stdout` grows with what the rank prints (its log lines)."""
+        return self.pending[[e.slot.rank for e in self.engines].index(rank)]
 
     def results(self) -> list:
         """The per-rank return values (e.g. train()'s summaries), in rank order."""
         return [r["value"] for r in self.wait()]
 
-    def stop(self, timeout: float = 120) -> list[dict]:
-        """Ask every rank to stop (SIGINT: the training loop agrees across ranks, rank 0 checkpoints), then wait."""
+    def request_stop(self) -> None:
+        """Ask every rank to stop (SIGINT: the training loop agrees across ranks, rank 0 checkpoints); at once."""
         self.stop_requested = True
         self.cluster.client.send_signal("SIGINT", targets=[e.id for e in self.engines], block=True)
+
+    def stop(self, timeout: float = 120) -> list[dict]:
+        """request_stop(), then wait for every rank's result."""
+        self.request_stop()
         return self.wait(timeout=timeout)
 
     def _who(self, e: Engine) -> str:
@@ -87,6 +102,7 @@ class Job:
                                          f"resume from its last checkpoint with cluster.launch(...) (same or "
                                          f"different number of ranks)")
             self._release()
+            self._release_lock()
 
     def _release(self) -> None:
         """Free ranks that may be blocked in a Gloo collective waiting for the dead one."""

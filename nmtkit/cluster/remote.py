@@ -17,6 +17,7 @@ from ipyparallel.datapub import publish_data
 import nmtkit
 from nmtkit.cluster.plan import ClusterError, iface_for
 from nmtkit.config import Config
+from nmtkit.runlock import TOKEN_ENV
 from nmtkit.files import sha256_file
 from nmtkit.keras2 import import_tf
 
@@ -138,8 +139,9 @@ def rank_check() -> dict:
             "hvd": (hvd.rank(), hvd.size(), hvd.local_rank(), hvd.local_size(), hvd.cross_rank(), hvd.cross_size())}
 
 
-def train_rank(cfg_dict: dict, run_dir: str, data_dir: str | None, resume: bool) -> dict:
-    """Run through rank_main: train() with Horovod, publishing each log record to the driver (Job.progress)."""
+def train_rank(cfg_dict: dict, run_dir: str, data_dir: str | None, resume: bool, lock_token: str = "") -> dict:
+    """Run through rank_main: train() with Horovod, publishing each log record to the driver (Job.progress).
+    `lock_token`: the driver's run-directory lock; rank 0 stops if another job takes the directory over."""
     # nmtkit.train is the TensorFlow layer: imported on the engines only
     from nmtkit.train.dist import Horovod
     from nmtkit.train.loop import train
@@ -148,6 +150,7 @@ def train_rank(cfg_dict: dict, run_dir: str, data_dir: str | None, resume: bool)
         publish_data({"record": {k: v for k, v in record.items() if isinstance(v, (int, float, str, bool))},
                       "time": time.time()})
 
+    os.environ[TOKEN_ENV] = lock_token
     dist = Horovod()
     summary = train(Config.from_dict(cfg_dict), run_dir, data_dir=data_dir, dist=dist, on_log=on_log,
                     resume=resume)
