@@ -23,7 +23,8 @@ DRIVER = """
 import subprocess, sys, time
 from nmtkit.cluster.lifeline import Lifeline
 line = Lifeline("127.0.0.1")
-victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True,
+                          stdout=subprocess.DEVNULL)
 line.reap([victim.pid], grace=2)
 print(line.port, victim.pid, flush=True)
 time.sleep(120)
@@ -62,7 +63,8 @@ def test_clean_stop_disarms_the_reaper():
     code = ("import subprocess, sys, time\n"
             "from nmtkit.cluster.lifeline import Lifeline\n"
             "line = Lifeline('127.0.0.1')\n"
-            "v = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'], start_new_session=True)\n"
+            "v = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'], start_new_session=True, "
+            "stdout=subprocess.DEVNULL)\n"
             "line.reap([v.pid], grace=1)\n"
             "line.close()\n"
             "print(v.pid)\n")

@@ -47,7 +47,8 @@ class Lifeline:
         """Start (or restart) the reaper for these local pids (the controller, local engines)."""
         self.disarm()
         self._reaper = subprocess.Popen([sys.executable, "-m", "nmtkit.cluster.lifeline", str(grace),
-                                         *map(str, pids)], stdin=subprocess.PIPE, start_new_session=True)
+                                         *map(str, pids)], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL, start_new_session=True)
 
     def disarm(self) -> None:
         """A clean stop: tell the reaper its work is done."""
