@@ -112,7 +112,7 @@ def export(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None,
     """Write `<run>/saved_model` (or `out_dir`) from the run's best checkpoint; returns its path.
 
     `data_dir`: the prepared data (for the training words); default the run's config data.dir."""
-    from nmtkit.train.loop import TrainError, load_model
+    from nmtkit.train.checkpoints import TrainError, load_model
     run = Path(run_dir)
     if not (run / runs.CONFIG).exists():
         raise ExportError(f"{run}/{runs.CONFIG}: not a run directory (train first, or pass the run's --logdir)")

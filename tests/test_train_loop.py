@@ -12,7 +12,8 @@ from conftest import small_config
 from nmtkit import runs
 from nmtkit.files import read_jsonl
 from nmtkit.keras2 import import_tf
-from nmtkit.train.loop import CheckpointError, TrainError, checkpoint_files, load_model, train
+from nmtkit.train.checkpoints import CheckpointError, TrainError, checkpoint_files, load_model
+from nmtkit.train.loop import train
 
 tf = import_tf()
 pytestmark = pytest.mark.slow
@@ -64,7 +65,7 @@ def test_checkpoint_is_weights_plus_adam_moments(trained_run):
 def test_beam_search_vs_greedy_on_trained_model(trained_run, nmt_data):
     from nmtkit.data.pipeline import read_split
     from nmtkit.model.decode import Translator
-    from nmtkit.train.loop import evaluate_translations
+    from nmtkit.train.evaluate import evaluate_translations
     run, _ = trained_run
     model, tok, cfg, _ = load_model(run)
     src, ref = read_split(nmt_data, "test")

@@ -1,0 +1,140 @@
+"""Checkpoints: where they are, whether a run can resume from them, restoring them, and loading a trained model.
+
+A TF checkpoint is `checkpoint` (a text index naming the latest), `<prefix>.index` (which tensor is where) and
+`<prefix>.data-00000-of-00001` (the values). Rank 0 writes them through a tf.train.CheckpointManager into
+<run>/checkpoints/ (every train.ckpt_every steps and at the end) and <run>/checkpoints/best/ (best dev BLEU).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from nmtkit import runs
+from nmtkit.config import Config, ConfigError
+from nmtkit.keras2 import import_tf
+from nmtkit.model.transformer import build
+
+tf = import_tf()
+
+SPM_FILES = ("spm.model", "spm.vocab")
+# model settings a run may change on resume: they do not change the variables' shapes
+RESUMABLE_CHANGES = ("dropout", "label_smoothing")
+
+
+class TrainError(RuntimeError):
+    """Training cannot start or continue as asked; the message says why and what to do."""
+
+
+class CheckpointError(TrainError):
+    """A checkpoint is corrupted or does not fit this model; the message names the file."""
+
+
+def checkpoint_files(run: str | os.PathLike, best: bool = False) -> list[dict]:
+    """The files that make up the latest checkpoint of a run (or the best one): name and size in MB.
+
+    The data file holds the weights plus Adam's two moment estimates per weight, so it is about 3x the size of
+    the weights alone.
+    """
+    d = Path(run) / (runs.BEST if best else runs.CHECKPOINTS)
+    latest = tf.train.latest_checkpoint(str(d))
+    if latest is None:
+        raise TrainError(f"{d}: no checkpoint here (train first, or check the run directory)")
+    prefix = Path(latest).name
+    files = [d / "checkpoint"] + sorted(p for p in d.iterdir() if p.name.startswith(prefix + "."))
+    return [{"file": p.name, "MB": round(p.stat().st_size / 2 ** 20, 3)} for p in files]
+
+
+def tokenizer_for(run: str | os.PathLike, data_dir: str | os.PathLike | None = None):
+    """The run's own copy of the BPE model (copied at the start of training), else the data directory's."""
+    from nmtkit.data.bpe import Tokenizer
+    own = Path(run) / "spm.model"
+    if own.exists():
+        return Tokenizer(own)
+    return Tokenizer.from_data_dir(Path(data_dir or runs.load_config(run).data.dir))
+
+
+def copy_data_files(data_dir: Path, run: Path) -> None:
+    """The BPE model and data stats travel with the run: load_model and the analysis need no data directory."""
+    for name in SPM_FILES + (runs.DATA_STATS,):
+        if (data_dir / name).exists():
+            shutil.copyfile(data_dir / name, run / name)
+
+
+def restore(ckpt, path: str, expect_partial: bool = False):
+    """Restore `ckpt` from `path` or raise CheckpointError naming the file."""
+    try:
+        status = ckpt.restore(path)
+        if expect_partial:
+            status.expect_partial()
+        else:
+            status.assert_existing_objects_matched()
+    except (tf.errors.OpError, ValueError, AssertionError) as e:
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise CheckpointError(
+            f"{path}.index: cannot restore this checkpoint ({msg[:300]}). It is corrupted (e.g. a copy cut short) "
+            "or was written by a different model configuration; delete it (and the 'checkpoint' file beside "
+            "it) to fall back to an older one, or train into a new --logdir.") from None
+    return status
+
+
+def load_model(run: str | os.PathLike, which: str = "best"):
+    """(model, tokenizer, cfg, checkpoint path) from a run: `which` is "best" (falls back to latest) or "latest"."""
+    run = Path(run)
+    cfg = runs.load_config(run)
+    tok = tokenizer_for(run)
+    model = build(cfg.model, tok.vocab_size)
+    dirs = [run / runs.BEST, run / runs.CHECKPOINTS] if which == "best" else [run / runs.CHECKPOINTS]
+    for d in dirs:
+        latest = tf.train.latest_checkpoint(str(d)) if d.is_dir() else None
+        if latest:
+            restore(tf.train.Checkpoint(model=model), latest, expect_partial=True)
+            return model, tok, cfg, latest
+    raise TrainError(f"{run}: no checkpoint in {runs.BEST}/ or {runs.CHECKPOINTS}/ (train first)")
+
+
+def _check_resumable(run: Path, cfg: Config, resume: bool = True) -> None:
+    """A run with checkpoints resumes only when asked to and with the model its checkpoints were trained with."""
+    ckpt_dir = run / runs.CHECKPOINTS
+    if tf.train.latest_checkpoint(str(ckpt_dir)) is None:
+        return
+    if not resume:
+        raise TrainError(f"{ckpt_dir}: holds checkpoints and resume is off (--fresh); "
+                         "choose a new --logdir or delete that directory")
+    if not (run / runs.CONFIG).exists():
+        return
+    try:
+        old = runs.load_config(run).to_dict()["model"]
+    except ConfigError as e:
+        raise TrainError(f"{e}; it should be the config this run started with") from None
+    diffs = [f"model.{k}: {old.get(k)!r} -> {v!r}" for k, v in cfg.to_dict()["model"].items()
+             if old.get(k) != v and k not in RESUMABLE_CHANGES]
+    if diffs:
+        raise CheckpointError(f"{run / runs.CONFIG}: this run's checkpoints were trained with a different model "
+                              f"({'; '.join(diffs)}); train into a new --logdir, or use the original model settings")
+
+
+def managers(checkpoint, run: Path, keep: int):
+    """(latest, best) CheckpointManagers of a run: checkpoints/ckpt-<step>, checkpoints/best/best-<step>."""
+    return (tf.train.CheckpointManager(checkpoint, str(run / runs.CHECKPOINTS), max_to_keep=keep,
+                                       checkpoint_name="ckpt"),
+            tf.train.CheckpointManager(checkpoint, str(run / runs.BEST), max_to_keep=1, checkpoint_name="best"))
+
+
+def restore_latest(checkpoint, manager) -> None:
+    """Restore the newest checkpoint of `manager`, if any."""
+    if manager.latest_checkpoint:
+        restore(checkpoint, manager.latest_checkpoint)
+
+
+def finished_summary(run: Path, step: int, total: int) -> dict | None:
+    """The stored summary of a run that already reached `total` steps, else None."""
+    if step < total:
+        return None
+    try:
+        state = runs.read_status(run)
+    except runs.RunDirError:
+        return None
+    if state.get("status") != "finished" or not state.get("summary"):
+        return None
+    return dict(state["summary"])
