@@ -7,6 +7,7 @@ A TF checkpoint is `checkpoint` (a text index naming the latest), `<prefix>.inde
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -27,7 +28,11 @@ class TrainError(RuntimeError):
 
 
 class CheckpointError(TrainError):
-    """A checkpoint is corrupted or does not fit this model; the message names the file."""
+    """A checkpoint is corrupted, does not fit this model, or cannot be written; the message names the file."""
+
+
+_PREFIX = re.compile(r"^(ckpt|best)-(\d+)\.index$")  # CheckpointManager's <checkpoint_name>-<step>
+_TEMP = re.compile(r"^(ckpt|best)-\d+_temp$")  # where TF writes a save before renaming it into place
 
 
 def checkpoint_files(run: str | os.PathLike, best: bool = False) -> list[dict]:
@@ -61,6 +66,11 @@ def copy_data_files(data_dir: Path, run: Path) -> None:
             shutil.copyfile(data_dir / name, run / name)
 
 
+def _why(e: Exception) -> str:
+    msg = str(e).strip()
+    return (msg.splitlines()[0] if msg else type(e).__name__)[:300]
+
+
 def restore(ckpt, path: str, expect_partial: bool = False):
     """Restore `ckpt` from `path` or raise CheckpointError naming the file."""
     try:
@@ -69,12 +79,9 @@ def restore(ckpt, path: str, expect_partial: bool = False):
             status.expect_partial()
         else:
             status.assert_existing_objects_matched()
-    except (tf.errors.OpError, ValueError, AssertionError) as e:
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise CheckpointError(
-            f"{path}.index: cannot restore this checkpoint ({msg[:300]}). It is corrupted (e.g. a copy cut short) "
-            "or was written by a different model configuration; delete it (and the 'checkpoint' file beside "
-            "it) to fall back to an older one, or train into a new --logdir.") from None
+    except (tf.errors.OpError, ValueError, AssertionError, IndexError) as e:  # IndexError: a data file cut short
+        raise CheckpointError(f"{path}.index: cannot restore this checkpoint ({_why(e)}); it is corrupted (e.g. a "
+                              "copy cut short) or was written by a different model configuration") from None
     return status
 
 
@@ -96,7 +103,7 @@ def load_model(run: str | os.PathLike, which: str = "best"):
 def _check_resumable(run: Path, cfg: Config, resume: bool = True) -> None:
     """A run with checkpoints resumes only when asked to and with the model its checkpoints were trained with."""
     ckpt_dir = run / runs.CHECKPOINTS
-    if tf.train.latest_checkpoint(str(ckpt_dir)) is None:
+    if not on_disk(ckpt_dir):
         return
     if not resume:
         raise TrainError(f"{ckpt_dir}: holds checkpoints and resume is off (--fresh); "
@@ -114,17 +121,70 @@ def _check_resumable(run: Path, cfg: Config, resume: bool = True) -> None:
                               f"({'; '.join(diffs)}); train into a new --logdir, or use the original model settings")
 
 
-def managers(checkpoint, run: Path, keep: int):
-    """(latest, best) CheckpointManagers of a run: checkpoints/ckpt-<step>, checkpoints/best/best-<step>."""
-    return (tf.train.CheckpointManager(checkpoint, str(run / runs.CHECKPOINTS), max_to_keep=keep,
-                                       checkpoint_name="ckpt"),
-            tf.train.CheckpointManager(checkpoint, str(run / runs.BEST), max_to_keep=1, checkpoint_name="best"))
+def on_disk(directory: Path) -> list[str]:
+    """The checkpoint prefixes in `directory` (those with an .index file), newest step first."""
+    if not directory.is_dir():
+        return []
+    found = [(int(m.group(2)), str(directory / p.name[:-len(".index")]))
+             for p in directory.iterdir() if (m := _PREFIX.match(p.name))]
+    return [path for _, path in sorted(found, reverse=True)]
 
 
-def restore_latest(checkpoint, manager) -> None:
-    """Restore the newest checkpoint of `manager`, if any."""
-    if manager.latest_checkpoint:
-        restore(checkpoint, manager.latest_checkpoint)
+class Checkpoints:
+    """A run's checkpoints (rank 0 saves): checkpoints/ckpt-<step> every train.ckpt_every steps and at the end,
+    checkpoints/best/best-<step> at the best dev BLEU. Saves check the free disk first."""
+
+    def __init__(self, checkpoint, run: Path, keep: int, state_bytes: int):
+        self.checkpoint, self.run, self.state_bytes = checkpoint, run, state_bytes
+        self.latest = tf.train.CheckpointManager(checkpoint, str(run / runs.CHECKPOINTS), max_to_keep=keep,
+                                                 checkpoint_name="ckpt")
+        self.best = tf.train.CheckpointManager(checkpoint, str(run / runs.BEST), max_to_keep=1,
+                                               checkpoint_name="best")
+
+    def clean_interrupted_saves(self) -> list[Path]:
+        """Remove the `<name>-<step>_temp` directories of saves cut short (the kit's own, nothing else)."""
+        removed = []
+        for d in (self.run / runs.CHECKPOINTS, self.run / runs.BEST):
+            for p in (d.iterdir() if d.is_dir() else ()):
+                if p.is_dir() and _TEMP.match(p.name):
+                    shutil.rmtree(p)
+                    removed.append(p)
+        return removed
+
+    def restore(self, log=print) -> str | None:
+        """Restore the newest checkpoint that restores (None when there is none). A newer one that does not is
+        named in one line with the one used instead; when none restores, CheckpointError. Nothing is deleted."""
+        failed: list[tuple[str, str]] = []
+        for path in on_disk(self.run / runs.CHECKPOINTS):
+            try:
+                restore(self.checkpoint, path)
+            except CheckpointError as e:
+                failed.append((Path(path).name, str(e).split(": ", 1)[1]))
+                continue
+            if failed:
+                log(f"checkpoint {failed[0][0]} does not restore ({failed[0][1]}); resuming from {Path(path).name} "
+                    f"instead", flush=True)
+            return path
+        if failed:
+            names = ", ".join(name for name, _ in failed)
+            raise CheckpointError(f"{self.run / runs.CHECKPOINTS}: none of its checkpoints restores ({names}; newest: "
+                                  f"{failed[0][1]}); they are left as they are: put back a good copy, or train into "
+                                  "a new --logdir")
+        return None
+
+    def save(self, step: int, best: bool = False) -> str:
+        """Save after checking the free disk: the size of the previous checkpoint, else of the variables."""
+        manager = self.best if best else self.latest
+        d = Path(manager.directory)
+        d.mkdir(parents=True, exist_ok=True)
+        previous = manager.latest_checkpoint
+        need = sum(p.stat().st_size for p in d.glob(Path(previous).name + ".*")) if previous else 0
+        need = int(1.1 * (need or self.state_bytes))
+        free = shutil.disk_usage(d).free
+        if free < need:
+            raise CheckpointError(f"{d}: not enough free disk for a checkpoint (about {need:,} bytes needed, "
+                                  f"{free:,} free); free some space and train again to resume")
+        return manager.save(checkpoint_number=step)
 
 
 def finished_summary(run: Path, step: int, total: int) -> dict | None:

@@ -33,9 +33,9 @@ class Evaluator:
     """Rank 0's evaluations: dev BLEU/chrF/loss every eval.every steps (saving the best checkpoint), test at the
     end. Holds the best dev BLEU so far (from best.json on resume)."""
 
-    def __init__(self, cfg: Config, run: Path, data_dir: Path, trainer, tokenizer, scalars, best_manager):
+    def __init__(self, cfg: Config, run: Path, data_dir: Path, trainer, tokenizer, scalars, checkpoints):
         self.cfg, self.run, self.data_dir = cfg, run, data_dir
-        self.trainer, self.scalars, self.best_manager = trainer, scalars, best_manager
+        self.trainer, self.scalars, self.checkpoints = trainer, scalars, checkpoints
         self.translator = Translator(trainer.model, tokenizer, cfg.eval.beam_size, cfg.eval.length_penalty,
                                      cfg.eval.max_extra_len)
         self.dev_src, self.dev_ref = _split(data_dir, "dev", cfg.eval.dev_sentences)
@@ -53,7 +53,7 @@ class Evaluator:
                                   "eval_chrF": ev["chrf"]})
         if ev["bleu"] > self.best_bleu:
             self.best_bleu = ev["bleu"]
-            self.best_manager.save(checkpoint_number=step)
+            self.checkpoints.save(step, best=True)
             runs.write_best(self.run, step=step, bleu=ev["bleu"], chrf=ev["chrf"])
         print(f"eval step {step} | eval_loss {ev['eval_loss']:.3f} | dev BLEU {ev['bleu']:.2f} | chrF {ev['chrf']:.2f} "
               f"| best {self.best_bleu:.2f} | {len(self.dev_src)} sentences in {ev['seconds']:.1f}s", flush=True)

@@ -24,9 +24,8 @@ from nmtkit import runs
 from nmtkit.config import Config
 from nmtkit.files import append_jsonl
 from nmtkit.model.transformer import count_params
-from nmtkit.train.checkpoints import (CheckpointError, TrainError, _check_resumable, checkpoint_files,
-                                      copy_data_files, finished_summary, load_model, managers, restore_latest,
-                                      tokenizer_for)
+from nmtkit.train.checkpoints import (CheckpointError, Checkpoints, TrainError, _check_resumable, checkpoint_files,
+                                      copy_data_files, finished_summary, load_model, tokenizer_for)
 from nmtkit.train.dist import Single
 from nmtkit.train.evaluate import Evaluator, evaluate_translations
 from nmtkit.train.metrics import Scalars, Window, peak_flops, train_flops
@@ -152,20 +151,21 @@ class Progress:
     status: str = "running"
 
 
-def _after_step(p: Progress, cfg: Config, run: Path, manager, evaluator: Evaluator) -> None:
+def _after_step(p: Progress, cfg: Config, run: Path, ckpts: Checkpoints, evaluator: Evaluator) -> None:
     """Rank 0, after each step: the periodic checkpoint and dev evaluation."""
     if cfg.train.ckpt_every and p.step % cfg.train.ckpt_every == 0:
-        manager.save(checkpoint_number=p.step)
+        ckpts.save(p.step)
         p.last_saved = p.step
         runs.update_status(run, step=p.step)
     if cfg.eval.every and p.step % cfg.eval.every == 0 and p.step < cfg.train.steps:
         evaluator.dev(p.step)
 
 
-def _finish(p: Progress, run: Path, manager, evaluator: Evaluator, summary: dict, signal_name: str | None) -> dict:
+def _finish(p: Progress, run: Path, ckpts: Checkpoints, evaluator: Evaluator, summary: dict,
+            signal_name: str | None) -> dict:
     """Rank 0, after the loop: the last checkpoint, final dev and test evaluation, run.json with the summary."""
-    if p.step != p.last_saved or not manager.latest_checkpoint:
-        manager.save(checkpoint_number=p.step)
+    if p.step != p.last_saved or not ckpts.latest.latest_checkpoint:
+        ckpts.save(p.step)
     if p.status == "stopped":
         print(f"stopped at step {p.step} ({signal_name or 'interrupt'}); checkpoint saved, "
               f"train again with the same run directory to resume", flush=True)
@@ -197,13 +197,15 @@ def train(cfg: Config, run_dir: str | os.PathLike, *, data_dir: str | os.PathLik
     dist = dist or Single()
     run, data_dir = Path(run_dir), Path(data_dir or cfg.data.dir)
     cfg = cfg.with_overrides({"data.dir": str(data_dir)})  # config.json records the data this run used
-    tok = _tokenizer(data_dir)
+    tok, chief = _tokenizer(data_dir), dist.is_chief
     _check_resumable(run, cfg, resume)
     trainer = Trainer(cfg, tok.vocab_size, dist)
-    manager, best_manager = managers(trainer.checkpoint, run, cfg.train.keep_checkpoints)
-    restore_latest(trainer.checkpoint, manager)
+    ckpts = Checkpoints(trainer.checkpoint, run, cfg.train.keep_checkpoints, trainer.state_bytes())
+    if chief:
+        ckpts.clean_interrupted_saves()
+    ckpts.restore()
     trainer.sync_variables()
-    start, total, chief = int(trainer.step.numpy()), cfg.train.steps, dist.is_chief
+    start, total = int(trainer.step.numpy()), cfg.train.steps
     done = finished_summary(run, start, total)
     if done is not None:  # nothing to train: don't re-evaluate or overwrite the finished run's record
         if chief:
@@ -228,7 +230,7 @@ def train(cfg: Config, run_dir: str | os.PathLike, *, data_dir: str | os.PathLik
         bar = _progress_bar(stack, chief and progress, total, start)
         flag = stop_on_signals(stack)
         stack.push(_failure_recorder(run, dist, p))
-        evaluator = Evaluator(cfg, run, data_dir, trainer, tok, scalars, best_manager) if chief else None
+        evaluator = Evaluator(cfg, run, data_dir, trainer, tok, scalars, ckpts) if chief else None
         reporter = Reporter(cfg, dist, run, trainer, tok.vocab_size, peak, scalars, bar, on_log)
         try:
             while p.step < total:
@@ -241,7 +243,7 @@ def train(cfg: Config, run_dir: str | os.PathLike, *, data_dir: str | os.PathLik
                 p.step += 1
                 reporter.step(p.step, micro, loss, src_tok, tgt_tok, time.perf_counter() - t0)
                 if chief:
-                    _after_step(p, cfg, run, manager, evaluator)
+                    _after_step(p, cfg, run, ckpts, evaluator)
             else:
                 p.status = "finished"
         except KeyboardInterrupt:  # a second Ctrl-C, or no handler (not the main thread): still leave a checkpoint
@@ -250,4 +252,4 @@ def train(cfg: Config, run_dir: str | os.PathLike, *, data_dir: str | os.PathLik
             bar.close()  # before the closing lines
         summary = {"status": p.status, "step": p.step, "total_steps": total, "params": params,
                    "precision": trainer.precision, "ranks": dist.size, **reporter.summary()}
-        return _finish(p, run, manager, evaluator, summary, flag.signal) if chief else summary
+        return _finish(p, run, ckpts, evaluator, summary, flag.signal) if chief else summary

@@ -110,6 +110,11 @@ class Trainer:
         """Every rank starts from rank 0's weights, optimizer slots and step (restored or fresh)."""
         self.dist.broadcast(self.model.variables + _optimizer_variables(self.optimizer) + [self.step])
 
+    def state_bytes(self) -> int:
+        """Bytes of what a checkpoint holds: weights, optimizer slots, step."""
+        variables = self.model.variables + _optimizer_variables(self.optimizer) + [self.step]
+        return sum(v.shape.num_elements() * v.dtype.size for v in variables)
+
     def eval_loss(self, dataset) -> float:
         total, count = 0.0, 0.0
         for src, tgt in dataset:
