@@ -170,11 +170,14 @@ def make_dataset(data_dir, split: str, data_cfg, *, rank: int = 0, size: int = 1
         tgt = tgt_ids[tgt_off[i]:tgt_off[i + 1]]
         return tf.concat([src, eos], 0), tf.concat([bos, tgt, eos], 0)
 
-    ds = tf.data.Dataset.from_tensor_slices(mine)
-    if shuffle:  # indices are cheap, so shuffle the whole epoch rather than a window of examples
-        ds = ds.shuffle(len(mine), seed=seed, reshuffle_each_iteration=True)
-    if repeat:
-        ds = ds.repeat()
+    if shuffle:  # each epoch a whole-epoch order from (seed, epoch) alone: no shuffle buffer, so a checkpoint of
+        # the iterator (nmtkit.train resumes from one) holds a position, not the epoch's indices
+        order = tf.constant(mine)
+        ds = tf.data.Dataset.range(2 ** 62 if repeat else 1).flat_map(lambda epoch: tf.data.Dataset.from_tensor_slices(
+            tf.random.experimental.stateless_shuffle(order, seed=tf.stack([tf.constant(seed, tf.int64), epoch]))))
+    else:
+        ds = tf.data.Dataset.from_tensor_slices(mine)
+        ds = ds.repeat() if repeat else ds
     ds = ds.map(fetch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     ds = ds.bucket_by_sequence_length(
         lambda s, t: tf.maximum(tf.shape(s)[0], tf.shape(t)[0]),

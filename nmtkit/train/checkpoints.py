@@ -21,6 +21,7 @@ tf = import_tf()
 SPM_FILES = ("spm.model", "spm.vocab")
 # model settings a run may change on resume: they do not change the variables' shapes
 RESUMABLE_CHANGES = ("dropout", "label_smoothing")
+DATA_DIR = f"{runs.CHECKPOINTS}/data"  # the input pipelines' positions (DataPosition)
 
 
 class TrainError(RuntimeError):
@@ -185,6 +186,43 @@ class Checkpoints:
             raise CheckpointError(f"{d}: not enough free disk for a checkpoint (about {need:,} bytes needed, "
                                   f"{free:,} free); free some space and train again to resume")
         return manager.save(checkpoint_number=step)
+
+
+class DataPosition:
+    """Where a rank's input pipeline is: a tf.data iterator checkpoint per rank (checkpoints/data/rank<R>/data-<step>,
+    written by every rank when rank 0 saves the model), so a resume reads on from the next batch of the
+    uninterrupted run instead of replaying the batches before it."""
+
+    def __init__(self, run: Path, rank: int, iterator, keep: int):
+        self.iterator, self.checkpoint = iterator, tf.train.Checkpoint(iterator=iterator)
+        self.directory = run / DATA_DIR / f"rank{rank}"
+        self.manager = tf.train.CheckpointManager(self.checkpoint, str(self.directory), max_to_keep=keep,
+                                                  checkpoint_name="data")
+
+    @classmethod
+    def open(cls, dataset, run: Path, rank: int, step: int, batches: int, keep: int) -> "DataPosition":
+        """The iterator over `dataset` at `step` (`batches` batches per step): restored from the saved position,
+        else (a run from before positions were saved) by reading and dropping the batches before it."""
+        position = cls(run, rank, iter(dataset), keep)
+        if not step or position.restore(step):
+            return position
+        print(f"no saved data position for step {step} in {position.directory}; reading past "
+              f"{step * batches:,} batches to reach it", flush=True)
+        return cls(run, rank, iter(dataset.skip(step * batches)), keep)
+
+    def restore(self, step: int) -> bool:
+        path = self.directory / f"data-{step}"
+        if not path.with_name(path.name + ".index").exists():
+            return False
+        try:
+            self.checkpoint.read(str(path)).assert_existing_objects_matched().expect_partial()
+        except (tf.errors.OpError, ValueError, AssertionError):
+            return False
+        return True
+
+    def save(self, step: int) -> None:
+        if self.manager.latest_checkpoint != str(self.directory / f"data-{step}"):
+            self.manager.save(checkpoint_number=step)
 
 
 def finished_summary(run: Path, step: int, total: int) -> dict | None:

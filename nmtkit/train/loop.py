@@ -24,8 +24,8 @@ from nmtkit import runs
 from nmtkit.config import Config
 from nmtkit.files import append_jsonl
 from nmtkit.model.transformer import count_params
-from nmtkit.train.checkpoints import (CheckpointError, Checkpoints, TrainError, _check_resumable, checkpoint_files,
-                                      copy_data_files, finished_summary, load_model, tokenizer_for)
+from nmtkit.train.checkpoints import (CheckpointError, Checkpoints, DataPosition, TrainError, _check_resumable,
+                                      checkpoint_files, copy_data_files, finished_summary, load_model, tokenizer_for)
 from nmtkit.train.dist import Single
 from nmtkit.train.evaluate import Evaluator, evaluate_translations
 from nmtkit.train.metrics import Scalars, Window, peak_flops, train_flops
@@ -218,9 +218,8 @@ def train(cfg: Config, run_dir: str | os.PathLike, *, data_dir: str | os.PathLik
     peak = peak_flops(trainer.precision)  # before the input pipeline's threads start
     ds = make_dataset(data_dir, "train", cfg.data, rank=dist.rank, size=dist.size, seed=cfg.train.seed,
                       shuffle=True, repeat=True)
-    if start:  # the exact data position of an uninterrupted run (costs one pass over the skipped batches)
-        ds = ds.skip(start * trainer.accum)
-    batches, p = iter(ds), Progress(step=start, last_saved=start)
+    data = DataPosition.open(ds, run, dist.rank, start, trainer.accum, cfg.train.keep_checkpoints)
+    p = Progress(step=start, last_saved=start)
     if progress is None:
         progress = _interactive() and dist.size == 1 and on_log is None
 
@@ -238,10 +237,12 @@ def train(cfg: Config, run_dir: str | os.PathLike, *, data_dir: str | os.PathLik
                     p.status = "stopped"
                     break
                 t0 = time.perf_counter()
-                micro = [next(batches) for _ in range(trainer.accum)]
+                micro = [next(data.iterator) for _ in range(trainer.accum)]
                 loss, src_tok, tgt_tok = trainer.run_step(micro)
                 p.step += 1
                 reporter.step(p.step, micro, loss, src_tok, tgt_tok, time.perf_counter() - t0)
+                if cfg.train.ckpt_every and p.step % cfg.train.ckpt_every == 0:
+                    data.save(p.step)  # every rank: its own position
                 if chief:
                     _after_step(p, cfg, run, ckpts, evaluator)
             else:
@@ -250,6 +251,7 @@ def train(cfg: Config, run_dir: str | os.PathLike, *, data_dir: str | os.PathLik
             p.status = "stopped"
         if bar is not None:
             bar.close()  # before the closing lines
+        data.save(p.step)
         summary = {"status": p.status, "step": p.step, "total_steps": total, "params": params,
                    "precision": trainer.precision, "ranks": dist.size, **reporter.summary()}
         return _finish(p, run, ckpts, evaluator, summary, flag.signal) if chief else summary
