@@ -138,7 +138,7 @@ def export(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None,
     anything else, the run directory and other places inside it are refused with ExportError."""
     import shutil
     import tempfile
-    from nmtkit.train.loop import TrainError, load_model
+    from nmtkit.train.checkpoints import TrainError, load_model
     run = Path(run_dir)
     if not (run / runs.CONFIG).exists():
         raise ExportError(f"{run}/{runs.CONFIG}: not a run directory (train first, or pass the run's --logdir)")

@@ -7,7 +7,7 @@ import pytest
 from nmtkit.data.pipeline import read_split
 from nmtkit.export import MARKER, ExportError, _check_out, export, latency, load, translate_in_fresh_process
 from nmtkit.model.decode import Translator
-from nmtkit.train.loop import load_model
+from nmtkit.train.checkpoints import load_model
 
 pytestmark = pytest.mark.slow
 

@@ -8,8 +8,8 @@ import pytest
 import nmtkit  # noqa: F401
 from nmtkit import config
 from nmtkit.model.decode import Searcher, search
-from nmtkit.model.transformer import (BOS, EOS, PAD, build, count_params, positional_encoding, smoothed_loss,
-                                      train_flops)
+from nmtkit.model.transformer import BOS, EOS, PAD, build, count_params, positional_encoding, smoothed_loss
+from nmtkit.train.metrics import train_flops
 from nmtkit.keras2 import import_tf
 
 tf = import_tf()

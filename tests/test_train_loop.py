@@ -12,7 +12,8 @@ from conftest import small_config
 from nmtkit import runs
 from nmtkit.files import read_jsonl
 from nmtkit.keras2 import import_tf
-from nmtkit.train.loop import CheckpointError, TrainError, checkpoint_files, load_model, train
+from nmtkit.train.checkpoints import CheckpointError, TrainError, checkpoint_files, load_model
+from nmtkit.train.loop import train
 
 tf = import_tf()
 pytestmark = pytest.mark.slow
@@ -64,7 +65,7 @@ def test_checkpoint_is_weights_plus_adam_moments(trained_run):
 def test_beam_search_vs_greedy_on_trained_model(trained_run, nmt_data):
     from nmtkit.data.pipeline import read_split
     from nmtkit.model.decode import Translator
-    from nmtkit.train.loop import evaluate_translations
+    from nmtkit.train.evaluate import evaluate_translations
     run, _ = trained_run
     model, tok, cfg, _ = load_model(run)
     src, ref = read_split(nmt_data, "test")
@@ -117,13 +118,53 @@ def test_stop_by_signal_then_resume_is_exact(nmt_data, tmp_path):
         np.testing.assert_allclose(ra.get_tensor(name), rb.get_tensor(name), rtol=1e-4, atol=1e-6, err_msg=name)
 
 
-def test_corrupted_checkpoint_names_the_file(trained_run, tmp_path, nmt_data):
+def _files(d):
+    return {p.relative_to(d): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def test_corrupt_newest_checkpoint_falls_back_to_the_previous(trained_run, tmp_path, nmt_data, capsys):
     run = tmp_path / "run"
     shutil.copytree(trained_run[0], run)
-    (run / runs.CHECKPOINTS / "ckpt-400.index").write_bytes(b"not a checkpoint index")
+    data = run / runs.CHECKPOINTS / "ckpt-400.data-00000-of-00001"
+    data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])  # a copy cut short
+    cfg = small_config(**{"train.steps": 203, "train.warmup_steps": 100, "train.lr_scale": 0.3,
+                          "model.dropout": 0.0, "train.log_every": 1})
+    summary = train(cfg, run, data_dir=nmt_data, progress=False)
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if "does not restore" in x)
+    assert "ckpt-400" in line and "resuming from ckpt-200" in line
+    assert "resuming at step 200" in out
+    assert summary["status"] == "finished" and summary["step"] == 203
+    assert [r["step"] for r in read_jsonl(runs.rank_log(run, 0))][-3:] == [201, 202, 203]
+
+
+def test_no_checkpoint_restores_refuses_and_keeps_them(trained_run, tmp_path, nmt_data):
+    run = tmp_path / "run"
+    shutil.copytree(trained_run[0], run)
+    for index in (run / runs.CHECKPOINTS).glob("ckpt-*.index"):
+        index.write_bytes(b"not a checkpoint index")
+    before = _files(run / runs.CHECKPOINTS)
     cfg = small_config(**{"train.steps": 410, "train.warmup_steps": 100, "model.dropout": 0.0})
-    with pytest.raises(CheckpointError, match="ckpt-400.index"):
+    with pytest.raises(CheckpointError, match=r"none of its checkpoints restores \(ckpt-400, ckpt-200") as e:
         train(cfg, run, data_dir=nmt_data, progress=False)
+    assert "\n" not in str(e.value) and "delete" not in str(e.value)
+    assert _files(run / runs.CHECKPOINTS) == before  # untouched, and not started fresh over them
+
+
+def test_interrupted_saves_cleaned_and_free_disk_checked(nmt_data, tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    for name in ("ckpt-30_temp", "best/best-20_temp", "mine_temp"):
+        (run / runs.CHECKPOINTS / name).mkdir(parents=True)
+        (run / runs.CHECKPOINTS / name / "part-00000-of-00001").write_bytes(b"x")
+    import nmtkit.train.checkpoints as ck
+    monkeypatch.setattr(ck.shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10 ** 9, 10 ** 9 - 1000, 1000))
+    cfg = small_config(**{"train.steps": 3, "train.ckpt_every": 1})
+    with pytest.raises(CheckpointError, match=r"checkpoints: not enough free disk .*bytes needed, 1,000 free"):
+        train(cfg, run, data_dir=nmt_data, progress=False)
+    assert not (run / runs.CHECKPOINTS / "ckpt-30_temp").exists()
+    assert not (run / runs.BEST / "best-20_temp").exists()
+    assert (run / runs.CHECKPOINTS / "mine_temp" / "part-00000-of-00001").exists()  # not the kit's: kept
+    assert runs.read_status(run)["status"] == "failed"
 
 
 def test_incompatible_model_is_refused(trained_run, tmp_path, nmt_data):

@@ -132,13 +132,14 @@ def shard_indices(keep: np.ndarray, rank: int, size: int) -> np.ndarray:
 
 
 def make_dataset(data_dir, split: str, data_cfg, *, rank: int = 0, size: int = 1, seed: int = 0,
-                 shuffle: bool = True, repeat: bool = True):
+                 shuffle: bool = True, repeat: bool = True, truncate: int = 0):
     """Padded (src, tgt) int32 batches: src = ids + [EOS], tgt = [BOS] + ids + [EOS], 0 = padding.
 
     Training examples longer than data.max_tokens (BPE tokens, either side) are left out; dev/test keep all.
     Batches hold up to data.batch_tokens tokens (padded length x sentences) when that is > 0, else
     data.batch_sentences sentence pairs, grouped by length (buckets of data.bucket_width) to save padding.
     Deterministic given `seed`; rank r of `size` sees a distinct 1/size of the examples each epoch.
+    `truncate` > 0: examples are cut to fit a model of that many positions (evaluation of any line).
     """
     from nmtkit.keras2 import import_tf
     tf = import_tf()
@@ -152,6 +153,9 @@ def make_dataset(data_dir, split: str, data_cfg, *, rank: int = 0, size: int = 1
         raise DataError(f"{data_dir}: split {split!r} has no examples within data.max_tokens={data_cfg.max_tokens}")
     mine = shard_indices(keep, rank, size)
     max_len = int(np.maximum(src_len, tgt_len)[keep].max())
+    cut = None
+    if truncate > 0:  # src: ids + EOS <= truncate; tgt: BOS + ids + EOS <= truncate + 1 (the model sees all but one)
+        cut, max_len = truncate - 1, min(max_len, truncate + 1)
     boundaries, sizes = bucket_plan(max_len, data_cfg)
 
     src_ids, src_off = tf.constant(enc[SRC][0]), tf.constant(enc[SRC][1])
@@ -159,15 +163,18 @@ def make_dataset(data_dir, split: str, data_cfg, *, rank: int = 0, size: int = 1
     eos, bos = tf.constant([EOS], tf.int32), tf.constant([BOS], tf.int32)
 
     def fetch(i):
-        src = src_ids[src_off[i]:src_off[i + 1]]
-        tgt = tgt_ids[tgt_off[i]:tgt_off[i + 1]]
+        src = src_ids[src_off[i]:src_off[i + 1]][:cut]
+        tgt = tgt_ids[tgt_off[i]:tgt_off[i + 1]][:cut]
         return tf.concat([src, eos], 0), tf.concat([bos, tgt, eos], 0)
 
-    ds = tf.data.Dataset.from_tensor_slices(mine)
-    if shuffle:  # indices are cheap, so shuffle the whole epoch rather than a window of examples
-        ds = ds.shuffle(len(mine), seed=seed, reshuffle_each_iteration=True)
-    if repeat:
-        ds = ds.repeat()
+    if shuffle:  # each epoch a whole-epoch order from (seed, epoch) alone: no shuffle buffer, so a checkpoint of
+        # the iterator (nmtkit.train resumes from one) holds a position, not the epoch's indices
+        order = tf.constant(mine)
+        ds = tf.data.Dataset.range(2 ** 62 if repeat else 1).flat_map(lambda epoch: tf.data.Dataset.from_tensor_slices(
+            tf.random.experimental.stateless_shuffle(order, seed=tf.stack([tf.constant(seed, tf.int64), epoch]))))
+    else:
+        ds = tf.data.Dataset.from_tensor_slices(mine)
+        ds = ds.repeat() if repeat else ds
     ds = ds.map(fetch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     ds = ds.bucket_by_sequence_length(
         lambda s, t: tf.maximum(tf.shape(s)[0], tf.shape(t)[0]),

@@ -120,13 +120,23 @@ def _norm(name, policy):
     return tf.keras.layers.LayerNormalization(epsilon=1e-6, name=name, dtype=policy)
 
 
+def _attention(c: ModelConfig, name: str, policy):
+    return Attention(c.d_model, c.num_heads, c.dropout, c.attention_bias, name=name, dtype=policy)
+
+
+def _add_ffn(layer, c: ModelConfig, norm: str) -> None:
+    """The last sub-layer of every block (its norm, the feed-forward net) and the residual dropout."""
+    p = layer.dtype_policy
+    setattr(layer, norm, _norm(norm, p))
+    layer.ffn = FeedForward(c.d_model, c.d_ff, c.dropout, name="ffn", dtype=p)
+    layer.drop = tf.keras.layers.Dropout(c.dropout, dtype=p)
+
+
 class EncoderLayer(tf.keras.layers.Layer):
     def __init__(self, c: ModelConfig, **kw):
         super().__init__(**kw)
-        p = self.dtype_policy
-        self.norm1, self.attn = _norm("norm1", p), Attention(c.d_model, c.num_heads, c.dropout, c.attention_bias, name="self_attn", dtype=p)
-        self.norm2, self.ffn = _norm("norm2", p), FeedForward(c.d_model, c.d_ff, c.dropout, name="ffn", dtype=p)
-        self.drop = tf.keras.layers.Dropout(c.dropout, dtype=p)
+        self.norm1, self.attn = _norm("norm1", self.dtype_policy), _attention(c, "self_attn", self.dtype_policy)
+        _add_ffn(self, c, "norm2")
 
     def call(self, x, bias, training=False):
         h = self.norm1(x)
@@ -138,10 +148,9 @@ class DecoderLayer(tf.keras.layers.Layer):
     def __init__(self, c: ModelConfig, **kw):
         super().__init__(**kw)
         p = self.dtype_policy
-        self.norm1, self.self_attn = _norm("norm1", p), Attention(c.d_model, c.num_heads, c.dropout, c.attention_bias, name="self_attn", dtype=p)
-        self.norm2, self.cross_attn = _norm("norm2", p), Attention(c.d_model, c.num_heads, c.dropout, c.attention_bias, name="cross_attn", dtype=p)
-        self.norm3, self.ffn = _norm("norm3", p), FeedForward(c.d_model, c.d_ff, c.dropout, name="ffn", dtype=p)
-        self.drop = tf.keras.layers.Dropout(c.dropout, dtype=p)
+        self.norm1, self.self_attn = _norm("norm1", p), _attention(c, "self_attn", p)
+        self.norm2, self.cross_attn = _norm("norm2", p), _attention(c, "cross_attn", p)
+        _add_ffn(self, c, "norm3")
 
     def call(self, x, memory, self_bias, memory_bias, training=False, cache=None, t=None):
         """Whole sequence (training) or, with `cache` and position `t`, one new position (decoding)."""
@@ -260,22 +269,3 @@ def smoothed_loss(logits, labels, smoothing: float):
     xent = -((1.0 - smoothing - low) * label_logp + low * tf.reduce_sum(logp, axis=-1))
     mask = tf.cast(tf.not_equal(labels, PAD), tf.float32)
     return tf.reduce_sum(xent * mask), tf.reduce_sum(mask)
-
-
-def train_flops(cfg: ModelConfig, vocab_size: int, src_tokens: float, tgt_tokens: float,
-                src_len: float = 32.0, tgt_len: float = 32.0) -> float:
-    """Model FLOPs of one training step (forward + backward = 3x forward), for MFU.
-
-    2 FLOPs per weight per token through the matmuls (encoder weights see source tokens; decoder weights and
-    the output projection see target tokens) plus the attention score/value matmuls; embeddings lookups and
-    element-wise ops are not counted (as in PaLM's and nanoGPT's MFU).
-    """
-    d, f = cfg.d_model, cfg.d_ff
-    enc_layer = 4 * d * d + 2 * d * f
-    dec_layer = 8 * d * d + 2 * d * f
-    fwd = 2 * (cfg.encoder_layers * enc_layer * src_tokens + cfg.decoder_layers * dec_layer * tgt_tokens
-               + vocab_size * d * tgt_tokens)
-    # attention: QK^T and AV, 2 matmuls of 2*len*d FLOPs per token per attention block
-    fwd += 2 * 2 * d * (cfg.encoder_layers * src_tokens * src_len
-                        + cfg.decoder_layers * tgt_tokens * (tgt_len + src_len))
-    return 3.0 * fwd

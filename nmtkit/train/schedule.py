@@ -1,20 +1,17 @@
-"""The Transformer learning-rate policy, its multi-rank scaling, and the precision decision.
+"""The Keras side of the learning-rate policy (nmtkit.lr holds the formula and the multi-rank factor), the
+precision decision and the optimizer.
 
-    lr(step) = scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
-
-Linear warmup to a peak at step = warmup, then decay as 1/sqrt(step) (OpenSeq2Seq's `transformer_policy`,
-the homework's rule). With N ranks the effective batch is N times larger; `lr_scaling` chooses what the
-learning rate does about it: "none" (the homework: unchanged), "sqrt" (x sqrt(N)) or "linear" (x N).
+With N ranks the effective batch is N times larger; train.lr_scaling chooses what the learning rate does about
+it: "none" (the homework: unchanged), "sqrt" (x sqrt(N)) or "linear" (x N). See nmtkit.lr.
 """
 from __future__ import annotations
 
-import math
-
+from nmtkit import lr
 from nmtkit.keras2 import import_tf
+from nmtkit.lr import SCALINGS, transformer_lr  # noqa: F401  (re-exported for tests and notebooks)
 
 tf = import_tf()
 
-SCALINGS = ("none", "sqrt", "linear")
 PRECISIONS = ("auto", "float32", "mixed_float16")
 
 
@@ -23,20 +20,11 @@ class ScheduleError(ValueError):
 
 
 def rank_factor(lr_scaling: str, size: int) -> float:
-    """How much N ranks multiply the learning rate."""
-    if lr_scaling == "none":
-        return 1.0
-    if lr_scaling == "sqrt":
-        return math.sqrt(size)
-    if lr_scaling == "linear":
-        return float(size)
-    raise ScheduleError(f"train.lr_scaling={lr_scaling!r}: choose one of {', '.join(SCALINGS)}")
-
-
-def transformer_lr(step: float, d_model: int, warmup_steps: int, scale: float = 2.0) -> float:
-    """The formula in plain Python (for tests, tables and plots). Steps count from 1."""
-    step = max(float(step), 1.0)
-    return scale * d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)
+    """How much N ranks multiply the learning rate (nmtkit.lr.rank_factor, with this module's error)."""
+    try:
+        return lr.rank_factor(lr_scaling, size)
+    except ValueError as e:
+        raise ScheduleError(str(e)) from None
 
 
 @tf.keras.utils.register_keras_serializable("nmtkit")
@@ -50,9 +38,7 @@ class TransformerSchedule(tf.keras.optimizers.schedules.LearningRateSchedule):
 
     def __call__(self, step):
         step = tf.maximum(tf.cast(step, tf.float32), 1.0)
-        lr = self.scale * self.d_model ** -0.5 * tf.minimum(tf.math.rsqrt(step),
-                                                           step * self.warmup_steps ** -1.5)
-        return self.factor * lr
+        return transformer_lr(step, self.d_model, self.warmup_steps, self.scale, self.factor, minimum=tf.minimum)
 
     def get_config(self):
         return {"d_model": self.d_model, "warmup_steps": self.warmup_steps, "scale": self.scale,

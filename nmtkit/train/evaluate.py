@@ -1,0 +1,86 @@
+"""Dev and test evaluation during training (rank 0): decode with beam search, score with sacrebleu, keep the
+best checkpoint by dev BLEU."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from nmtkit import runs
+from nmtkit.config import Config
+from nmtkit.files import write_lines_atomic
+from nmtkit.model.decode import Translator
+
+
+def evaluate_translations(translator: Translator, sources: list[str], references: list[str]) -> dict:
+    """Decode `sources` and score them against `references` with sacrebleu (detokenised BLEU and chrF)."""
+    import sacrebleu
+    t0 = time.perf_counter()
+    hyps = translator.translate(sources)
+    seconds = time.perf_counter() - t0
+    bleu, chrf = sacrebleu.metrics.BLEU(), sacrebleu.metrics.CHRF()
+    b, c = bleu.corpus_score(hyps, [references]), chrf.corpus_score(hyps, [references])
+    return {"bleu": b.score, "chrf": c.score, "hypotheses": hyps, "seconds": seconds,
+            "bleu_signature": str(bleu.get_signature()), "chrf_signature": str(chrf.get_signature())}
+
+
+def _split(data_dir: Path, split: str, limit: int) -> tuple[list[str], list[str]]:
+    from nmtkit.data.pipeline import read_split
+    src, ref = read_split(data_dir, split)
+    return (src[:limit], ref[:limit]) if limit else (src, ref)
+
+
+class Evaluator:
+    """Rank 0's evaluations: dev BLEU/chrF/loss every eval.every steps (saving the best checkpoint), test at the
+    end. Holds the best dev BLEU so far (from best.json on resume)."""
+
+    def __init__(self, cfg: Config, run: Path, data_dir: Path, trainer, tokenizer, scalars, checkpoints):
+        self.cfg, self.run, self.data_dir = cfg, run, data_dir
+        self.trainer, self.scalars, self.checkpoints = trainer, scalars, checkpoints
+        self.translator = Translator(trainer.model, tokenizer, cfg.eval.beam_size, cfg.eval.length_penalty,
+                                     cfg.eval.max_extra_len)
+        self.dev_src, self.dev_ref = _split(data_dir, "dev", cfg.eval.dev_sentences)
+        self.dev_cut = self.cut(self.dev_src)
+        best = runs.read_best(run)
+        self.best_bleu = best["bleu"] if best else -1.0
+        self.last: dict = {}
+
+    def dev(self, step: int) -> dict:
+        from nmtkit.data.pipeline import make_dataset
+        ev = evaluate_translations(self.translator, self.dev_src, self.dev_ref)
+        ev["eval_loss"] = self.trainer.eval_loss(make_dataset(self.data_dir, "dev", self.cfg.data, shuffle=False,
+                                                              repeat=False, truncate=self.cfg.model.max_positions))
+        write_lines_atomic(self.run / runs.TRANSLATIONS / f"dev.{step}.de", ev["hypotheses"])
+        self.scalars.write(step, {"eval_loss": ev["eval_loss"], "Eval_BLEU_Score": ev["bleu"],
+                                  "eval_chrF": ev["chrf"]})
+        if ev["bleu"] > self.best_bleu:
+            self.best_bleu = ev["bleu"]
+            self.checkpoints.save(step, best=True)
+            runs.write_best(self.run, step=step, bleu=ev["bleu"], chrf=ev["chrf"])
+        print(f"eval step {step} | eval_loss {ev['eval_loss']:.3f} | dev BLEU {ev['bleu']:.2f} | chrF {ev['chrf']:.2f} "
+              f"| best {self.best_bleu:.2f} | {len(self.dev_src)} sentences in {ev['seconds']:.1f}s{self.dev_cut}",
+              flush=True)
+        self.last = ev
+        return ev
+
+    def test(self, step: int) -> dict:
+        """The final test-set score: summary fields test_bleu, test_chrf, test_seconds and the signatures."""
+        src, ref = _split(self.data_dir, "test", self.cfg.eval.test_sentences)
+        test, cut = evaluate_translations(self.translator, src, ref), self.cut(src)
+        write_lines_atomic(self.run / runs.TRANSLATIONS / f"test.{step}.de", test["hypotheses"])
+        print(f"test BLEU {test['bleu']:.2f} | chrF {test['chrf']:.2f} | {len(src)} sentences in "
+              f"{test['seconds']:.1f}s{cut} | {test['bleu_signature']}", flush=True)
+        return {"test_bleu": test["bleu"], "test_chrf": test["chrf"], "test_seconds": test["seconds"],
+                "bleu_signature": test["bleu_signature"], "chrf_signature": test["chrf_signature"]}
+
+    def cut(self, sources: list[str]) -> str:
+        """' | N cut to M tokens' when sources (BPE + EOS) exceed the model's positions (Translator cuts them)."""
+        limit = self.translator.model.cfg.max_positions
+        n = sum(len(self.translator.tokenizer.encode(s)) + 1 > limit for s in sources)
+        return f" | {n} cut to {limit} tokens" if n else ""
+
+    def summary(self) -> dict:
+        """eval_loss, bleu, chrf of the last dev evaluation and the best BLEU ({} before any)."""
+        if not self.last:
+            return {}
+        return {"eval_loss": self.last["eval_loss"], "bleu": self.last["bleu"], "chrf": self.last["chrf"],
+                "best_bleu": self.best_bleu}

@@ -1,0 +1,128 @@
+"""What a step costs and how it is reported: peak FLOP/s and model FLOPs (MFU), the step window that the log
+line averages over, and the scalar writer (TensorBoard events + scalars.jsonl on rank 0)."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from nmtkit import runs
+from nmtkit.config import ModelConfig
+from nmtkit.files import append_jsonl
+from nmtkit.keras2 import import_tf
+
+tf = import_tf()
+
+_PEAK: dict = {}
+
+# (fp32, fp16 tensor core) TFLOP/s, dense, from the vendors' spec sheets
+GPU_PEAK = {
+    "H100": (67, 989), "A100": (19.5, 312), "V100": (15.7, 125), "A10": (31.2, 125), "L4": (30.3, 121),
+    "T4": (8.1, 65), "A40": (37.4, 150), "RTX 3090": (35.6, 71), "RTX 4090": (82.6, 165), "L40": (90.5, 181),
+}
+
+
+def peak_flops(precision: str = "float32") -> tuple[float, str]:
+    """(peak FLOP/s, where the figure comes from) for MFU, cached per process.
+
+    GPU: the vendor's dense peak for the device name (tensor cores for mixed precision). CPU: measured here
+    with a short fp32 matmul, which is what this machine can really do (nanoGPT uses a spec sheet; a laptop
+    has none we can trust).
+    """
+    if precision in _PEAK:
+        return _PEAK[precision]
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus:
+        name = tf.config.experimental.get_device_details(gpus[0]).get("device_name", "")
+        for k, (fp32, fp16) in GPU_PEAK.items():
+            if k in name:
+                _PEAK[precision] = ((fp16 if precision == "mixed_float16" else fp32) * 1e12, f"{name} spec sheet")
+                return _PEAK[precision]
+    n = 1024
+    a, b = tf.random.normal([n, n]), tf.random.normal([n, n])
+    mm = tf.function(lambda a, b: tf.reduce_sum(tf.matmul(a, b)))
+    mm(a, b).numpy()  # trace and warm up
+    best = 0.0
+    for _ in range(5):  # best of a few short trials: the machine may be busy with other work
+        t0 = time.perf_counter()
+        for _ in range(3):
+            mm(a, b).numpy()
+        best = max(best, 3 * 2 * n ** 3 / (time.perf_counter() - t0))
+    _PEAK[precision] = (best, "measured fp32 matmul")
+    return _PEAK[precision]
+
+
+def train_flops(cfg: ModelConfig, vocab_size: int, src_tokens: float, tgt_tokens: float,
+                src_len: float = 32.0, tgt_len: float = 32.0) -> float:
+    """Model FLOPs of one training step (forward + backward = 3x forward), for MFU.
+
+    2 FLOPs per weight per token through the matmuls (encoder weights see source tokens; decoder weights and
+    the output projection see target tokens) plus the attention score/value matmuls; embeddings lookups and
+    element-wise ops are not counted (as in PaLM's and nanoGPT's MFU).
+    """
+    d, f = cfg.d_model, cfg.d_ff
+    enc_layer = 4 * d * d + 2 * d * f
+    dec_layer = 8 * d * d + 2 * d * f
+    fwd = 2 * (cfg.encoder_layers * enc_layer * src_tokens + cfg.decoder_layers * dec_layer * tgt_tokens
+               + vocab_size * d * tgt_tokens)
+    # attention: QK^T and AV, 2 matmuls of 2*len*d FLOPs per token per attention block
+    fwd += 2 * 2 * d * (cfg.encoder_layers * src_tokens * src_len
+                        + cfg.decoder_layers * tgt_tokens * (tgt_len + src_len))
+    return 3.0 * fwd
+
+
+@dataclass
+class Window:
+    """The steps since the last log line: what the line averages over."""
+
+    losses: list[float] = field(default_factory=list)
+    time: float = 0.0
+    tokens: int = 0
+    flops: float = 0.0
+
+    def add(self, loss: float, seconds: float, tokens: int, flops: float) -> None:
+        self.losses.append(loss)
+        self.time += seconds
+        self.tokens += tokens
+        self.flops += flops
+
+    def record(self, dist, peak: float) -> dict:
+        """loss, step_time, steps_per_sec, tokens_per_sec (all ranks) and mfu of this window."""
+        tokens, flops = dist.sum(self.tokens), dist.sum(self.flops)
+        sec = self.time / len(self.losses)
+        return {"loss": float(np.mean(self.losses)), "step_time": sec, "steps_per_sec": 1.0 / sec,
+                "tokens_per_sec": tokens / self.time, "mfu": flops / self.time / (peak * dist.size)}
+
+
+class Scalars:
+    """TensorBoard event file + scalars.jsonl mirror (rank 0); a no-op on other ranks. A context manager."""
+
+    def __init__(self, run: Path, enabled: bool):
+        self.enabled = enabled
+        self.path = run / runs.SCALARS
+        self.writer = tf.summary.create_file_writer(str(run)) if enabled else None
+
+    def write(self, step: int, values: dict) -> None:
+        if not self.enabled:
+            return
+        now = time.time()
+        with self.writer.as_default():
+            for tag, value in values.items():
+                if value is None:
+                    continue
+                tf.summary.scalar(tag, float(value), step=step)
+                append_jsonl(self.path, {"step": step, "wall_time": now, "tag": tag, "value": float(value)})
+        self.writer.flush()
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+

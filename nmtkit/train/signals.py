@@ -1,0 +1,30 @@
+"""Stop at the next step on SIGINT/SIGTERM: the handler only sets a flag, the loop checks it every step and
+all ranks agree via dist.any(), so every rank stops at the same step and rank 0 leaves a checkpoint."""
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+
+
+class StopFlag:
+    """Set by SIGINT/SIGTERM."""
+
+    def __init__(self):
+        self.requested = False
+        self.signal: str | None = None
+
+    def handler(self, signum, frame):
+        if self.requested and signum == signal.SIGINT:
+            raise KeyboardInterrupt  # a second Ctrl-C: the way out if a step hangs
+        self.requested, self.signal = True, signal.Signals(signum).name
+
+
+def stop_on_signals(stack: contextlib.ExitStack) -> StopFlag:
+    """Install SIGINT/SIGTERM handlers (main thread only) and register their restoration on `stack`."""
+    flag = StopFlag()
+    if threading.current_thread() is threading.main_thread():
+        for s in (signal.SIGINT, signal.SIGTERM):
+            stack.callback(signal.signal, s, signal.getsignal(s))
+            signal.signal(s, flag.handler)
+    return flag
