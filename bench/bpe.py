@@ -53,8 +53,10 @@ def subword_nmt() -> list[str]:
     """The subword-nmt command (installed on first use into .cache/subword-nmt, never into the kit's venv)."""
     if not (SUBWORD_DIR / "subword_nmt").is_dir():
         print(f"installing subword-nmt into {SUBWORD_DIR} (bench-only) ...", flush=True)
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--target", str(SUBWORD_DIR), "subword-nmt"],
-                       check=True)
+        r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--target", str(SUBWORD_DIR), "subword-nmt"],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.exit(f"pip install --target {SUBWORD_DIR} subword-nmt failed: {r.stderr.strip()[-400:]}")
     return [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(SUBWORD_DIR)!r}); "
             "from subword_nmt.subword_nmt import main; sys.argv[0] = 'subword-nmt'; main()"]
 
@@ -76,6 +78,14 @@ def kit_apply(d: Path) -> int:
         pipeline.write_encoded(d, "train", lang, ids, lengths)
         total += len(ids)
     return total
+
+
+def run_quiet(cmd: list[str], src: Path, dst: Path) -> None:
+    """A subword-nmt command from file to file; its progress bar (stderr) shown only if it fails."""
+    with open(src) as i, open(dst, "w") as o:
+        r = subprocess.run(cmd, stdin=i, stdout=o, stderr=subprocess.PIPE, text=True)
+    if r.returncode != 0:
+        sys.exit(f"{' '.join(cmd[-3:])} failed: {r.stderr.strip()[-400:]}")
 
 
 def timed(fn, *args) -> tuple[float, object]:
@@ -113,13 +123,11 @@ def main() -> None:
         both = d / "both.txt"
         both.write_text((d / "train.en").read_text() + (d / "train.de").read_text())
         t0 = time.perf_counter()
-        with open(both) as i, open(d / "codes", "w") as o:
-            subprocess.run(cmd + ["learn-bpe", "-s", str(merges)], stdin=i, stdout=o, check=True)
+        run_quiet(cmd + ["learn-bpe", "-s", str(merges)], both, d / "codes")
         t_sw_learn = time.perf_counter() - t0
         t0 = time.perf_counter()
         for lang in ("en", "de"):
-            with open(d / f"train.{lang}") as i, open(d / f"train.bpe.{lang}", "w") as o:
-                subprocess.run(cmd + ["apply-bpe", "-c", str(d / "codes")], stdin=i, stdout=o, check=True)
+            run_quiet(cmd + ["apply-bpe", "-c", str(d / "codes")], d / f"train.{lang}", d / f"train.bpe.{lang}")
         t_sw_apply = time.perf_counter() - t0
         n_sw = sum(len(l.split()) for lang in ("en", "de") for l in (d / f"train.bpe.{lang}").read_text().splitlines())
         print(f"subword-nmt ({merges:,} merges): learn {t_sw_learn:.2f} s, apply {t_sw_apply:.2f} s "
