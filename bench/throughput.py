@@ -58,14 +58,16 @@ def matmul_peak(dtype, n: int = 2048, reps: int = 3, trials: int = 4) -> float:
     return best
 
 
-def padding_fraction(data_dir: Path, cfg, batches: int) -> tuple[float, float]:
-    """(padding fraction, mean padded tokens per batch) of the first `batches` batches train() sees (same seed)."""
+def padding_fraction(data_dir: Path, cfg, batches: int) -> tuple[float, float, float]:
+    """(padding fraction, mean padded tokens, mean sentence pairs) per batch over the first `batches` batches
+    train() sees (same data, same seed)."""
     ds = make_dataset(data_dir, "train", cfg.data, seed=cfg.train.seed, shuffle=True, repeat=True)
-    real = total = 0
+    real = total = pairs = 0
     for src, tgt in ds.take(batches):
         real += int(np.count_nonzero(src.numpy())) + int(np.count_nonzero(tgt.numpy()))
         total += int(np.prod(src.shape)) + int(np.prod(tgt.shape))
-    return 1 - real / total, total / batches
+        pairs += int(src.shape[0])
+    return 1 - real / total, total / batches, pairs / batches
 
 
 def run_nmtkit(base_cfg, data_dir: Path, shape: str, steps: int, warmup: int, peak: float, work: Path) -> dict:
@@ -82,10 +84,10 @@ def run_nmtkit(base_cfg, data_dir: Path, shape: str, steps: int, warmup: int, pe
     seconds = sum(r["step_time"] for r in kept)
     tokens = sum(r["tokens_per_sec"] * r["step_time"] for r in kept)
     flops = sum(r["mfu"] * summary["peak_flops"] * r["step_time"] for r in kept)  # undo train()'s own peak
-    pad, padded = padding_fraction(data_dir, cfg, warmup + steps)
+    pad, padded, pairs = padding_fraction(data_dir, cfg, warmup + steps)
     return {"tokens_per_sec": tokens / seconds, "ms_per_step": 1000 * seconds / len(kept),
             "tokens_per_step": tokens / len(kept), "mfu": flops / seconds / peak, "padding": pad,
-            "padded_per_step": padded, "params": summary["params"], "steps": len(kept),
+            "padded_per_step": padded, "pairs_per_step": pairs, "params": summary["params"], "steps": len(kept),
             "precision": summary["precision"]}
 
 
@@ -142,6 +144,11 @@ def main() -> None:
                                   batch_tokens=2048, max_tokens=cfg.data.max_tokens, timeout=1800)
                     print(f"OpenNMT-tf {shape}: {o.tokens_per_sec:,.0f} tokens/s, {o.ms_per_step:.0f} ms/step, "
                           f"{o.tokens_per_step:,.0f} tokens/step, {o.steps_measured} steps measured", flush=True)
+                    # nmtkit counts the source EOS it feeds the encoder; OpenNMT-tf feeds (and counts) none
+                    no_eos = k["tokens_per_sec"] * (1 - k["pairs_per_step"] / k["tokens_per_step"])
+                    print(f"{shape}: nmtkit / OpenNMT-tf {k['tokens_per_sec'] / o.tokens_per_sec:.2f}; counted "
+                          f"OpenNMT-tf's way (no source EOS, ~{k['pairs_per_step']:.0f} pairs/step) "
+                          f"{no_eos / o.tokens_per_sec:.2f}", flush=True)
                 except _onmt.OnmtUnavailable as e:
                     onmt_why = str(e)
             rows.append((shape, k, o))
