@@ -104,6 +104,7 @@ def main() -> None:
     steps, warmup = (6, 2) if args.quick else (args.steps, args.warmup)
     report_every = 2 if args.quick else 5
     warmup_onmt = max(warmup, report_every)  # OpenNMT-tf reports per interval: skip the first interval whole
+    onmt_steps = -(-steps // report_every) * report_every  # whole report intervals, at least `steps`
 
     with tempfile.TemporaryDirectory(prefix="nmtkit-bench-tp-") as tmp:
         work = Path(args.workdir or tmp)
@@ -140,7 +141,7 @@ def main() -> None:
                 layers, d, heads, ff = SHAPES[shape]
                 try:
                     o = _onmt.run(files, work / f"onmt-{shape}", layers=layers, d_model=d, heads=heads, d_ff=ff,
-                                  steps=warmup_onmt + steps, warmup=warmup_onmt, report_every=report_every,
+                                  steps=warmup_onmt + onmt_steps, warmup=warmup_onmt, report_every=report_every,
                                   batch_tokens=2048, max_tokens=cfg.data.max_tokens, timeout=1800)
                     print(f"OpenNMT-tf {shape}: {o.tokens_per_sec:,.0f} tokens/s, {o.ms_per_step:.0f} ms/step, "
                           f"{o.tokens_per_step:,.0f} tokens/step, {o.steps_measured} steps measured", flush=True)
