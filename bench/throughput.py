@@ -78,7 +78,7 @@ def run_nmtkit(base_cfg, data_dir: Path, shape: str, steps: int, warmup: int, pe
         "model.num_heads": heads, "model.d_ff": ff, "train.steps": warmup + steps, "train.log_every": 1,
         "train.precision": "float32"})
     records: list[dict] = []
-    summary = train(cfg, work / f"nmtkit-{shape}", data_dir=data_dir, on_log=records.append, progress=False,
+    summary = train(cfg, work / f"nmtkit-{shape}-{int(time.time())}", data_dir=data_dir, on_log=records.append, progress=False,
                     resume=False)
     kept = [r for r in records if r["step"] > warmup]
     seconds = sum(r["step_time"] for r in kept)
@@ -124,23 +124,24 @@ def main() -> None:
             except _onmt.OnmtUnavailable as e:
                 onmt_why = str(e)
 
-        peak32 = matmul_peak(tf.float32)
         peak16 = matmul_peak(tf.bfloat16)
-        print(f"peak (2048^2 matmul, this run): fp32 {peak32 / 1e9:.0f} GFLOP/s, bf16 {peak16 / 1e9:.0f} GFLOP/s "
-              f"(bf16 shown for reference: these runs are fp32)")
+        print(f"bf16 peak (2048^2 matmul, this run): {peak16 / 1e9:.0f} GFLOP/s (for reference: these runs are fp32)")
 
         rows = []
         for shape in shapes:
+            # the fp32 peak just before each shape: on a shared machine the load drifts during the run
+            peak32 = matmul_peak(tf.float32)
             k = run_nmtkit(cfg, data_dir, shape, steps, warmup, peak32, work)
             print(f"nmtkit {shape}: {k['tokens_per_sec']:,.0f} tokens/s, {k['ms_per_step']:.0f} ms/step, "
                   f"{k['tokens_per_step']:,.0f} tokens/step ({k['padded_per_step']:,.0f} with padding, "
-                  f"{100 * k['padding']:.1f}% padding), MFU {100 * k['mfu']:.1f}% of fp32 peak, "
+                  f"{100 * k['padding']:.1f}% padding), MFU {100 * k['mfu']:.1f}% of the fp32 peak "
+                  f"({peak32 / 1e9:.0f} GFLOP/s, 2048^2 matmul measured just before), "
                   f"{k['params']:,} parameters, {k['steps']} steps measured", flush=True)
             o = None
             if onmt_why is None:
                 layers, d, heads, ff = SHAPES[shape]
                 try:
-                    o = _onmt.run(files, work / f"onmt-{shape}", layers=layers, d_model=d, heads=heads, d_ff=ff,
+                    o = _onmt.run(files, work / f"onmt-{shape}-{int(time.time())}", layers=layers, d_model=d, heads=heads, d_ff=ff,
                                   steps=warmup_onmt + onmt_steps, warmup=warmup_onmt, report_every=report_every,
                                   batch_tokens=2048, max_tokens=cfg.data.max_tokens, timeout=1800)
                     print(f"OpenNMT-tf {shape}: {o.tokens_per_sec:,.0f} tokens/s, {o.ms_per_step:.0f} ms/step, "
