@@ -1,0 +1,160 @@
+"""Data-parallel scaling: (a) 1 vs 2 ranks on this machine; (b) 2 "hosts" (network namespaces) over a shaped link.
+
+    python bench/scaling.py [--quick] [--steps 30] [--skip-netns]
+
+(a) Local engines (nmtkit.cluster.Cluster), the same per-rank batch (2048 tokens), one intra-op thread per rank:
+    tokens/s of 1 rank and of 2 ranks, and the scaling efficiency tokens/s(2) / (2 x tokens/s(1)); target >= 90%.
+(b) Two network namespaces joined by a veth pair (the approach of tests/test_cluster_netns.py), Horovod's traffic
+    on that link, tc tbf at 1 Gbit/s and 200 Mbit/s. The compute time is the 2-rank step time with the link
+    unshaped; the model predicts step = compute + 2(N-1)/N x gradient bytes / rate (gradient bytes = 4 x
+    trainable parameters, fp32); printed against the measured step, target within 25%. Skipped, with the reason,
+    when not root or without `ip netns`.
+Step times come from the rank logs (runs/<run>/ranks/rank<r>.jsonl), warm-up steps left out. --quick: fewer steps
+(< 3 minutes). Figures only: nothing is asserted.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+# one intra-op thread per rank: local engines inherit this environment (the kit's own engine environment may set
+# TF_NUM_INTRAOP_THREADS from the cores; _one_thread() below pins it to 1 as well)
+os.environ.update(OMP_NUM_THREADS="1", TF_NUM_INTRAOP_THREADS="1", TF_NUM_INTEROP_THREADS="1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the kit of this checkout
+
+import nmtkit  # noqa: E402,F401  (Keras 2 API before TensorFlow)
+from nmtkit import config, runs  # noqa: E402
+from nmtkit.cluster import Cluster  # noqa: E402
+from nmtkit.data.prepare import prepare  # noqa: E402
+from nmtkit.files import read_jsonl  # noqa: E402
+
+import _netns  # noqa: E402
+
+RATES = {"1gbit": 1e9, "200mbit": 200e6}  # tc's units are SI: bits per second
+
+
+def _one_thread(cluster: Cluster) -> Cluster:
+    """Local engines get one intra-op thread whatever the core count (the kit gives cores / engines)."""
+    base = getattr(cluster, "_engine_env", None)
+    if callable(base):
+        cluster._engine_env = lambda: {**base(), "TF_NUM_INTRAOP_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    return cluster
+
+
+def measure(cluster: Cluster, cfg, run: Path, ranks: int, warmup: int) -> dict:
+    """Train on `ranks` ranks; per-step time (mean over ranks of each step's time) and tokens/s of all ranks."""
+    results = cluster.launch(cfg, run, preflight=False, ranks=ranks).wait(timeout=1800)
+    summary = results[0]["value"]
+    logs = [[r for r in read_jsonl(runs.rank_log(run, k)) if r["step"] > warmup] for k in range(ranks)]
+    n = min(len(l) for l in logs)
+    step_times = [statistics.mean(l[i]["step_time"] for l in logs) for i in range(n)]
+    tokens = sum(r["tokens"] for l in logs for r in l[:n])
+    seconds = sum(step_times)
+    return {"step_ms": 1000 * seconds / n, "median_ms": 1000 * statistics.median(step_times),
+            "tokens_per_sec": tokens / seconds, "tokens_per_step": tokens / n, "steps": n,
+            "params": summary["params"]}
+
+
+def local(cfg, work: Path, warmup: int) -> None:
+    cluster = _one_thread(Cluster(cfg, engines=2, profile_dir=work / "ipython-local"))
+    t = time.time()
+    cluster.start()
+    print(f"(a) 2 local engines started in {time.time() - t:.0f} s", flush=True)
+    try:
+        one = measure(cluster, cfg, work / "local-1", 1, warmup)
+        print(f"(a) 1 rank : {one['tokens_per_sec']:,.0f} tokens/s, {one['step_ms']:.0f} ms/step "
+              f"(median {one['median_ms']:.0f}), {one['tokens_per_step']:,.0f} tokens/step, {one['steps']} steps",
+              flush=True)
+        two = measure(cluster, cfg, work / "local-2", 2, warmup)
+        print(f"(a) 2 ranks: {two['tokens_per_sec']:,.0f} tokens/s, {two['step_ms']:.0f} ms/step "
+              f"(median {two['median_ms']:.0f}), {two['tokens_per_step']:,.0f} tokens/step (both ranks), "
+              f"{two['steps']} steps", flush=True)
+    finally:
+        cluster.stop()
+    eff = two["tokens_per_sec"] / (2 * one["tokens_per_sec"])
+    print(f"(a) scaling efficiency 2 ranks vs 1: {100 * eff:.0f}% (target >= 90%)", flush=True)
+
+
+def netns(cfg, work: Path, warmup: int) -> None:
+    total_steps = cfg.train.steps
+    why = _netns.unavailable()
+    if why:
+        print(f"(b) skipped: {why}")
+        return
+    hosts = _netns.TwoHosts()
+    try:
+        hosts.up()
+        cluster = Cluster(cfg, engines=2, launcher="manual", listen_ip=hosts.ctl_ip, iface="nmt0",
+                          logical_hosts=False, profile_dir=work / "ipython-netns")
+        cluster.start()
+        try:
+            engine_file = cluster.connection_files()["engine"]
+            for i, ns in enumerate(hosts.ns):
+                hosts.start_engine(i, engine_file, work / f"{ns}.log")
+            cluster.wait_for_engines(2, timeout=180)
+            rows = []
+            for rate in (None, *RATES):
+                hosts.set_rate(rate)
+                before = hosts.counters(hosts.ns[0])
+                m = measure(cluster, cfg, work / f"netns-{rate or 'unshaped'}", 2, warmup)
+                sent = hosts.counters(hosts.ns[0])["tx_bytes"] - before["tx_bytes"]
+                rows.append((rate, m, sent))
+                print(f"(b) link {rate or 'unshaped'}: {m['step_ms']:.0f} ms/step (median {m['median_ms']:.0f}), "
+                      f"{m['tokens_per_sec']:,.0f} tokens/s, rank 0 sent {sent / 1e6:,.1f} MB", flush=True)
+        finally:
+            cluster.stop()
+    finally:
+        hosts.cleanup()
+    compute = rows[0][1]["step_ms"] / 1000
+    params = rows[0][1]["params"]
+    grad_bytes = 4 * params
+    n = 2
+    print(f"(b) compute time (2 ranks, unshaped link) {1000 * compute:.0f} ms/step; {params:,} parameters -> "
+          f"gradient {grad_bytes / 1e6:.2f} MB")
+    for rate, m, sent in rows[1:]:
+        comm = 2 * (n - 1) / n * grad_bytes * 8 / RATES[rate]
+        predicted = compute + comm
+        measured = m["step_ms"] / 1000
+        print(f"(b) {rate}: measured {1000 * measured:.0f} ms/step vs predicted {1000 * predicted:.0f} "
+              f"(compute {1000 * compute:.0f} + allreduce {1000 * comm:.0f}): ratio {measured / predicted:.2f} "
+              f"(target within 25%: 0.75-1.25)")
+        # what really crossed the link: sparse embedding gradients travel as allgathered slices, the first
+        # step adds the broadcast of weights and optimizer state, so the wire carries more than 4 x params
+        wire = sent / total_steps
+        by_wire = compute + wire * 8 / RATES[rate]
+        print(f"(b) {rate}: with the bytes rank 0 really sent ({wire / 1e6:.2f} MB/step, broadcast included) the "
+              f"prediction is {1000 * by_wire:.0f} ms/step: ratio {measured / by_wire:.2f}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="few steps: checks the bench works (< 3 minutes)")
+    ap.add_argument("--steps", type=int, default=30, help="measured steps per run (after warm-up)")
+    ap.add_argument("--warmup", type=int, default=4)
+    ap.add_argument("--skip-netns", action="store_true", help="only (a)")
+    ap.add_argument("--workdir", default=None, help="keep data and runs here (default: a temp dir)")
+    args = ap.parse_args()
+    steps, warmup = (8, 3) if args.quick else (args.steps, args.warmup)
+    with tempfile.TemporaryDirectory(prefix="nmtkit-bench-scaling-") as tmp:
+        work = Path(args.workdir or tmp)
+        # the tiny profile's model; 2048-token batches per rank; no evaluation or checkpoints in the timed part
+        cfg = config.load("tiny", {
+            "data.dir": str(work / "data"), "data.batch_tokens": 2048, "train.steps": warmup + steps,
+            "train.log_every": warmup + steps, "train.ckpt_every": 0, "train.precision": "float32",
+            "eval.every": 0, "eval.dev_sentences": 1, "eval.test_sentences": 1, "eval.beam_size": 1,
+            "eval.max_extra_len": 1, "monitor.enabled": False})
+        prepare(cfg, progress=False)
+        local(cfg, work, warmup)
+        if args.skip_netns:
+            print("(b) skipped: --skip-netns")
+        else:
+            netns(cfg, work, warmup)
+
+
+if __name__ == "__main__":
+    main()

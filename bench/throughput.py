@@ -1,0 +1,176 @@
+"""Training throughput and MFU of nmtkit at the base, small and tiny shapes, side by side with OpenNMT-tf 2.32.
+
+    python bench/throughput.py [--quick] [--shapes base,small,tiny] [--steps 20] [--no-onmt]
+
+Both train on the same text (the tiny profile's synthetic training split, the same sentencepiece pieces), the same
+shapes, fp32, 2048-token batches, one after the other in this run; warm-up steps (tracing) are left out. Tokens are
+source + target non-padding tokens. MFU is against a 2048x2048 fp32 matmul peak measured in this run (train()'s
+own MFU is rescaled from its peak to this one). OpenNMT-tf runs in a bench-only venv (.cache/onmt-venv) built on
+first use; if it cannot run, the reference table measured earlier is printed instead, with the reason.
+--quick: the tiny shape only, a few steps each (< 3 minutes once the venv exists).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the kit of this checkout
+
+import nmtkit  # noqa: F401  (Keras 2 API before TensorFlow)
+from nmtkit import config
+from nmtkit.data.pipeline import make_dataset
+from nmtkit.data.prepare import prepare
+from nmtkit.keras2 import import_tf
+
+import _onmt
+
+tf = import_tf()
+
+SHAPES = {  # layers (encoder = decoder), d_model, heads, d_ff
+    "base": (6, 512, 8, 2048),
+    "small": (3, 256, 4, 1024),
+    "tiny": (2, 128, 4, 512),
+}
+REFERENCE = """reference (issue 14, quiet machine, one after the other; compare ratios, not absolute figures):
+| shape | nmtkit (main then) | OpenNMT-tf 2.32 on TF 2.13 | nmtkit / OpenNMT-tf |
+| base  | 973 tokens/s (2.93 s/step, ~2,850 tokens/step) | 1,199 tokens/s (3.26 s/step, 3,907 tokens/step) | 0.81 |
+| small | 4,468 tokens/s (628 ms/step) | 6,029 tokens/s (649 ms/step) | 0.74 |"""
+
+
+def matmul_peak(dtype, n: int = 2048, reps: int = 3, trials: int = 4) -> float:
+    """Best FLOP/s of an n x n matmul (tf.function), best of a few trials: the machine may be busy."""
+    a = tf.random.normal([n, n], dtype=tf.float32)
+    b = tf.random.normal([n, n], dtype=tf.float32)
+    a, b = tf.cast(a, dtype), tf.cast(b, dtype)
+    mm = tf.function(lambda a, b: tf.reduce_sum(tf.cast(tf.matmul(a, b), tf.float32)))
+    mm(a, b).numpy()
+    best = 0.0
+    for _ in range(trials):
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            mm(a, b).numpy()
+        best = max(best, reps * 2 * n ** 3 / (time.perf_counter() - t0))
+    return best
+
+
+def padding_fraction(data_dir: Path, cfg, batches: int) -> tuple[float, float, float]:
+    """(padding fraction, mean padded tokens, mean sentence pairs) per batch over the first `batches` batches
+    train() sees (same data, same seed)."""
+    ds = make_dataset(data_dir, "train", cfg.data, seed=cfg.train.seed, shuffle=True, repeat=True)
+    real = total = pairs = 0
+    for src, tgt in ds.take(batches):
+        real += int(np.count_nonzero(src.numpy())) + int(np.count_nonzero(tgt.numpy()))
+        total += int(np.prod(src.shape)) + int(np.prod(tgt.shape))
+        pairs += int(src.shape[0])
+    return 1 - real / total, total / batches, pairs / batches
+
+
+def run_nmtkit(base_cfg, data_dir: Path, shape: str, steps: int, warmup: int, peak: float, work: Path) -> dict:
+    from nmtkit.train.loop import train
+    layers, d, heads, ff = SHAPES[shape]
+    cfg = base_cfg.with_overrides({
+        "model.encoder_layers": layers, "model.decoder_layers": layers, "model.d_model": d,
+        "model.num_heads": heads, "model.d_ff": ff, "train.steps": warmup + steps, "train.log_every": 1,
+        "train.precision": "float32"})
+    records: list[dict] = []
+    summary = train(cfg, work / f"nmtkit-{shape}-{int(time.time())}", data_dir=data_dir, on_log=records.append, progress=False,
+                    resume=False)
+    kept = [r for r in records if r["step"] > warmup]
+    seconds = sum(r["step_time"] for r in kept)
+    tokens = sum(r["tokens_per_sec"] * r["step_time"] for r in kept)
+    flops = sum(r["mfu"] * summary["peak_flops"] * r["step_time"] for r in kept)  # undo train()'s own peak
+    pad, padded, pairs = padding_fraction(data_dir, cfg, warmup + steps)
+    return {"tokens_per_sec": tokens / seconds, "ms_per_step": 1000 * seconds / len(kept),
+            "tokens_per_step": tokens / len(kept), "mfu": flops / seconds / peak, "padding": pad,
+            "padded_per_step": padded, "pairs_per_step": pairs, "params": summary["params"], "steps": len(kept),
+            "precision": summary["precision"]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="tiny shape only, few steps: checks the bench works")
+    ap.add_argument("--shapes", default="base,small,tiny")
+    ap.add_argument("--steps", type=int, default=20, help="measured steps per shape and toolkit (after warm-up)")
+    ap.add_argument("--warmup", type=int, default=3, help="steps left out (tracing, first allocations)")
+    ap.add_argument("--no-onmt", action="store_true", help="nmtkit only; print the reference table")
+    ap.add_argument("--workdir", default=None, help="keep the prepared data and runs here (default: a temp dir)")
+    args = ap.parse_args()
+    shapes = ["tiny"] if args.quick else [s.strip() for s in args.shapes.split(",") if s.strip()]
+    steps, warmup = (6, 2) if args.quick else (args.steps, args.warmup)
+    report_every = 2 if args.quick else 5
+    warmup_onmt = max(warmup, report_every)  # OpenNMT-tf reports per interval: skip the first interval whole
+    onmt_steps = -(-steps // report_every) * report_every  # whole report intervals, at least `steps`
+
+    with tempfile.TemporaryDirectory(prefix="nmtkit-bench-tp-") as tmp:
+        work = Path(args.workdir or tmp)
+        data_dir = work / "data"
+        cfg = config.load("tiny", {
+            "data.dir": str(data_dir), "data.batch_tokens": 2048, "train.ckpt_every": 0, "eval.every": 0,
+            "eval.dev_sentences": 1, "eval.test_sentences": 1, "eval.beam_size": 1, "eval.max_extra_len": 1,
+            "monitor.enabled": False})
+        prepare(cfg, progress=False)
+
+        onmt_why = "--no-onmt" if args.no_onmt else None
+        files = None
+        if onmt_why is None:
+            try:
+                _onmt.ensure_venv(print)
+                files = _onmt.write_corpus(data_dir, work / "onmt-data", cfg.data.max_tokens)
+            except _onmt.OnmtUnavailable as e:
+                onmt_why = str(e)
+
+        peak16 = matmul_peak(tf.bfloat16)
+        print(f"bf16 peak (2048^2 matmul, this run): {peak16 / 1e9:.0f} GFLOP/s (for reference: these runs are fp32)")
+
+        rows = []
+        for shape in shapes:
+            # the fp32 peak just before each shape: on a shared machine the load drifts during the run
+            peak32 = matmul_peak(tf.float32)
+            k = run_nmtkit(cfg, data_dir, shape, steps, warmup, peak32, work)
+            print(f"nmtkit {shape}: {k['tokens_per_sec']:,.0f} tokens/s, {k['ms_per_step']:.0f} ms/step, "
+                  f"{k['tokens_per_step']:,.0f} tokens/step ({k['padded_per_step']:,.0f} with padding, "
+                  f"{100 * k['padding']:.1f}% padding), MFU {100 * k['mfu']:.1f}% of the fp32 peak "
+                  f"({peak32 / 1e9:.0f} GFLOP/s, 2048^2 matmul measured just before), "
+                  f"{k['params']:,} parameters, {k['steps']} steps measured", flush=True)
+            o = None
+            if onmt_why is None:
+                layers, d, heads, ff = SHAPES[shape]
+                try:
+                    o = _onmt.run(files, work / f"onmt-{shape}-{int(time.time())}", layers=layers, d_model=d, heads=heads, d_ff=ff,
+                                  steps=warmup_onmt + onmt_steps, warmup=warmup_onmt, report_every=report_every,
+                                  batch_tokens=2048, max_tokens=cfg.data.max_tokens, timeout=1800)
+                    print(f"OpenNMT-tf {shape}: {o.tokens_per_sec:,.0f} tokens/s, {o.ms_per_step:.0f} ms/step, "
+                          f"{o.tokens_per_step:,.0f} tokens/step, {o.steps_measured} steps measured", flush=True)
+                    # nmtkit counts the source EOS it feeds the encoder; OpenNMT-tf feeds (and counts) none
+                    no_eos = k["tokens_per_sec"] * (1 - k["pairs_per_step"] / k["tokens_per_step"])
+                    print(f"{shape}: nmtkit / OpenNMT-tf {k['tokens_per_sec'] / o.tokens_per_sec:.2f}; counted "
+                          f"OpenNMT-tf's way (no source EOS, ~{k['pairs_per_step']:.0f} pairs/step) "
+                          f"{no_eos / o.tokens_per_sec:.2f}", flush=True)
+                except _onmt.OnmtUnavailable as e:
+                    onmt_why = str(e)
+            rows.append((shape, k, o))
+
+        print()
+        print("| shape | nmtkit tokens/s | ms/step | tokens/step | padding | MFU (fp32) "
+              "| OpenNMT-tf tokens/s | ms/step | tokens/step | nmtkit / OpenNMT-tf |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        for shape, k, o in rows:
+            other = (f"{o.tokens_per_sec:,.0f} | {o.ms_per_step:.0f} | {o.tokens_per_step:,.0f} | "
+                     f"{k['tokens_per_sec'] / o.tokens_per_sec:.2f}") if o else "- | - | - | -"
+            print(f"| {shape} | {k['tokens_per_sec']:,.0f} | {k['ms_per_step']:.0f} | {k['tokens_per_step']:,.0f} | "
+                  f"{100 * k['padding']:.1f}% | {100 * k['mfu']:.1f}% | {other} |")
+        if onmt_why:
+            print(f"\nOpenNMT-tf not measured: {onmt_why}\n{REFERENCE}")
+        else:
+            print("(tokens/step differ: OpenNMT-tf's 2048-token budget counts the longer side of each example "
+                  "without padding, nmtkit's counts padded length x sentences; compare tokens/s. Target: >= 1.2x "
+                  "at base and small.)")
+
+
+if __name__ == "__main__":
+    main()
