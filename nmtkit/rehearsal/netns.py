@@ -170,7 +170,7 @@ class TwoHosts:
         lines = [f"Host {h.name}\n    HostName {h.ctl_addr}\n" for h in self.hosts]
         lines.append(f"Host *\n    User root\n    IdentityFile {self.key}\n    IdentitiesOnly yes\n"
                      f"    StrictHostKeyChecking no\n    UserKnownHostsFile /dev/null\n    BatchMode yes\n"
-                     f"    ConnectTimeout 10\n    LogLevel ERROR\n")
+                     f"    ConnectTimeout 10\n    ServerAliveInterval 5\n    ServerAliveCountMax 3\n    LogLevel ERROR\n")
         self.ssh_config.write_text("".join(lines))
 
     def _sshd(self, h: Host, hide: str | None) -> None:
@@ -261,3 +261,46 @@ class TwoHosts:
                 except (ProcessLookupError, ValueError):
                     pass
             time.sleep(0.3)
+
+
+COUNTER_LOOP = ("import sys,time\nd='/sys/class/net/'+sys.argv[1]+'/statistics/'\n"
+                "while True:\n    tx=open(d+'tx_bytes').read().strip(); rx=open(d+'rx_bytes').read().strip()\n"
+                "    print(f'{time.time():.3f} {tx} {rx}', flush=True); time.sleep(float(sys.argv[2]))\n")
+
+
+class CounterLog:
+    """The data link's byte counters in one host, sampled every `interval` s by a process inside its namespace:
+    `with CounterLog(ns) as c: ...` then `c.tx_at(t)` (interpolated) for any wall-clock time t inside the window."""
+
+    def __init__(self, ns: str, dev: str = DATA_IFACE, interval: float = 0.1, python: str = "python3"):
+        self.cmd = ["ip", "netns", "exec", ns, python, "-c", COUNTER_LOOP, dev, str(interval)]
+        self.samples: list[tuple[float, int, int]] = []
+        self.proc: subprocess.Popen | None = None
+
+    def __enter__(self) -> "CounterLog":
+        import threading
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+
+        def read():
+            for line in self.proc.stdout:
+                t, tx, rx = line.split()
+                self.samples.append((float(t), int(tx), int(rx)))
+
+        self._reader = threading.Thread(target=read, daemon=True)
+        self._reader.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.proc.kill()
+        self.proc.wait()
+        self._reader.join(timeout=5)
+
+    def tx_at(self, t: float) -> float:
+        """tx bytes at time t, linear between the two samples around it."""
+        s = self.samples
+        if not s or not s[0][0] <= t <= s[-1][0]:
+            raise ValueError(f"no counter samples around t={t:.3f} ({len(s)} samples)")
+        for (t0, a, _), (t1, b, _) in zip(s, s[1:]):
+            if t0 <= t <= t1:
+                return a + (b - a) * ((t - t0) / (t1 - t0) if t1 > t0 else 0.0)
+        return float(s[-1][1])
