@@ -9,7 +9,7 @@ from nmtkit.rehearsal.run import Options, default_out, rehearse
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m nmtkit.rehearsal", description=__doc__)
-    ap.add_argument("--out", type=Path, default=None, help="report directory (default: workspace/rehearsal/<time>)")
+    ap.add_argument("--out", type=Path, default=None, help="report directory (default: runs/rehearsal-<time>)")
     ap.add_argument("--rate", default="1gbit", help="tc rate of the data link during training")
     ap.add_argument("--steps", type=int, default=12, help="steps of the short run")
     ap.add_argument("--kill", action="store_true", help="also kill -9 a remote engine mid-run, then resume")

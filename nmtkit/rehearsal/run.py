@@ -23,8 +23,8 @@ from nmtkit.rehearsal.ssh import launcher_traits, start_cluster
 
 CODE_ROOT = Path(__file__).resolve().parents[2]
 TINY = {"data.train_size": 2000, "data.dev_size": 20, "data.test_size": 20, "data.vocab_size": 300,
-        "model.d_model": 32, "model.encoder_layers": 1, "model.decoder_layers": 1, "model.num_heads": 2,
-        "model.d_ff": 64, "train.log_every": 2, "train.ckpt_every": 0, "eval.every": 0,
+        "model.d_model": 64, "model.encoder_layers": 1, "model.decoder_layers": 1, "model.num_heads": 2,
+        "model.d_ff": 128, "train.log_every": 2, "train.ckpt_every": 0, "eval.every": 0,
         "eval.dev_sentences": 2, "eval.test_sentences": 2, "eval.beam_size": 1, "eval.max_extra_len": 3,
         "monitor.enabled": True, "monitor.interval": 1.0}
 
@@ -159,18 +159,22 @@ class Rehearsal:
                    f"{second}: before {before[:12]}, after {after[:12]}, driver {local[:12]}")
         self.mark("preflight_done")
 
-    def launch(self, net, cluster, data, run_dir, steps: int):
-        """One training launch; returns the summaries and the data link's counter logs (one per host)."""
+    def launch(self, net, cluster, data, run_dir, steps: int, idle: float = 0.0):
+        """One training launch; returns the summaries and the data link's counter logs (one per host), which run
+        on for `idle` s after the job: Horovod stays initialised in the engines, so that window holds its
+        coordination traffic alone (a few messages per cycle, gradients or not)."""
         t = time.time()
         logs = [CounterLog(h.ns, python=sys.executable) for h in net.hosts]
         with logs[0], logs[1]:
             job = cluster.launch(self.cfg(data, steps), run_dir, data_dir=data, preflight=False)
             results = job.wait(timeout=900)
-        return [r["value"] for r in results], logs, time.time() - t
+            wall = time.time() - t
+            time.sleep(idle + 0.3)
+        return [r["value"] for r in results], logs, wall
 
     def train(self, net, cluster, data, run_dir) -> None:
         o = self.o
-        summaries, logs, wall = self.launch(net, cluster, data, run_dir, o.steps)
+        summaries, logs, wall = self.launch(net, cluster, data, run_dir, o.steps, idle=3.0)
         self.mark("training_done")
         self.check("a short run finished on 4 ranks", [s["status"] for s in summaries] == ["finished"] * 4,
                    f"{summaries[0]['step']} steps in {wall:.0f} s")
@@ -179,23 +183,34 @@ class Rehearsal:
         hosts = {h.name for h in net.hosts}
         names = sorted(p.name for p in (run_dir / runs.MONITOR_DIR).glob("*.jsonl"))
         self.check("a monitor log per host", all(any(x.startswith(h) for x in names) for h in hosts), ", ".join(names))
+        for h, c in zip(net.hosts, logs):  # the evidence behind the figures below
+            atomic_write_text(self.o.out / f"counters-{h.name}.tsv", "".join(f"{t:.3f}\t{tx}\t{rx}\n"
+                                                                              for t, tx, rx in c.samples))
         # bytes per step in steady state: the counters between the end of step 2 and the end of the last step
         # (rank 0's log times them), so the first step's broadcast and trace and the final evaluation stay out
-        ends = {r["step"]: r["wall_time"] for r in read_jsonl(runs.rank_log(run_dir, 0))}
+        log = list(read_jsonl(runs.rank_log(run_dir, 0)))
+        ends = {r["step"]: r["wall_time"] for r in log}
         first, last = 2, max(ends)
+        span = ends[last] - ends[first]
         per_step = [(c.tx_at(ends[last]) - c.tx_at(ends[first])) / (last - first) for c in logs]
+        idle = [(c.samples[-1][1] - c.tx_at(c.samples[-1][0] - 3.0)) / 3.0 for c in logs]  # B/s, no gradients
         params, n = summaries[0]["params"], len(summaries)
         model = ring_bytes(params, n)
-        times = [r["step_time"] for r in read_jsonl(runs.rank_log(run_dir, 0)) if r["step"] > first]
+        step_time = span / (last - first)
+        grads = [x - i * step_time for x, i in zip(per_step, idle)]
         self.r["traffic"] = {
             "params": params, "ranks": n, "gradient_bytes": 4 * params, "ring_model_bytes_per_rank": round(model),
             "measured_steps": f"{first + 1}..{last}", "tx_bytes_per_step_per_host": [round(x) for x in per_step],
             "ratio_to_model": [round(x / model, 3) for x in per_step],
-            "step_time_s": round(sum(times) / len(times), 3) if times else None, "wall_time_s": round(wall, 1)}
+            "coordination_bytes_per_s_per_host": [round(i) for i in idle],
+            "tx_minus_coordination_per_step": [round(g) for g in grads],
+            "ratio_minus_coordination": [round(g / model, 3) for g in grads],
+            "step_time_s": round(step_time, 3), "wall_time_s": round(wall, 1)}
         self.check("bytes per step on the link within 25% of the ring model",
                    all(abs(x / model - 1) <= 0.25 for x in per_step),
                    f"{[round(x) for x in per_step]} B/step sent per host vs {model:.0f} B "
-                   f"(2(N-1)/N x 4 B x {params} params, N={n})")
+                   f"(2(N-1)/N x 4 B x {params} params, N={n}); Horovod's coordination alone "
+                   f"{[round(i) for i in idle]} B/s")
 
     def kill_and_resume(self, net, cluster, engines, data, run_dir) -> None:
         from nmtkit.cluster import RankFailedError
@@ -253,7 +268,10 @@ def report_md(r: dict) -> str:
                       f"{t['gradient_bytes']:,} B), steps {t['measured_steps']}: measured "
                       f"{t['tx_bytes_per_step_per_host']} B sent per host per step "
                       f"vs the ring-allreduce model 2(N-1)/N x gradient bytes = {t['ring_model_bytes_per_rank']:,} B "
-                      f"per rank (ratio {t['ratio_to_model']}). Step time {t['step_time_s']} s."]
+                      f"per rank (ratio {t['ratio_to_model']}). Horovod's coordination traffic alone (measured for 3 s "
+                      f"after the job, Horovod still initialised): {t['coordination_bytes_per_s_per_host']} B/s per "
+                      f"host; without it {t['tx_minus_coordination_per_step']} B per step (ratio "
+                      f"{t['ratio_minus_coordination']}). Step time {t['step_time_s']} s (steps {t['measured_steps']})."]
     if r.get("kill"):
         k = r["kill"]
         lines += ["", f"kill -9 of rank {k['rank']} on {k['host']} (pid {k['pid']}): error after {k['error_after_s']} s:",
@@ -264,6 +282,7 @@ def report_md(r: dict) -> str:
 
 
 def rehearse(opts: Options) -> dict:
+    opts.out = Path(opts.out).resolve()  # the hosts see the same absolute paths (their ssh sessions start in ~)
     opts.out.mkdir(parents=True, exist_ok=True)
     reh = Rehearsal(opts)
     try:
@@ -277,4 +296,5 @@ def rehearse(opts: Options) -> dict:
 
 
 def default_out() -> Path:
-    return runs.workspace() / "rehearsal" / time.strftime("%Y%m%d-%H%M%S")
+    """runs/rehearsal-<time> under the current directory (the repository root under `make rehearsal`)."""
+    return Path("runs") / f"rehearsal-{time.strftime('%Y%m%d-%H%M%S')}"
