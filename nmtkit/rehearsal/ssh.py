@@ -28,7 +28,7 @@ from pathlib import Path
 
 from nmtkit.cluster import Cluster, ClusterError
 
-FIXME_TYPEERROR = "Only specify one of 'engines' or 'engine_launcher_class'"
+IPP_ALIAS_ERROR = "Only specify one of 'engines' or 'engine_launcher_class'"
 
 
 def launcher_traits(ssh_config: str | Path, code_root: str | Path, remote_profile_dir: str | Path,
@@ -134,7 +134,7 @@ def start_cluster(cfg, hosts: dict[str, int], traits: dict, *, listen_ip: str, i
         try:
             return cluster.start(), None, "nmtkit.cluster launcher=ssh"
         except TypeError as e:
-            if FIXME_TYPEERROR not in str(e):
+            if IPP_ALIAS_ERROR not in str(e):
                 raise
             note = f"nmtkit.cluster launcher=ssh failed: TypeError: {e}; "
     cluster = Cluster(cfg, launcher="manual", **common).start()
