@@ -53,7 +53,7 @@ def test_link_measured_within_15_percent_of_tc_rate(net, rate, mbit):
     a, b = net.hosts
     net.set_rate(rate)
     try:
-        m = measure_netns(b.ns, a.ns, b.data_addr)
+        m = measure_netns(b.ns, a.ns, b.data_addr, expect_mbit=mbit)
     finally:
         net.set_rate("1gbit")
     assert m["bytes"] == 64 << 20 and m["from"] == a.data_addr
@@ -99,7 +99,7 @@ def test_link_measured_between_engines_on_two_hosts(net, cluster):
     engines = cluster.engines()
     a = next(e for e in engines if e.host == net.hosts[0].name)
     b = next(e for e in engines if e.host == net.hosts[1].name)
-    m = measure_engines(cluster.client, b.id, a.id, net.hosts[1].data_addr, nbytes=32 << 20)
+    m = measure_engines(cluster.client, b.id, a.id, net.hosts[1].data_addr, nbytes=32 << 20, expect_mbit=1000)
     assert m["host"] == b.host and m["from"] == net.hosts[0].data_addr
     assert abs(m["mbit_s"] / 1000 - 1) <= 0.15, m
 

@@ -6,7 +6,7 @@ once `receive(port)` there (async) and `send(addr, port)` on the other node's en
 runs through `ip netns exec`): `python -m nmtkit.rehearsal.link recv ADDR` prints its port, then a JSON result;
 `python -m nmtkit.rehearsal.link send ADDR PORT`. `measure_netns(recv_ns, send_ns, addr)` runs both.
 
-The clock starts at the first byte received and stops at the last, so connection set-up and process start-up do
+Each figure is the best of up to 3 transfers (see best_of). The clock starts at the first byte received and stops at the last, so connection set-up and process start-up do
 not count; TCP and IP headers are not counted either (goodput), so a link limited to R by tc shows about
 0.95 x R with 1500-byte frames.
 """
@@ -70,16 +70,14 @@ def send(addr: str, port: int, nbytes: int = NBYTES) -> int:
     return sent
 
 
-def measure_engines(client, recv_engine: int, send_engine: int, addr: str, nbytes: int = NBYTES) -> dict:
-    """A timed transfer between two ipyparallel engines (on two nodes); `addr` is the receiver's data address."""
+def _engines_once(client, recv_engine: int, send_engine: int, addr: str, nbytes: int = NBYTES) -> dict:
     port = client[recv_engine].apply_sync(listen, addr)
     rx = client[recv_engine].apply_async(receive, port, nbytes)
     client[send_engine].apply_sync(send, addr, port, nbytes)
     return rx.get(timeout=120)
 
 
-def measure_netns(recv_ns: str, send_ns: str, addr: str, nbytes: int = NBYTES, python: str = sys.executable) -> dict:
-    """The same transfer between two network namespaces, each end a `python -m nmtkit.rehearsal.link` process."""
+def _netns_once(recv_ns: str, send_ns: str, addr: str, nbytes: int = NBYTES, python: str = sys.executable) -> dict:
     rx = subprocess.Popen(["ip", "netns", "exec", recv_ns, python, "-m", __name__, "recv", addr, str(nbytes)],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -96,6 +94,30 @@ def measure_netns(recv_ns: str, send_ns: str, addr: str, nbytes: int = NBYTES, p
         if rx.poll() is None:
             rx.kill()
             rx.wait()
+
+
+def best_of(once, tries: int, expect_mbit: float | None) -> dict:
+    """The fastest of up to `tries` transfers (stopping once one reaches 90% of `expect_mbit`): on a busy machine
+    a descheduled sender or receiver makes one transfer slow, never fast, so the best is the link's figure."""
+    runs = []
+    for _ in range(tries):
+        runs.append(once())
+        if expect_mbit and runs[-1]["mbit_s"] >= 0.9 * expect_mbit:
+            break
+    best = max(runs, key=lambda r: r["mbit_s"])
+    return dict(best, tries=[round(r["mbit_s"], 1) for r in runs])
+
+
+def measure_engines(client, recv_engine: int, send_engine: int, addr: str, nbytes: int = NBYTES, *,
+                    tries: int = 3, expect_mbit: float | None = None) -> dict:
+    """A timed transfer between two ipyparallel engines (on two nodes); `addr` is the receiver's data address."""
+    return best_of(lambda: _engines_once(client, recv_engine, send_engine, addr, nbytes), tries, expect_mbit)
+
+
+def measure_netns(recv_ns: str, send_ns: str, addr: str, nbytes: int = NBYTES, python: str = sys.executable, *,
+                  tries: int = 3, expect_mbit: float | None = None) -> dict:
+    """The same transfer between two network namespaces, each end a `python -m nmtkit.rehearsal.link` process."""
+    return best_of(lambda: _netns_once(recv_ns, send_ns, addr, nbytes, python), tries, expect_mbit)
 
 
 def main(argv: list[str]) -> int:

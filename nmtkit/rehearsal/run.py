@@ -105,6 +105,7 @@ class Rehearsal:
             self.mark("engines_up")
             try:
                 self.plan(cluster)
+                self.link_between_engines(net, cluster)
                 self.preflight(net, cluster, data)
                 self.train(net, cluster, data, run_dir)
                 if o.kill:
@@ -122,15 +123,25 @@ class Rehearsal:
         rows = []
         for rate in self.o.measure_rates:
             net.set_rate(rate)
-            m = link.measure_netns(b.ns, a.ns, b.data_addr)
             nominal = _mbit(rate)
+            m = link.measure_netns(b.ns, a.ns, b.data_addr, expect_mbit=nominal)
             rows.append({"tc_rate": rate, "tc_mbit_s": nominal, "measured_mbit_s": round(m["mbit_s"], 1),
-                         "ratio": round(m["mbit_s"] / nominal, 3)})
+                         "ratio": round(m["mbit_s"] / nominal, 3), "tries_mbit_s": m["tries"]})
             self.check(f"link at {rate} within 15%", abs(m["mbit_s"] / nominal - 1) <= 0.15,
-                       f"{m['mbit_s']:.0f} Mbit/s measured ({64} MiB {a.name} -> {b.name})")
+                       f"{m['mbit_s']:.0f} Mbit/s measured, best of {m['tries']} (64 MiB {a.name} -> {b.name})")
         net.set_rate(self.o.rate)
         self.r["link"] = rows
         self.mark("link_measured")
+
+    def link_between_engines(self, net: TwoHosts, cluster) -> None:
+        """The same timed transfer between an engine on each host (what preflight can run on real VMs)."""
+        a, b = ([e for e in cluster.engines() if e.host == h.name][0] for h in net.hosts)
+        nominal = _mbit(self.o.rate)
+        m = link.measure_engines(cluster.client, b.id, a.id, net.hosts[1].data_addr, expect_mbit=nominal)
+        self.r["link_engines"] = {"tc_rate": self.o.rate, "measured_mbit_s": round(m["mbit_s"], 1),
+                                  "from": f"rank {a.slot.rank} on {a.host}", "to": f"rank {b.slot.rank} on {b.host}"}
+        self.check(f"link between engines at {self.o.rate} within 15%", abs(m["mbit_s"] / nominal - 1) <= 0.15,
+                   f"{m['mbit_s']:.0f} Mbit/s, engine {a.id} on {a.host} -> engine {b.id} on {b.host}")
 
     def plan(self, cluster) -> None:
         engines = cluster.engines(refresh=True)
@@ -261,6 +272,9 @@ def report_md(r: dict) -> str:
     lines += [f"| {x['rank']} | {x['host']} | {x['local_rank']} | {x['cross_rank']} |" for x in r.get("ranks", [])]
     lines += ["", "| tc rate | measured (Mbit/s) | measured / rate |", "|---|---|---|"]
     lines += [f"| {x['tc_rate']} | {x['measured_mbit_s']} | {x['ratio']} |" for x in r.get("link", [])]
+    if r.get("link_engines"):
+        e = r["link_engines"]
+        lines += ["", f"Between engines ({e['from']} -> {e['to']}) at {e['tc_rate']}: {e['measured_mbit_s']} Mbit/s."]
     t = r.get("traffic")
     if t:
         lines += ["", f"Bytes per step on the data link ({t['ranks']} ranks, {t['params']:,} parameters, gradient "
