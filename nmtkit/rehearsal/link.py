@@ -6,7 +6,8 @@ once `receive(port)` there (async) and `send(addr, port)` on the other node's en
 runs through `ip netns exec`): `python -m nmtkit.rehearsal.link recv ADDR` prints its port, then a JSON result;
 `python -m nmtkit.rehearsal.link send ADDR PORT`. `measure_netns(recv_ns, send_ns, addr)` runs both.
 
-Each figure is the best of up to 3 transfers (see best_of). The clock starts at the first byte received and stops at the last, so connection set-up and process start-up do
+Each figure is the best of up to 5 transfers (see best_of). The clock starts at the first byte
+received and stops at the last, so connection set-up and process start-up do
 not count; TCP and IP headers are not counted either (goodput), so a link limited to R by tc shows about
 0.95 x R with 1500-byte frames.
 """
@@ -109,13 +110,13 @@ def best_of(once, tries: int, expect_mbit: float | None) -> dict:
 
 
 def measure_engines(client, recv_engine: int, send_engine: int, addr: str, nbytes: int = NBYTES, *,
-                    tries: int = 3, expect_mbit: float | None = None) -> dict:
+                    tries: int = 5, expect_mbit: float | None = None) -> dict:
     """A timed transfer between two ipyparallel engines (on two nodes); `addr` is the receiver's data address."""
     return best_of(lambda: _engines_once(client, recv_engine, send_engine, addr, nbytes), tries, expect_mbit)
 
 
 def measure_netns(recv_ns: str, send_ns: str, addr: str, nbytes: int = NBYTES, python: str = sys.executable, *,
-                  tries: int = 3, expect_mbit: float | None = None) -> dict:
+                  tries: int = 5, expect_mbit: float | None = None) -> dict:
     """The same transfer between two network namespaces, each end a `python -m nmtkit.rehearsal.link` process."""
     return best_of(lambda: _netns_once(recv_ns, send_ns, addr, nbytes, python), tries, expect_mbit)
 
