@@ -230,6 +230,7 @@ class TwoHosts:
     # --- teardown: only what up() made ---------------------------------------------------------------------
 
     def down(self) -> None:
+        self._kill_ssh_clients()
         for h in self.hosts:
             if h.proc is not None and h.proc.poll() is None:
                 h.proc.terminate()
@@ -247,6 +248,17 @@ class TwoHosts:
                 shutil.rmtree(name, ignore_errors=True)
         self._made.clear()
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def _kill_ssh_clients(self) -> None:
+        """ssh clients still running with our config (a launcher's wait loop) would hang on a vanished host."""
+        import psutil
+        cfg = str(self.ssh_config)
+        for p in psutil.process_iter(["cmdline"]):
+            if cfg in (p.info["cmdline"] or []):
+                try:
+                    p.kill()
+                except psutil.Error:
+                    pass
 
     @staticmethod
     def _kill_inside(ns: str) -> None:
