@@ -9,8 +9,8 @@ default). So `write_profile_config()` puts there, without touching nmtkit.cluste
 - `remote_python` and `engine_cmd`: the venv's python at the same path on every host, with
   TF_USE_LEGACY_KERAS=1, PYTHONPATH (the code) and one TensorFlow thread per engine (`env` in front: the engine
   set's `environment` is replaced by nmtkit.cluster's own dict, so it cannot carry these);
-- `remote_profile_dir`: where the connection file goes on the hosts. It must differ from the driver's profile dir:
-  the hosts share this machine's filesystem, and scp (SFTP since OpenSSH 9) onto the file it reads would truncate it.
+- `remote_profile_dir`: where the connection file goes on the hosts: under the directory the second host sees as
+  its own empty disk, so the file really travels by scp, as it would to a second VM.
 
 `start_cluster()` asks nmtkit.cluster for `launcher="ssh"`. nmtkit.cluster at 880df36 cannot start it
 (`ipp.Cluster(engine_launcher_class="ssh", engines={...})` raises ipyparallel's TypeError "Only specify one of
