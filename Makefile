@@ -11,7 +11,7 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 # the venv's tools (tensorboard, ipengine, jupyter) for kernels and engines, without activating it
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: setup demo test unit notebooks lab trust student doctor bench clean
+.PHONY: setup demo test unit notebooks lab trust student doctor bench clean rehearsal
 
 setup:
 	@bash scripts/setup.sh
@@ -47,7 +47,11 @@ doctor: setup
 	$(VENV)/bin/nmtkit doctor
 
 bench: setup
-	for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+	for b in bench/[!_]*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+# The two-VM path on one machine (root, openssh-server): two SSH-reached hosts, 4 ranks; see docs/rehearsal.md.
+rehearsal: setup
+	$(PY) -m nmtkit.rehearsal
 
 clean:
 	rm -rf notebooks/workspace runs .pytest_cache student

@@ -1,0 +1,318 @@
+"""Two "VMs" on one machine: two network namespaces, each with its own host name and its own OpenSSH server.
+
+    root namespace: bridge nmr<id> 10.77.C.1   <- the driver: ipyparallel controller, Horovod rendezvous, ssh client
+         |-- veth --> vm1: ctl0 10.77.C.2                   vm2: ctl0 10.77.C.3 <-- veth --|
+    vm1: nmt0 10.77.D.1  <===== veth pair, tc tbf <rate> (the homework's 1 Gbit/s private network) =====>  vm2: nmt0 10.77.D.2
+
+The bridge is the management network the driver reaches the hosts by (SSH, engines to controller); nmt0 is the
+private data network Horovod is pinned to, so nmt0's counters hold the gradients and nothing else. C is picked so
+that the bridge's subnet is free in the root namespace (parallel runs and tests/test_cluster_netns.py use 10.77.0).
+
+Each host runs `/usr/sbin/sshd -D` under `ip netns exec <ns> unshare --uts --mount`: its own host name, resolving
+(through /etc/netns/<ns>/hosts, which `ip netns exec` mounts over /etc/hosts) to its nmt0 address, as Horovod
+0.28.1 needs; a private tmpfs on /run (for sshd's /run/sshd, so nothing is created outside the temp dir); and on the
+second host a private empty tmpfs over `hide` (the directory that holds the prepared data), so that the second host
+lacks the data like a fresh VM and preflight's push is real. Everything else (the code, the venv, the run
+directory) is at the same path on both hosts because they share this machine's filesystem, as VMs that each ran
+`git clone` + `make setup` into the same path would have.
+
+Keys are throwaway: a host key per server and one client key, made by ssh-keygen in a private temp dir that goes
+away on exit with the namespaces, the bridge, /etc/netns/<ns> and every process left in the namespaces.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+SSHD = "/usr/sbin/sshd"
+INSTALL = "apt-get install -y openssh-server iproute2"
+DATA_IFACE = "nmt0"
+
+
+class NetnsError(RuntimeError):
+    """The two hosts could not be set up; the message says which command failed."""
+
+
+def unavailable() -> str | None:
+    """Why the two SSH hosts cannot be built here (a sentence with the fix), or None when they can."""
+    if os.geteuid() != 0:
+        return "needs root (network namespaces, sshd on port 22); run it as root"
+    for tool in ("ip", "tc", "unshare", "ssh", "ssh-keygen"):
+        if shutil.which(tool) is None:
+            return f"`{tool}` is not installed: {INSTALL}"
+    if not os.access(SSHD, os.X_OK):
+        return f"{SSHD} is missing: {INSTALL}"
+    probe = f"nmrprobe{secrets.token_hex(3)}"
+    r = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
+    if r.returncode != 0:
+        return f"`ip netns add` fails here ({r.stderr.strip()}): needs root with CAP_SYS_ADMIN outside a locked container"
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+    return None
+
+
+def sh(*cmd: str, ns: str | None = None, timeout: float = 30) -> str:
+    full = (["ip", "netns", "exec", ns] if ns else []) + list(cmd)
+    r = subprocess.run(full, capture_output=True, text=True, timeout=timeout)
+    if r.returncode != 0:
+        raise NetnsError(f"{' '.join(full)}: {r.stderr.strip() or r.stdout.strip()}")
+    return r.stdout
+
+
+def _free_subnets() -> tuple[str, str]:
+    """Two free /24s under 10.77 (control, data): the control one must not clash with any route of this machine."""
+    used = sh("ip", "-o", "addr") + sh("ip", "route")
+    for c in range(100 + secrets.randbelow(50), 250, 2):
+        if f"10.77.{c}." not in used:
+            return f"10.77.{c}", f"10.77.{c + 1}"
+    raise NetnsError("no free 10.77.x.0/24 subnet for the rehearsal's bridge")
+
+
+@dataclass
+class Host:
+    name: str        # its host name (UTS namespace) and its name in the ssh config
+    ns: str          # the network namespace
+    ctl_addr: str    # on the bridge: what the driver reaches it by
+    data_addr: str   # on nmt0: what its host name resolves to, where Horovod's traffic goes
+    log: Path        # sshd's log
+    proc: subprocess.Popen | None = None
+
+
+class TwoHosts:
+    """`with TwoHosts(rate="1gbit", hide=data_parent) as net:` -> net.hosts, net.ssh_config, net.listen_ip."""
+
+    def __init__(self, rate: str | None = "1gbit", hide: str | os.PathLike | None = None, prefix: str = "vm"):
+        sfx = secrets.token_hex(3)
+        self.rate, self.hide = rate, (str(Path(hide).resolve()) if hide else None)
+        self.bridge = f"nmrbr{sfx}"
+        self.tmp = Path(tempfile.mkdtemp(prefix="nmtkit-ssh-"))
+        self.ssh_config = self.tmp / "ssh_config"
+        self.key = self.tmp / "client_key"
+        self.ctl_net, self.data_net = "", ""
+        self.hosts = [Host(f"{prefix}{i + 1}-{sfx}", f"nmr{i + 1}{sfx}", "", "", self.tmp / f"sshd-{i + 1}.log")
+                      for i in range(2)]
+        self._made: list[tuple[str, str]] = []  # what exists, for the teardown (kind, name)
+
+    @property
+    def listen_ip(self) -> str:
+        """The driver's address on the bridge (controller and rendezvous listen here)."""
+        return f"{self.ctl_net}.1"
+
+    def __enter__(self) -> "TwoHosts":
+        try:
+            self.up()
+        except BaseException:
+            self.down()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.down()
+
+    # --- set-up ---------------------------------------------------------------------------------------------
+
+    def up(self) -> None:
+        why = unavailable()
+        if why:
+            raise NetnsError(why)
+        self.ctl_net, self.data_net = _free_subnets()
+        for i, h in enumerate(self.hosts):
+            h.ctl_addr, h.data_addr = f"{self.ctl_net}.{i + 2}", f"{self.data_net}.{i + 1}"
+        self._network()
+        self._keys()
+        for i, h in enumerate(self.hosts):
+            self._sshd(h, hide=self.hide if i == 1 else None)
+        self.wait_ssh()
+
+    def _network(self) -> None:
+        hosts = "127.0.0.1 localhost\n" + "".join(f"{h.data_addr} {h.name}\n" for h in self.hosts)
+        for h in self.hosts:
+            sh("ip", "netns", "add", h.ns)
+            self._made.append(("ns", h.ns))
+            sh("ip", "link", "set", "lo", "up", ns=h.ns)
+            etc = Path("/etc/netns") / h.ns
+            etc.mkdir(parents=True, exist_ok=True)
+            self._made.append(("etc", str(etc)))
+            (etc / "hosts").write_text(hosts)
+        sh("ip", "link", "add", self.bridge, "type", "bridge")
+        self._made.append(("link", self.bridge))
+        sh("ip", "addr", "add", f"{self.listen_ip}/24", "dev", self.bridge)
+        sh("ip", "link", "set", self.bridge, "up")
+        for i, h in enumerate(self.hosts):
+            end = f"{self.bridge}{'ab'[i]}"
+            sh("ip", "link", "add", end, "type", "veth", "peer", "name", "ctl0", "netns", h.ns)
+            self._made.append(("link", end))
+            sh("ip", "link", "set", end, "master", self.bridge, "up")
+            sh("ip", "addr", "add", f"{h.ctl_addr}/24", "dev", "ctl0", ns=h.ns)
+            sh("ip", "link", "set", "ctl0", "up", ns=h.ns)
+        a, b = self.hosts
+        sh("ip", "link", "add", DATA_IFACE, "netns", a.ns, "type", "veth", "peer", "name", DATA_IFACE, "netns", b.ns)
+        for h in self.hosts:
+            sh("ip", "addr", "add", f"{h.data_addr}/24", "dev", DATA_IFACE, ns=h.ns)
+            sh("ip", "link", "set", DATA_IFACE, "up", ns=h.ns)
+        if self.rate:
+            self.set_rate(self.rate)
+
+    def set_rate(self, rate: str) -> None:
+        """Limit the data link to `rate` (tc syntax: 1gbit, 200mbit) in both directions."""
+        for h in self.hosts:
+            sh("tc", "qdisc", "replace", "dev", DATA_IFACE, "root", "tbf", "rate", rate, "burst", "256kb",
+               "latency", "50ms", ns=h.ns)
+        self.rate = rate
+
+    def _keys(self) -> None:
+        sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "nmtkit-rehearsal", "-f", str(self.key))
+        lines = [f"Host {h.name}\n    HostName {h.ctl_addr}\n" for h in self.hosts]
+        lines.append(f"Host *\n    User root\n    IdentityFile {self.key}\n    IdentitiesOnly yes\n"
+                     f"    StrictHostKeyChecking no\n    UserKnownHostsFile /dev/null\n    BatchMode yes\n"
+                     f"    ConnectTimeout 10\n    ServerAliveInterval 5\n    ServerAliveCountMax 3\n    LogLevel ERROR\n")
+        self.ssh_config.write_text("".join(lines))
+
+    def _sshd(self, h: Host, hide: str | None) -> None:
+        d = self.tmp / h.name
+        d.mkdir()
+        sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "host_key"))
+        cfg = d / "sshd_config"
+        cfg.write_text(
+            f"Port 22\nListenAddress {h.ctl_addr}\nListenAddress {h.data_addr}\nHostKey {d / 'host_key'}\n"
+            f"PidFile {d / 'sshd.pid'}\nPermitRootLogin prohibit-password\nPubkeyAuthentication yes\n"
+            f"AuthorizedKeysFile {self.key}.pub\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
+            # the key lives in a temp dir under /tmp (world-writable), which StrictModes would refuse
+            f"UsePAM no\nStrictModes no\nPrintMotd no\nSubsystem sftp internal-sftp\nLogLevel ERROR\n")
+        script = ('hostname "$1" && mount -t tmpfs -o mode=755 tmpfs /run && mkdir -m 755 /run/sshd && '
+                  '{ [ -z "$2" ] || mount -t tmpfs -o mode=755 tmpfs "$2"; } && exec "$3" -D -e -f "$4"')
+        with open(h.log, "wb") as log:
+            h.proc = subprocess.Popen(["ip", "netns", "exec", h.ns, "unshare", "--uts", "--mount",
+                                       "--propagation", "private", "sh", "-c", script, "sh", h.name, hide or "",
+                                       SSHD, str(cfg)], stdout=log, stderr=subprocess.STDOUT,
+                                      stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def wait_ssh(self, timeout: float = 30) -> None:
+        for h in self.hosts:
+            deadline = time.time() + timeout
+            while True:
+                if h.proc.poll() is not None:
+                    raise NetnsError(f"sshd on {h.name} exited ({h.proc.returncode}): {h.log.read_text().strip()}")
+                r = self.ssh(h.name, "true", check=False, timeout=15)
+                if r.returncode == 0:
+                    break
+                if time.time() > deadline:
+                    raise NetnsError(f"ssh {h.name} fails after {timeout:.0f} s: {r.stderr.strip()}")
+                time.sleep(0.3)
+
+    # --- use -----------------------------------------------------------------------------------------------
+
+    def ssh_cmd(self, host: str) -> list[str]:
+        return ["ssh", "-F", str(self.ssh_config), host]
+
+    def ssh(self, host: str, *cmd: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
+        r = subprocess.run(self.ssh_cmd(host) + ["--", *cmd], capture_output=True, text=True, timeout=timeout)
+        if check and r.returncode != 0:
+            raise NetnsError(f"ssh {host} {' '.join(cmd)}: {r.stderr.strip()}")
+        return r
+
+    def host_spec(self, slots: int = 2) -> str:
+        """The cluster.hosts string: 'vm1-xxxx:2,vm2-xxxx:2'."""
+        return ",".join(f"{h.name}:{slots}" for h in self.hosts)
+
+    def counters(self, i: int, dev: str = DATA_IFACE) -> dict[str, int]:
+        """tx/rx bytes of the data link's end in host i (read through /sys in its namespace)."""
+        out = sh("cat", f"/sys/class/net/{dev}/statistics/tx_bytes", f"/sys/class/net/{dev}/statistics/rx_bytes",
+                 ns=self.hosts[i].ns)
+        tx, rx = (int(v) for v in out.split())
+        return {"tx_bytes": tx, "rx_bytes": rx}
+
+    # --- teardown: only what up() made ---------------------------------------------------------------------
+
+    def down(self) -> None:
+        self._kill_ssh_clients()
+        for h in self.hosts:
+            if h.proc is not None and h.proc.poll() is None:
+                h.proc.terminate()
+                try:
+                    h.proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    h.proc.kill()
+        for kind, name in reversed(self._made):
+            if kind == "ns":
+                self._kill_inside(name)
+                subprocess.run(["ip", "netns", "del", name], capture_output=True)  # its veth ends go with it
+            elif kind == "link":
+                subprocess.run(["ip", "link", "del", name], capture_output=True)
+            elif kind == "etc":
+                shutil.rmtree(name, ignore_errors=True)
+        self._made.clear()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def _kill_ssh_clients(self) -> None:
+        """ssh clients still running with our config (a launcher's wait loop) would hang on a vanished host."""
+        import psutil
+        cfg = str(self.ssh_config)
+        for p in psutil.process_iter(["cmdline"]):
+            if cfg in (p.info["cmdline"] or []):
+                try:
+                    p.kill()
+                except psutil.Error:
+                    pass
+
+    @staticmethod
+    def _kill_inside(ns: str) -> None:
+        """Processes still in our namespace (engines started over SSH, their sessions) are ours: end them."""
+        for _ in range(2):
+            pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
+            if not pids:
+                return
+            for pid in pids:
+                try:
+                    os.kill(int(pid), 9)
+                except (ProcessLookupError, ValueError):
+                    pass
+            time.sleep(0.3)
+
+
+COUNTER_LOOP = ("import sys,time\nd='/sys/class/net/'+sys.argv[1]+'/statistics/'\n"
+                "while True:\n    tx=open(d+'tx_bytes').read().strip(); rx=open(d+'rx_bytes').read().strip()\n"
+                "    print(f'{time.time():.3f} {tx} {rx}', flush=True); time.sleep(float(sys.argv[2]))\n")
+
+
+class CounterLog:
+    """The data link's byte counters in one host, sampled every `interval` s by a process inside its namespace:
+    `with CounterLog(ns) as c: ...` then `c.tx_at(t)` (interpolated) for any wall-clock time t inside the window."""
+
+    def __init__(self, ns: str, dev: str = DATA_IFACE, interval: float = 0.1, python: str = "python3"):
+        self.cmd = ["ip", "netns", "exec", ns, python, "-c", COUNTER_LOOP, dev, str(interval)]
+        self.samples: list[tuple[float, int, int]] = []
+        self.proc: subprocess.Popen | None = None
+
+    def __enter__(self) -> "CounterLog":
+        import threading
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+
+        def read():
+            for line in self.proc.stdout:
+                t, tx, rx = line.split()
+                self.samples.append((float(t), int(tx), int(rx)))
+
+        self._reader = threading.Thread(target=read, daemon=True)
+        self._reader.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.proc.kill()
+        self.proc.wait()
+        self._reader.join(timeout=5)
+
+    def tx_at(self, t: float) -> float:
+        """tx bytes at time t, linear between the two samples around it."""
+        s = self.samples
+        if not s or not s[0][0] <= t <= s[-1][0]:
+            raise ValueError(f"no counter samples around t={t:.3f} ({len(s)} samples)")
+        for (t0, a, _), (t1, b, _) in zip(s, s[1:]):
+            if t0 <= t <= t1:
+                return a + (b - a) * ((t - t0) / (t1 - t0) if t1 > t0 else 0.0)
+        return float(s[-1][1])

@@ -1,0 +1,315 @@
+"""The homework's two-VM path, rehearsed on one machine: `python -m nmtkit.rehearsal` (or `make rehearsal`).
+
+Two hosts reached over real SSH (nmtkit.rehearsal.netns), 2 engines on each started by ipyparallel's SSH launcher
+(nmtkit.rehearsal.ssh), then what a student does in notebook 03: preflight (the data is pushed to the host that
+lacks it and checked by sha256 over SSH), a short tiny training on 4 ranks, identical weights on every rank, a
+monitor log per host; the link measured with a timed transfer, and the bytes per step that crossed it compared
+with the ring-allreduce model. Optionally a `kill -9` of a remote engine and the resume. Writes report.md and
+report.json into the output directory.
+"""
+from __future__ import annotations
+
+import hashlib
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from nmtkit import config, runs
+from nmtkit.files import atomic_write_json, atomic_write_text, read_jsonl
+from nmtkit.rehearsal import link
+from nmtkit.rehearsal.netns import DATA_IFACE, CounterLog, TwoHosts
+from nmtkit.rehearsal.ssh import launcher_traits, start_cluster
+
+CODE_ROOT = Path(__file__).resolve().parents[2]
+TINY = {"data.train_size": 2000, "data.dev_size": 20, "data.test_size": 20, "data.vocab_size": 300,
+        "model.d_model": 64, "model.encoder_layers": 1, "model.decoder_layers": 1, "model.num_heads": 2,
+        "model.d_ff": 128, "train.log_every": 2, "train.ckpt_every": 0, "eval.every": 0,
+        "eval.dev_sentences": 2, "eval.test_sentences": 2, "eval.beam_size": 1, "eval.max_extra_len": 3,
+        "monitor.enabled": True, "monitor.interval": 1.0}
+
+
+@dataclass
+class Options:
+    out: Path
+    rate: str = "1gbit"                       # the data link's tc rate during training
+    measure_rates: tuple[str, ...] = ("1gbit", "200mbit")
+    steps: int = 12                           # the short run's steps
+    kill: bool = False                        # kill -9 a remote engine, then resume
+    slots: int = 2
+    force_manual: bool = False
+
+
+def ring_bytes(params: int, ranks: int, bytes_per_value: int = 4) -> float:
+    """Bytes each rank sends per step in a ring allreduce of the gradients: 2(N-1)/N x gradient bytes."""
+    return 2 * (ranks - 1) / ranks * bytes_per_value * params
+
+
+def sha256_dir(d: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(d.iterdir()):
+        if p.is_file() and not p.name.startswith("."):
+            h.update(p.name.encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()
+
+
+REMOTE_SHA = ("import hashlib,pathlib,sys;d=pathlib.Path(sys.argv[1]);h=hashlib.sha256()\n"
+              "for p in sorted(d.iterdir()) if d.is_dir() else []:\n"
+              "    if p.is_file() and not p.name.startswith('.'): h.update(p.name.encode()+b'\\0'+p.read_bytes())\n"
+              "print(h.hexdigest() if d.is_dir() else 'missing')")
+
+
+def remote_sha(net: TwoHosts, host: str, d: Path) -> str:
+    """sha256 of a data directory on a host, computed there (over SSH): the check that the push arrived intact."""
+    return net.ssh(host, sys.executable, "-c", _quote(REMOTE_SHA), str(d)).stdout.strip()
+
+
+def _quote(s: str) -> str:
+    return "'" + s.replace("'", "'\"'\"'") + "'"
+
+
+class Rehearsal:
+    def __init__(self, opts: Options):
+        self.o = opts
+        self.r: dict = {"ok": False, "checks": {}}
+        self.t0 = time.time()
+
+    def check(self, name: str, ok: bool, detail: str = "") -> None:
+        self.r["checks"][name] = {"ok": bool(ok), "detail": detail}
+        print(f"[{time.time() - self.t0:5.0f}s] {'ok  ' if ok else 'FAIL'} {name}: {detail}", flush=True)
+
+    def mark(self, what: str) -> None:
+        self.r.setdefault("timings_s", {})[what] = round(time.time() - self.t0, 1)
+
+    def cfg(self, data: Path, steps: int):
+        return config.load("tiny", dict(TINY, **{"data.dir": str(data), "train.steps": steps}))
+
+    def run(self) -> dict:
+        o = self.o
+        node = o.out / "node"              # hidden on the second host: it holds the data like VM1's disk
+        data, run_dir, profile = node / "data", o.out / "run", o.out / "ipython"
+        node.mkdir(parents=True, exist_ok=True)
+        from nmtkit.data.prepare import prepare
+        prepare(self.cfg(data, o.steps), progress=False)
+        self.mark("data_prepared")
+        with TwoHosts(rate=o.rate, hide=node) as net:
+            self.r["hosts"] = [{"name": h.name, "ssh": h.ctl_addr, "data_addr": h.data_addr} for h in net.hosts]
+            names = [net.ssh(h.name, "hostname").stdout.strip() for h in net.hosts]
+            self.check("ssh reaches each host by name", names == [h.name for h in net.hosts], ", ".join(names))
+            self.measure_link(net)
+            traits = launcher_traits(net.ssh_config, CODE_ROOT, node / "ipython")
+            cluster, engines, how = start_cluster(self.cfg(data, o.steps), {h.name: o.slots for h in net.hosts},
+                                                  traits, listen_ip=net.listen_ip, iface=DATA_IFACE,
+                                                  profile_dir=profile, force_manual=o.force_manual)
+            self.r["launch"] = how
+            self.mark("engines_up")
+            try:
+                self.plan(cluster)
+                self.link_between_engines(net, cluster)
+                self.preflight(net, cluster, data)
+                self.train(net, cluster, data, run_dir)
+                if o.kill:
+                    self.kill_and_resume(net, cluster, engines, data, run_dir)
+            finally:
+                if engines is not None:
+                    engines.stop()
+                cluster.stop()
+        self.r["ok"] = all(c["ok"] for c in self.r["checks"].values())
+        self.r["seconds"] = round(time.time() - self.t0, 1)
+        return self.r
+
+    def measure_link(self, net: TwoHosts) -> None:
+        a, b = net.hosts
+        rows = []
+        for rate in self.o.measure_rates:
+            net.set_rate(rate)
+            nominal = _mbit(rate)
+            m = link.measure_netns(b.ns, a.ns, b.data_addr, expect_mbit=nominal)
+            rows.append({"tc_rate": rate, "tc_mbit_s": nominal, "measured_mbit_s": round(m["mbit_s"], 1),
+                         "ratio": round(m["mbit_s"] / nominal, 3), "tries_mbit_s": m["tries"]})
+            self.check(f"link at {rate} within 15%", abs(m["mbit_s"] / nominal - 1) <= 0.15,
+                       f"{m['mbit_s']:.0f} Mbit/s measured, best of {m['tries']} (64 MiB {a.name} -> {b.name})")
+        net.set_rate(self.o.rate)
+        self.r["link"] = rows
+        self.mark("link_measured")
+
+    def link_between_engines(self, net: TwoHosts, cluster) -> None:
+        """The same timed transfer between an engine on each host (what preflight can run on real VMs)."""
+        a, b = ([e for e in cluster.engines() if e.host == h.name][0] for h in net.hosts)
+        nominal = _mbit(self.o.rate)
+        m = link.measure_engines(cluster.client, b.id, a.id, net.hosts[1].data_addr, expect_mbit=nominal)
+        self.r["link_engines"] = {"tc_rate": self.o.rate, "measured_mbit_s": round(m["mbit_s"], 1),
+                                  "from": f"rank {a.slot.rank} on {a.host}", "to": f"rank {b.slot.rank} on {b.host}"}
+        self.check(f"link between engines at {self.o.rate} within 15%", abs(m["mbit_s"] / nominal - 1) <= 0.15,
+                   f"{m['mbit_s']:.0f} Mbit/s, engine {a.id} on {a.host} -> engine {b.id} on {b.host}")
+
+    def plan(self, cluster) -> None:
+        engines = cluster.engines(refresh=True)
+        self.r["ranks"] = [{"rank": e.slot.rank, "host": e.host, "local_rank": e.slot.local_rank,
+                            "cross_rank": e.slot.cross_rank, "engine": e.id, "pid": e.pid} for e in engines]
+        per_host: dict[str, list[int]] = {}
+        for e in engines:
+            per_host.setdefault(e.host, []).append(e.slot.local_rank)
+        self.check("4 ranks, local ranks 0 and 1 on each host",
+                   len(engines) == 2 * self.o.slots and all(v == list(range(self.o.slots)) for v in per_host.values())
+                   and len(per_host) == 2, str(per_host))
+
+    def preflight(self, net: TwoHosts, cluster, data: Path) -> None:
+        second = net.hosts[1].name
+        before = remote_sha(net, second, data)
+        t = time.time()
+        table = cluster.preflight(data)
+        self.r["preflight"] = table.reset_index()[["rank", "host", "host_addr", "data_ok", "rendezvous_ok",
+                                                   "iface"]].to_dict("records")
+        self.r["push_seconds"] = round(time.time() - t, 1)
+        after, local = remote_sha(net, second, data), sha256_dir(data)
+        self.check("preflight table shows both hosts", sorted(set(table["host"])) == sorted(h.name for h in net.hosts),
+                   ", ".join(sorted(set(table["host"]))))
+        self.check("data pushed to the host lacking it, sha256 equal", before == "missing" and after == local,
+                   f"{second}: before {before[:12]}, after {after[:12]}, driver {local[:12]}")
+        self.mark("preflight_done")
+
+    def launch(self, net, cluster, data, run_dir, steps: int, idle: float = 0.0):
+        """One training launch; returns the summaries and the data link's counter logs (one per host), which run
+        on for `idle` s after the job: Horovod stays initialised in the engines, so that window holds its
+        coordination traffic alone (a few messages per cycle, gradients or not)."""
+        t = time.time()
+        logs = [CounterLog(h.ns, python=sys.executable) for h in net.hosts]
+        with logs[0], logs[1]:
+            job = cluster.launch(self.cfg(data, steps), run_dir, data_dir=data, preflight=False)
+            results = job.wait(timeout=900)
+            wall = time.time() - t
+            time.sleep(idle + 0.3)
+        return [r["value"] for r in results], logs, wall
+
+    def train(self, net, cluster, data, run_dir) -> None:
+        o = self.o
+        summaries, logs, wall = self.launch(net, cluster, data, run_dir, o.steps, idle=3.0)
+        self.mark("training_done")
+        self.check("a short run finished on 4 ranks", [s["status"] for s in summaries] == ["finished"] * 4,
+                   f"{summaries[0]['step']} steps in {wall:.0f} s")
+        sums = {s["weights_checksum"] for s in summaries}
+        self.check("identical weights on all 4 ranks", len(sums) == 1 and None not in sums, str(sorted(sums)))
+        hosts = {h.name for h in net.hosts}
+        names = sorted(p.name for p in (run_dir / runs.MONITOR_DIR).glob("*.jsonl"))
+        self.check("a monitor log per host", all(any(x.startswith(h) for x in names) for h in hosts), ", ".join(names))
+        for h, c in zip(net.hosts, logs):  # the evidence behind the figures below
+            atomic_write_text(self.o.out / f"counters-{h.name}.tsv", "".join(f"{t:.3f}\t{tx}\t{rx}\n"
+                                                                              for t, tx, rx in c.samples))
+        # bytes per step in steady state: the counters between the end of step 2 and the end of the last step
+        # (rank 0's log times them), so the first step's broadcast and trace and the final evaluation stay out
+        log = list(read_jsonl(runs.rank_log(run_dir, 0)))
+        ends = {r["step"]: r["wall_time"] for r in log}
+        first, last = 2, max(ends)
+        span = ends[last] - ends[first]
+        per_step = [(c.tx_at(ends[last]) - c.tx_at(ends[first])) / (last - first) for c in logs]
+        idle = [(c.samples[-1][1] - c.tx_at(c.samples[-1][0] - 3.0)) / 3.0 for c in logs]  # B/s, no gradients
+        params, n = summaries[0]["params"], len(summaries)
+        model = ring_bytes(params, n)
+        step_time = span / (last - first)
+        grads = [x - i * step_time for x, i in zip(per_step, idle)]
+        self.r["traffic"] = {
+            "params": params, "ranks": n, "gradient_bytes": 4 * params, "ring_model_bytes_per_rank": round(model),
+            "measured_steps": f"{first + 1}..{last}", "tx_bytes_per_step_per_host": [round(x) for x in per_step],
+            "ratio_to_model": [round(x / model, 3) for x in per_step],
+            "coordination_bytes_per_s_per_host": [round(i) for i in idle],
+            "tx_minus_coordination_per_step": [round(g) for g in grads],
+            "ratio_minus_coordination": [round(g / model, 3) for g in grads],
+            "step_time_s": round(step_time, 3), "wall_time_s": round(wall, 1)}
+        self.check("bytes per step on the link within 25% of the ring model",
+                   all(abs(x / model - 1) <= 0.25 for x in per_step),
+                   f"{[round(x) for x in per_step]} B/step sent per host vs {model:.0f} B "
+                   f"(2(N-1)/N x 4 B x {params} params, N={n}); Horovod's coordination alone "
+                   f"{[round(i) for i in idle]} B/s")
+
+    def kill_and_resume(self, net, cluster, engines, data, run_dir) -> None:
+        from nmtkit.cluster import RankFailedError
+        victim = [e for e in cluster.engines() if e.host == net.hosts[1].name][-1]
+        job = cluster.launch(self.cfg(data, 60 * self.o.steps), run_dir, data_dir=data, preflight=False)
+        deadline = time.time() + 300
+        while time.time() < deadline:  # wait until every rank is training (a step logged)
+            prog = job.progress()
+            if prog["step"].notna().all() or job.done:
+                break
+            time.sleep(1)
+        net.ssh(victim.host, "kill", "-9", str(victim.pid))
+        t = time.time()
+        err = None
+        try:
+            job.wait(timeout=120)
+        except RankFailedError as e:
+            err = str(e)
+        seconds = time.time() - t
+        self.r["kill"] = {"rank": victim.slot.rank, "host": victim.host, "pid": victim.pid,
+                          "error_after_s": round(seconds, 1), "error": err}
+        named = err is not None and f"rank {victim.slot.rank}" in err and victim.host in err
+        self.check("kill -9 of a remote engine: error names rank and host within 60 s", named and seconds <= 60,
+                   f"{seconds:.0f} s: {(err or 'no error')[:160]}")
+        if engines is not None:
+            engines.restart()  # the ssh launcher path restarts them in Job._release
+        else:
+            cluster.wait_for_engines(2 * self.o.slots)
+        s3, _, w3 = self.launch(net, cluster, data, run_dir, self.o.steps + 4)
+        self.check("the run resumes after the kill", [s["status"] for s in s3] == ["finished"] * 4
+                   and len({s["weights_checksum"] for s in s3}) == 1, f"to step {s3[0]['step']} in {w3:.0f} s")
+        self.mark("kill_resume_done")
+
+
+def _mbit(rate: str) -> float:
+    units = {"kbit": 1e-3, "mbit": 1.0, "gbit": 1e3}
+    for u, f in units.items():
+        if rate.endswith(u):
+            return float(rate[: -len(u)]) * f
+    raise ValueError(f"tc rate {rate!r}: write it like 1gbit or 200mbit")
+
+
+def report_md(r: dict) -> str:
+    lines = [f"# nmtkit rehearsal: two SSH-reached hosts, {len(r.get('ranks', []))} ranks",
+             "", f"Result: **{'green' if r['ok'] else 'RED'}** in {r.get('seconds')} s. Launch: {r.get('launch')}.", ""]
+    lines += ["| host | reached by SSH at | data-link address |", "|---|---|---|"]
+    lines += [f"| {h['name']} | {h['ssh']} | {h['data_addr']} |" for h in r.get("hosts", [])]
+    lines += ["", "| rank | host | local rank | cross rank |", "|---|---|---|---|"]
+    lines += [f"| {x['rank']} | {x['host']} | {x['local_rank']} | {x['cross_rank']} |" for x in r.get("ranks", [])]
+    lines += ["", "| tc rate | measured (Mbit/s) | measured / rate |", "|---|---|---|"]
+    lines += [f"| {x['tc_rate']} | {x['measured_mbit_s']} | {x['ratio']} |" for x in r.get("link", [])]
+    if r.get("link_engines"):
+        e = r["link_engines"]
+        lines += ["", f"Between engines ({e['from']} -> {e['to']}) at {e['tc_rate']}: {e['measured_mbit_s']} Mbit/s."]
+    t = r.get("traffic")
+    if t:
+        lines += ["", f"Bytes per step on the data link ({t['ranks']} ranks, {t['params']:,} parameters, gradient "
+                      f"{t['gradient_bytes']:,} B), steps {t['measured_steps']}: measured "
+                      f"{t['tx_bytes_per_step_per_host']} B sent per host per step "
+                      f"vs the ring-allreduce model 2(N-1)/N x gradient bytes = {t['ring_model_bytes_per_rank']:,} B "
+                      f"per rank (ratio {t['ratio_to_model']}; TCP/IP/Ethernet headers add ~4.5%). Horovod's "
+                      f"coordination traffic with no gradients (3 s after the job, Horovod still initialised): "
+                      f"{t['coordination_bytes_per_s_per_host']} B/s per host; subtracting that rate for a whole "
+                      f"step (an upper bound: during a step the background thread is busy reducing) leaves "
+                      f"{t['tx_minus_coordination_per_step']} B (ratio {t['ratio_minus_coordination']}). "
+                      f"Step time {t['step_time_s']} s (steps {t['measured_steps']})."]
+    if r.get("kill"):
+        k = r["kill"]
+        lines += ["", f"kill -9 of rank {k['rank']} on {k['host']} (pid {k['pid']}): error after {k['error_after_s']} s:",
+                  "", f"> {k['error']}"]
+    lines += ["", "| check | ok | detail |", "|---|---|---|"]
+    lines += [f"| {k} | {'yes' if v['ok'] else 'NO'} | {v['detail']} |" for k, v in r["checks"].items()]
+    return "\n".join(lines) + "\n"
+
+
+def rehearse(opts: Options) -> dict:
+    opts.out = Path(opts.out).resolve()  # the hosts see the same absolute paths (their ssh sessions start in ~)
+    opts.out.mkdir(parents=True, exist_ok=True)
+    reh = Rehearsal(opts)
+    try:
+        return reh.run()
+    except BaseException as e:
+        reh.r["error"] = f"{type(e).__name__}: {e}"
+        raise
+    finally:
+        atomic_write_json(opts.out / "report.json", reh.r)
+        atomic_write_text(opts.out / "report.md", report_md(reh.r))
+
+
+def default_out() -> Path:
+    """runs/rehearsal-<time> under the current directory (the repository root under `make rehearsal`)."""
+    return Path("runs") / f"rehearsal-{time.strftime('%Y%m%d-%H%M%S')}"
