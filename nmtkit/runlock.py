@@ -30,7 +30,7 @@ class RunLockError(RuntimeError):
     """The run directory is in use by another live job; the message names its pid, host and start time."""
 
 
-def _describe(owner: dict) -> str:
+def describe(owner: dict) -> str:
     since = owner.get("since")
     when = datetime.fromtimestamp(since).strftime("%Y-%m-%d %H:%M:%S") if isinstance(since, (int, float)) else "?"
     return f"pid {owner.get('pid', '?')} on host {owner.get('host', '?')} since {when}"
@@ -63,7 +63,7 @@ class RunLock:
         except BlockingIOError:
             os.close(fd)
             owner = read_owner(self.run)
-            raise RunLockError(f"run directory {self.run} in use by {_describe(owner)}; stop that job first "
+            raise RunLockError(f"run directory {self.run} in use by {describe(owner)}; stop that job first "
                                f"(Ctrl-C or `kill {owner.get('pid', '<pid>')}` on {owner.get('host', 'its host')}),"
                                f" or train into another --logdir") from None
         previous = read_owner(self.run)
@@ -75,7 +75,7 @@ class RunLock:
         os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)
         os.fsync(fd)
         self._fd = fd
-        self.message = (f"took over the lock of {self.run} from {_describe(previous)}, which is no longer running"
+        self.message = (f"took over the lock of {self.run} from {describe(previous)}, which is no longer running"
                         if previous.get("pid") else f"locked {self.run}")
         return self
 

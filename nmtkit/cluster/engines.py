@@ -6,6 +6,7 @@ import glob
 import os
 import socket
 import stat
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,8 +93,7 @@ class Cluster:
             Path(self.profile_dir).mkdir(parents=True, exist_ok=True)
             kwargs["profile_dir"] = self.profile_dir
         if self.launcher == "ssh":
-            kwargs["engine_launcher_class"] = "ssh"
-            kwargs["engines"] = {h.hostname: h.slots for h in self.hosts}
+            kwargs["engine_launcher_class"] = "ssh"  # the hosts go to start_engines (ipyparallel 9: not both here)
         self._ipp = ipp.Cluster(**kwargs)
         self._ipp.start_controller_sync()
         self._lifeline = Lifeline(self.listen_ip)
@@ -135,7 +135,10 @@ class Cluster:
 
     def _start_engines(self, n: int) -> None:
         known = set(self.client.ids)
-        self._ipp.start_engines_sync(n, environment=self._engine_env())
+        # over SSH: the hosts and their slots, and this venv's python (the remote default is the system python3)
+        ssh = ({"engines": {h.hostname: h.slots for h in self.hosts}, "remote_python": sys.executable}
+               if self.launcher == "ssh" else {})
+        self._ipp.start_engines_sync(n, environment=self._engine_env(), **ssh)
         self.ids = self._wait_for_new(known, n)
         # Tie the engines' lives to this driver's (a busy engine never notices a dead controller by itself),
         # and let the reaper end the controller and the local engines if the driver is killed outright.

@@ -24,6 +24,7 @@ from nmtkit import runs
 from nmtkit.config import Config
 from nmtkit.files import append_jsonl
 from nmtkit.model.transformer import count_params
+from nmtkit.runlock import TOKEN_ENV, RunLock, describe, read_owner, still_ours
 from nmtkit.train.checkpoints import (CheckpointError, Checkpoints, DataPosition, TrainError, _check_resumable,
                                       checkpoint_files, copy_data_files, finished_summary, load_model, tokenizer_for)
 from nmtkit.train.dist import Single
@@ -151,8 +152,17 @@ class Progress:
     status: str = "running"
 
 
+def _still_ours(run: Path) -> None:
+    """A rank whose driver died must not write over the job that has since taken its run directory over."""
+    if not still_ours(run):
+        raise TrainError(f"{run}: another job has taken this run directory over ({describe(read_owner(run))}); "
+                         f"this one stops without writing")
+
+
 def _after_step(p: Progress, cfg: Config, run: Path, ckpts: Checkpoints, evaluator: Evaluator) -> None:
     """Rank 0, after each step: the periodic checkpoint and dev evaluation."""
+    if p.step % cfg.train.log_every == 0:
+        _still_ours(run)
     if cfg.train.ckpt_every and p.step % cfg.train.ckpt_every == 0:
         ckpts.save(p.step)
         p.last_saved = p.step
@@ -164,6 +174,7 @@ def _after_step(p: Progress, cfg: Config, run: Path, ckpts: Checkpoints, evaluat
 def _finish(p: Progress, run: Path, ckpts: Checkpoints, evaluator: Evaluator, summary: dict,
             signal_name: str | None) -> dict:
     """Rank 0, after the loop: the last checkpoint, final dev and test evaluation, run.json with the summary."""
+    _still_ours(run)
     if p.step != p.last_saved or not ckpts.latest.latest_checkpoint:
         ckpts.save(p.step)
     if p.status == "stopped":
@@ -192,9 +203,18 @@ def train(cfg: Config, run_dir: str | os.PathLike, *, data_dir: str | os.PathLik
     """Train (or resume) a run; returns a summary dict (status, step, losses, BLEU, timing).
 
     `progress`: a tqdm bar on rank 0 (default: when interactive, single process and no on_log publisher).
+    One process holds the run directory's lock itself; ranks of a cluster job run under their driver's lock.
     """
-    from nmtkit.data.pipeline import make_dataset
     dist = dist or Single()
+    own = dist.size == 1 and not os.environ.get(TOKEN_ENV)
+    with RunLock(run_dir) if own else contextlib.nullcontext() as lock:
+        if lock is not None and lock.message.startswith("took over"):
+            print(lock.message, flush=True)
+        return _train(cfg, run_dir, data_dir, dist, on_log, resume, progress)
+
+
+def _train(cfg: Config, run_dir, data_dir, dist, on_log, resume: bool, progress: bool | None) -> dict:
+    from nmtkit.data.pipeline import make_dataset
     run, data_dir = Path(run_dir), Path(data_dir or cfg.data.dir)
     cfg = cfg.with_overrides({"data.dir": str(data_dir)})  # config.json records the data this run used
     tok, chief = _tokenizer(data_dir), dist.is_chief
