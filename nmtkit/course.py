@@ -75,6 +75,21 @@ def execute(path: Path, out_dir: Path, timeout: int = 1200) -> float:
     return time.time() - t0
 
 
+def _drop_noise(cell) -> None:
+    """TensorFlow's C++ start-up and platform chatter on stderr (nmtkit.keras2.NOISE) is not a reference output."""
+    from nmtkit.keras2 import NOISE
+    kept = []
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "stream" and out.get("name") == "stderr":
+            text = "".join(l for l in out["text"].splitlines(True) if not NOISE.search(l))
+            if not text.strip():
+                continue
+            out["text"] = text
+        kept.append(out)
+    if "outputs" in cell:
+        cell["outputs"] = kept
+
+
 def publish(executed_dir: Path, directory: Path = NOTEBOOKS_DIR) -> list[Path]:
     """Copy executed notebooks over the committed ones (course staff refreshing the reference outputs).
 
@@ -89,6 +104,7 @@ def publish(executed_dir: Path, directory: Path = NOTEBOOKS_DIR) -> list[Path]:
         nb = nbformat.read(executed, as_version=4)
         for cell in nb.cells:
             cell.metadata.pop("execution", None)
+            _drop_noise(cell)
         nbformat.write(nb, path)
         written.append(path)
     return written

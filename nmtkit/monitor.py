@@ -191,8 +191,8 @@ def _say_no_gpu(reason: str) -> None:
     global _said_no_gpu
     if not _said_no_gpu:
         _said_no_gpu = True
-        print(f"nmtkit.monitor: no GPU to sample ({reason}); recording CPU, memory and network only",
-              file=sys.stderr)
+        # stdout: a fact for the training log, not an error
+        print(f"nmtkit.monitor: no GPU to sample ({reason}); recording CPU, memory and network only", flush=True)
 
 
 class Sampler:

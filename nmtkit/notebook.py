@@ -87,10 +87,17 @@ def panel(job, interval: float = 1.0):
     from a background thread until the job ends; a failed rank's error appears in red. Outside a notebook kernel:
     the progress table as text."""
     if get_ipython() is None:
-        return job.progress().to_string()
+        return job.progress().to_string()  # a Job, or a RunWatch (attach)
     box = widgets.HTML(value=job.panel_html())
     threading.Thread(target=refresh, args=(job, box, interval), name="nmtkit-panel", daemon=True).start()
     return box
+
+
+def attach(run, interval: float = 2.0):
+    """The live panel of a run from its directory's files: a run started with `nmtkit train --np` (nohup, tmux),
+    in another kernel, or by this notebook before a kernel restart."""
+    from nmtkit.analysis.live import RunWatch
+    return panel(RunWatch(run), interval)
 
 
 def refresh(job, box, interval: float) -> None:

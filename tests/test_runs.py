@@ -38,3 +38,26 @@ def test_status_and_best_round_trip_without_tensorflow(tmp_path):
             "assert abs(lr.transformer_lr(4000, 512, 4000) - 512 ** -0.5 * 2 * 4000 ** -0.5) < 1e-12\n"
             "sys.exit('tensorflow' in sys.modules)")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_run_is_followed_from_its_files(tmp_path):
+    from nmtkit.analysis.live import RunFailed, RunWatch
+    from nmtkit.files import append_jsonl
+    w = RunWatch(tmp_path)
+    assert not w.done and w.progress().empty and "not started" in w.panel_html()
+    runs.update_status(tmp_path, status="running", pid=os.getpid(), host=socket.gethostname(), step=5,
+                       total_steps=10, ranks=2)
+    for r in (0, 1):
+        append_jsonl(runs.rank_log(tmp_path, r), {"step": 5, "wall_time": 1.0, "step_time": 0.2, "loss": 3.0,
+                                                  "tokens": 1000, "rank": r, "host": f"node{r}"})
+    table = w.progress()
+    assert list(table.index) == [0, 1] and table.loc[1, "tok/s"] == 5000 and table.loc[0, "ms/step"] == 200.0
+    assert not w.done and "running, step 5 of 10" in w.panel_html()
+    w.check()
+    runs.update_status(tmp_path, status="failed", error="rank 1 on node1 died")
+    assert w.done
+    try:
+        w.check()
+        raise AssertionError("check() should raise for a failed run")
+    except RunFailed as e:
+        assert "rank 1 on node1 died" in str(e)

@@ -70,6 +70,28 @@ def _table(df: pd.DataFrame) -> str:
     return "\n".join([head, sep, *rows])
 
 
+def readable(df: pd.DataFrame) -> pd.DataFrame:
+    """A table for people: numbers with at most 4 significant digits, seconds as durations (h:mm:ss), epoch
+    times as seconds since the first row."""
+    out = df.copy()
+    for col in out.columns:
+        if col == "time" and pd.api.types.is_numeric_dtype(out[col]):
+            out[col] = (out[col] - out[col].min()).map(lambda v: f"+{v:.1f} s")
+            out = out.rename(columns={"time": "time since start"})
+        elif str(col).endswith("(s)") and pd.api.types.is_numeric_dtype(out[col]):
+            out[col] = out[col].map(_duration)
+        elif pd.api.types.is_float_dtype(out[col]):
+            out[col] = out[col].map(_cell)
+    return out
+
+
+def _duration(seconds: float) -> str:
+    if seconds != seconds:
+        return "n/a"
+    h, rest = divmod(int(round(seconds)), 3600)
+    return f"{h}:{rest // 60:02d}:{rest % 60:02d}"
+
+
 def _cell(v) -> str:
     if isinstance(v, float):
         return "n/a" if v != v else f"{v:,.4g}"

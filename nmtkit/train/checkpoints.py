@@ -37,7 +37,7 @@ _TEMP = re.compile(r"^(ckpt|best)-\d+_temp$")  # where TF writes a save before r
 
 
 def checkpoint_files(run: str | os.PathLike, best: bool = False) -> list[dict]:
-    """The files that make up the latest checkpoint of a run (or the best one): name and size in MB.
+    """The files that make up the latest checkpoint of a run (or the best one): name and size in MB (10^6 bytes).
 
     The data file holds the weights plus Adam's two moment estimates per weight, so it is about 3x the size of
     the weights alone.
@@ -48,7 +48,7 @@ def checkpoint_files(run: str | os.PathLike, best: bool = False) -> list[dict]:
         raise TrainError(f"{d}: no checkpoint here (train first, or check the run directory)")
     prefix = Path(latest).name
     files = [d / "checkpoint"] + sorted(p for p in d.iterdir() if p.name.startswith(prefix + "."))
-    return [{"file": p.name, "MB": round(p.stat().st_size / 2 ** 20, 3)} for p in files]
+    return [{"file": p.name, "MB": round(p.stat().st_size / 1e6, 3)} for p in files]
 
 
 def tokenizer_for(run: str | os.PathLike, data_dir: str | os.PathLike | None = None):
