@@ -8,8 +8,12 @@
     <run>/ranks/rank<R>.jsonl    every rank: {"step","wall_time","step_time","loss","tokens","rank","host"} per step
     <run>/monitor/<host>-rank<R>.jsonl   sampler records (nmtkit.monitor)
     <run>/checkpoints/           tf.train.CheckpointManager files (rank 0); best/ holds the best by dev BLEU
+    <run>/checkpoints/data/rank<R>/   every rank's input position (tf.data iterator checkpoint data-<step>,
+                                 saved with each model checkpoint; nmtkit.train.checkpoints.DataPosition)
     <run>/translations/          decoded dev/test output
     <run>/run.json               status: {"status": "running"|"finished"|"stopped"|"failed", "step", "ranks", ...}
+    <run>/.lock                  one job per run directory: flock + owner {"pid","host","since","token"}; nmtkit.runlock
+    <run>/nmtkit-error.log       the `nmtkit` command's tracebacks (the terminal gets one line naming this file)
 """
 from __future__ import annotations
 
