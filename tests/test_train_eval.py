@@ -22,7 +22,9 @@ def test_a_dev_line_of_140k_words_is_cut_and_training_finishes(nmt_data, tmp_pat
     man = Manifest(d)  # the corpus as given: re-encode it, keep the BPE model
     man.record("corpus", man.steps["corpus"]["params"], TEXT_FILES, info=man.steps["corpus"].get("info"))
     cfg = small_config(**{"train.steps": 2, "eval.every": 1, "eval.beam_size": 1})
-    prepare(cfg, data_dir=d, progress=False)
+    stats = prepare(cfg, data_dir=d, progress=True)
+    assert stats.too_long == {"dev": 1, "test": 0} and stats.max_positions == cfg.model.max_positions
+    assert "1 dev and 0 test sentences are longer than model.max_positions" in capsys.readouterr().out
     summary = train(cfg, tmp_path / "run", data_dir=d, progress=False)
     assert summary["status"] == "finished" and summary["step"] == 2
     evals = [x for x in capsys.readouterr().out.splitlines() if x.startswith("eval step")]

@@ -156,7 +156,7 @@ def _step_encode(d: Path) -> tuple[str, list[str]]:
     return f"encoded {total:,} sentence pairs to ids", files
 
 
-def _step_stats(d: Path, dc, cleaning: dict) -> DataStats:
+def _step_stats(d: Path, dc, cleaning: dict, max_positions: int) -> DataStats:
     files = {}
     words = {}
     for name in TEXT_FILES:
@@ -165,11 +165,13 @@ def _step_stats(d: Path, dc, cleaning: dict) -> DataStats:
         words[name] = sum(len(l.split()) for l in lines)
     tokens, hist, bin_w = {}, {}, 4
     tok = bpe_mod.Tokenizer(d / bpe_mod.MODEL)
-    train_examples = 0
+    train_examples, too_long = 0, {}
     for split in pipeline.SPLITS:
         enc = pipeline.load_encoded(d, split, mmap=True)
         tokens[split] = {"en_words": words[f"{split}.en"], "de_words": words[f"{split}.de"],
                          "en_bpe": int(len(enc["en"][0])), "de_bpe": int(len(enc["de"][0]))}
+        if split != "train":  # + EOS: what the encoder would have to hold
+            too_long[split] = int(np.sum(np.diff(enc["en"][1]) + 1 > max_positions))
         if split == "train":
             le, ld = np.diff(enc["en"][1]), np.diff(enc["de"][1])
             train_examples = int(np.sum((le <= dc.max_tokens) & (ld <= dc.max_tokens)))
@@ -178,7 +180,7 @@ def _step_stats(d: Path, dc, cleaning: dict) -> DataStats:
                 hist[lang] = np.bincount(lens // bin_w, minlength=top // bin_w + 1).astype(int).tolist()
     return DataStats(source=dc.source, files=files, tokens=tokens, cleaning=cleaning, vocab_size=tok.vocab_size,
                      spm_sha256=tok.sha256, max_tokens=dc.max_tokens, train_examples=train_examples,
-                     hist_bin=bin_w, length_hist=hist)
+                     hist_bin=bin_w, length_hist=hist, max_positions=max_positions, too_long=too_long)
 
 
 def prepare(cfg, data_dir=None, force: bool = False, progress: bool = True) -> DataStats:
@@ -227,15 +229,20 @@ def prepare(cfg, data_dir=None, force: bool = False, progress: bool = True) -> D
         return msg
     run(3, "encode", enc_params, encode)
 
+    max_pos = cfg.model.max_positions
     stats_params = {"encoded": man.sha("encode", pipeline.ENCODED), "max_tokens": dc.max_tokens,
-                    "source": dc.source}
+                    "source": dc.source, "max_positions": max_pos}
 
     def stats():
-        st = _step_stats(d, dc, man.steps["corpus"].get("info", {}).get("cleaning", {}))
+        st = _step_stats(d, dc, man.steps["corpus"].get("info", {}).get("cleaning", {}), max_pos)
         st.save(d / STATS_FILE)
         man.record("stats", stats_params, [STATS_FILE])
         return f"{st.train_lines:,} training lines, {st.train_mb:.1f} MB"
     run(4, "stats", stats_params, stats)
     if dc.source == "files":
         say(owncorpus.summary(man.steps["corpus"].get("info", {}).get("own", {})))
-    return DataStats.load(d / STATS_FILE)
+    st = DataStats.load(d / STATS_FILE)
+    if any(st.too_long.values()):
+        say(f"prepare: {st.too_long.get('dev', 0):,} dev and {st.too_long.get('test', 0):,} test sentences are longer "
+            f"than model.max_positions ({st.max_positions} BPE tokens with EOS); evaluation cuts them to fit")
+    return st

@@ -22,6 +22,8 @@ class DataStats:
     train_examples: int = 0                             # training pairs within max_tokens
     hist_bin: int = 4                                   # width of the length-histogram bins (BPE tokens)
     length_hist: dict = field(default_factory=dict)     # "en"/"de" -> counts of train lengths per bin
+    max_positions: int = 0                              # the model's longest sequence when this was counted
+    too_long: dict = field(default_factory=dict)        # "dev"/"test" -> sources longer than that (evaluation cuts)
 
     # --- the homework's questions -------------------------------------------------------------------
     @property
