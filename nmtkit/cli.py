@@ -176,10 +176,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _error_log(args) -> Path:
-    """Where a failure's traceback goes: the run (or data) directory the command worked on, else the temp dir."""
+    """Where a failure's traceback goes: the run directory the command worked on, else the temp dir."""
     run = getattr(args, "run", None)
     run = run[0] if isinstance(run, list) else run
-    for d in (getattr(args, "logdir", None), run, getattr(args, "data", None)):
+    for d in (getattr(args, "logdir", None), run):
         if d and Path(d).is_dir() and os.access(d, os.W_OK):
             return Path(d) / "nmtkit-error.log"
     return Path(tempfile.gettempdir()) / "nmtkit-error.log"
