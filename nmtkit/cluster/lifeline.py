@@ -108,9 +108,22 @@ def _alive(pid: int) -> bool:
         return True
 
 
+def _with_descendants(pids: list[int]) -> list[int]:
+    """The processes and everything they started (the controller forks its schedulers; engines their nannies)."""
+    import psutil
+    out = list(pids)
+    for pid in pids:
+        try:
+            out += [c.pid for c in psutil.Process(pid).children(recursive=True)]
+        except psutil.Error:
+            continue
+    return list(dict.fromkeys(out))
+
+
 def reaper_main(grace: float, pids: list[int]) -> int:
     if sys.stdin.buffer.read().startswith(b"done"):
         return 0
+    pids = _with_descendants(pids)
     for pid in pids:  # engines first get their own lifeline's SIGTERM; this covers the controller and stragglers
         try:
             os.kill(pid, signal.SIGTERM)
