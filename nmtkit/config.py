@@ -79,6 +79,7 @@ class TrainConfig:
     precision: str = "auto"            # "auto" (mixed_float16 on GPU, float32 on CPU), "float32", "mixed_float16"
     xla: bool = False
     grad_accum: int = 1                # micro-batches per optimizer step
+    compression: str = "none"          # gradient allreduce on the wire: "none" (fp32) or "fp16" (Horovod's)
     seed: int = 42
     log_every: int = 20
     ckpt_every: int = 200
@@ -258,7 +259,7 @@ def _build(cls, d, where: str):
 
 CHOICES = {"data.source": ("synthetic", "wmt16", "files"), "data.tokenized": ("auto", "yes", "no"),
            "train.lr_scaling": SCALINGS,
-           "train.precision": ("auto", "float32", "mixed_float16"),
+           "train.precision": ("auto", "float32", "mixed_float16"), "train.compression": ("none", "fp16"),
            "cluster.launcher": ("auto", "local", "ssh", "manual")}
 AT_LEAST = {  # key -> smallest allowed value (what 0 means, where it is allowed, is in the field's comment)
     "data.train_size": 1, "data.dev_size": 1, "data.test_size": 1, "data.vocab_size": 8, "data.bpe_sample": 1,

@@ -68,3 +68,14 @@ def test_single_dist_is_identity():
     assert (d.rank, d.size, d.is_chief) == (0, 1, True)
     assert d.any(True) and not d.any(False)
     assert d.mean(3.0) == 3.0 and d.sum(2) == 2.0
+
+
+def test_gradient_compression_choice():
+    import horovod.tensorflow as hvd
+    from nmtkit.train.dist import DistError, compressor
+    assert compressor(hvd, "fp16") is hvd.Compression.fp16 and compressor(hvd, "none") is hvd.Compression.none
+    with pytest.raises(DistError, match="train.compression"):
+        compressor(hvd, "int8")
+    assert config.load("tiny", {"train.compression": "fp16"}).train.compression == "fp16"
+    with pytest.raises(config.ConfigError, match="train.compression"):
+        config.load("tiny", {"train.compression": "zip"})

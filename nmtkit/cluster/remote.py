@@ -151,8 +151,9 @@ def train_rank(cfg_dict: dict, run_dir: str, data_dir: str | None, resume: bool,
                       "time": time.time()})
 
     os.environ[TOKEN_ENV] = lock_token
-    dist = Horovod()
-    summary = train(Config.from_dict(cfg_dict), run_dir, data_dir=data_dir, dist=dist, on_log=on_log,
+    cfg = Config.from_dict(cfg_dict)
+    dist = Horovod(compression=cfg.train.compression)
+    summary = train(cfg, run_dir, data_dir=data_dir, dist=dist, on_log=on_log,
                     resume=resume)
     summary["weights_checksum"] = dist.weights_checksum()  # equal on every rank when the ranks stayed in sync
     summary["host"] = dist.host

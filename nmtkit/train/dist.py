@@ -52,6 +52,17 @@ class Single:
         return "single process"
 
 
+COMPRESSIONS = ("none", "fp16")
+
+
+def compressor(hvd, name: str):
+    """train.compression -> Horovod's compressor: fp16 halves the gradient bytes on the wire (values are cast to
+    float16 for the allreduce and back), none sends float32."""
+    if name not in COMPRESSIONS:
+        raise DistError(f"train.compression={name!r}: choose one of {', '.join(COMPRESSIONS)}")
+    return hvd.Compression.fp16 if name == "fp16" else hvd.Compression.none
+
+
 class Horovod:
     """Horovod data parallelism; `hvd.init()` must be possible (horovodrun, or the env the cluster sets).
 
@@ -61,7 +72,7 @@ class Horovod:
 
     name = "horovod"
 
-    def __init__(self):
+    def __init__(self, compression: str = "none"):
         tf = import_tf()
         try:
             import horovod.tensorflow as hvd
@@ -70,6 +81,7 @@ class Horovod:
                             "(see scripts/setup.sh) or train with dist=Single()") from None
         hvd.init()
         self.hvd = hvd
+        self.compression = compressor(hvd, compression)
         self.rank, self.size, self.local_rank = hvd.rank(), hvd.size(), hvd.local_rank()
         self.is_chief = self.rank == 0
         self.host = os.environ.get("HOROVOD_HOSTNAME") or socket.gethostname()
@@ -88,10 +100,10 @@ class Horovod:
         self.gloo_built = bool(hvd.gloo_built())
 
     def tape(self, tape):
-        return self.hvd.DistributedGradientTape(tape)
+        return self.hvd.DistributedGradientTape(tape, compression=self.compression)
 
     def mean(self, x):
-        return self.hvd.allreduce(x, op=self.hvd.Average)
+        return self.hvd.allreduce(x, op=self.hvd.Average, compression=self.compression)
 
     def broadcast(self, variables) -> None:
         self.synced = list(variables)  # kept so weights_checksum() can compare ranks after training
