@@ -64,7 +64,7 @@ def test_clean_stop_disarms_the_reaper():
             "from nmtkit.cluster.lifeline import Lifeline\n"
             "line = Lifeline('127.0.0.1')\n"
             "v = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'], start_new_session=True, "
-            "stdout=subprocess.DEVNULL)\n"
+            "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
             "line.reap([v.pid], grace=1)\n"
             "line.close()\n"
             "print(v.pid)\n")
