@@ -80,12 +80,15 @@ def rank_env(slot: SlotInfo, *, addr: str, port: int, iface: str, nccl: bool = F
 
 # --- where the driver listens ----------------------------------------------------------------------------------
 
+ANY_ADDRESSES = ("", "*", "0.0.0.0", "::")  # the usual spellings; ipaddress catches the rest (0:0:0:0:0:0:0:0, ::0)
+
+
 def check_listen(addr: str) -> str:
     """Refuse every any-address (0.0.0.0, ::, [::], 0:0:0:0:0:0:0:0, '', '*'): the controller and the rendezvous
     store would be open on every network. Returns the address (without brackets or spaces)."""
     text = addr.strip().strip("[]")
     try:
-        unspecified = text in ("", "*") or ipaddress.ip_address(text).is_unspecified
+        unspecified = text in ANY_ADDRESSES or ipaddress.ip_address(text).is_unspecified
     except ValueError:
         unspecified = False  # a host name: resolved by whoever binds it
     if unspecified:
