@@ -92,16 +92,19 @@ def test_stop_relaunch_sigkill_and_resume_on_fewer_ranks(cluster, cfg, tmp_path)
     job = cluster.launch(long, run, preflight=False)
     _wait_for_step(job, stopped + 6)  # at least one more checkpoint
     assert _steps(run, 0)[stopped][0] == stopped + 1
-    # 3. SIGKILL one rank: the driver names it within 60 s and releases the other
-    victim = job.engines[1]
+    # 3. SIGKILL rank 0 (the one that writes run.json): the driver names it within 60 s, releases the other and
+    # marks the run failed with the reason
+    victim = job.engines[0]
     os.kill(victim.pid, signal.SIGKILL)
     t0 = time.time()
     with pytest.raises(RankFailedError) as err:
         job.wait(timeout=60)  # a hang would raise TimeoutError instead
     print(f"SIGKILL -> RankFailedError + engines restarted in {time.time() - t0:.1f} s")
     msg = str(err.value)
-    assert job.done and "rank 1 on host" in job.panel_html()  # the failure, under the table
-    assert "rank 1" in msg and victim.host in msg and "node1" in msg and str(victim.pid) in msg
+    assert job.done and "rank 0 on host" in job.panel_html()  # the failure, under the table
+    assert "rank 0" in msg and victim.host in msg and "node0" in msg and str(victim.pid) in msg
+    status = json.loads((run / "run.json").read_text())
+    assert status["status"] == "failed" and "rank 0" in status["error"]
     assert len(cluster.ids) == 2 and victim.id not in cluster.ids  # two fresh, idle engines
     assert set(cluster.client[cluster.ids].apply_sync(os.getpid)).isdisjoint(e.pid for e in job.engines)
     ckpt = int((run / "checkpoints" / "checkpoint").read_text().split('"')[1].rsplit("-", 1)[1])

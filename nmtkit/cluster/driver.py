@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TextIO
 
 from nmtkit.runlock import RunLock
-from nmtkit.runs import update_status
 
 
 class _Signals:
@@ -92,9 +91,8 @@ def train_distributed(cfg, run_dir: str | Path, *, np: int, hosts: str = "", lau
                 time.sleep(poll)
             results = job.wait()
             echo.flush()
-        except RankFailedError as e:
-            echo.flush()
-            update_status(run, status="failed", error=str(e)[:500])  # rank 0 may be the one that died
+        except RankFailedError:
+            echo.flush()  # the job has marked run.json failed with the reason
             raise
         finally:
             cluster.stop()

@@ -324,7 +324,7 @@ class Cluster:
             if own:
                 lock.release()
             raise
-        job.lock = lock if own else None
+        job.lock, job.run = (lock if own else None), run
         return job
 
 

@@ -15,6 +15,7 @@ import psutil
 
 from nmtkit.cluster.plan import ClusterError
 from nmtkit.cluster.rendezvous import Rendezvous
+from nmtkit.runs import update_status
 
 if TYPE_CHECKING:  # engines.py imports this module
     from nmtkit.cluster.engines import Cluster, Engine
@@ -32,6 +33,7 @@ class Job:
         self.error: RankFailedError | None = None
         self.stop_requested = False
         self.lock = None               # the run-directory lock launch() took for this job (released at its end)
+        self.run = None                # the run directory of a training job: its run.json learns of a failure
         self._lock = threading.Lock()  # check() may run in a panel's thread and in wait() at once
 
     @property
@@ -101,6 +103,8 @@ class Job:
             self.error = RankFailedError(f"{self._who(e)}: {why}. The other ranks were released; the run can "
                                          f"resume from its last checkpoint with cluster.launch(...) (same or "
                                          f"different number of ranks)")
+            if self.run is not None:  # rank 0, which keeps run.json, may be the one that died
+                update_status(self.run, status="failed", error=str(self.error)[:500])
             self._release()
             self._release_lock()
 
