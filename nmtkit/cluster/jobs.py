@@ -21,6 +21,9 @@ if TYPE_CHECKING:  # engines.py imports this module
     from nmtkit.cluster.engines import Cluster, Engine
 
 
+DIED = "its engine process died (killed, or out of memory) while training"
+
+
 class RankFailedError(ClusterError):
     """A rank died or raised during a distributed job; the message names its rank, host and engine."""
 
@@ -49,12 +52,13 @@ class Job:
                 for e, p in zip(self.engines, self.pending):
                     dead = e.id not in live or (self.cluster.is_local(e) and not _pid_alive(e.pid))
                     if dead and not p.ready():
-                        self._fail(e, "its engine process died (killed, or out of memory) while training")
+                        self._fail(e, DIED)
                     elif p.ready() and not p.successful():
                         try:
                             p.get(0)
                         except Exception as err:  # noqa: BLE001  named in the RankFailedError
-                            self._fail(e, _short(err))
+                            # the hub may fail the task of a dead engine before it drops the engine
+                            self._fail(e, DIED if getattr(err, "ename", "") == "EngineError" else _short(err))
             if self.error is not None:
                 raise self.error
 
