@@ -120,7 +120,7 @@ def test_stop_relaunch_sigkill_and_resume_on_fewer_ranks(cluster, cfg, tmp_path)
         time.sleep(0.2)
     assert not _alive(other)
     ckpt = int((run / "checkpoints" / "checkpoint").read_text().split('"')[1].rsplit("-", 1)[1])
-    assert ckpt >= stopped + 5
+    assert ckpt > stopped  # a checkpoint of the relaunch (every 5 steps; it ran 6)
     # 4. resume on ONE rank (a different count) for a few more steps
     resumed = cluster.launch(long.with_overrides({"train.steps": ckpt + 3}), run, preflight=False, ranks=1)
     (result,) = resumed.wait(timeout=400)
