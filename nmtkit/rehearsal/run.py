@@ -4,8 +4,8 @@ Two hosts reached over real SSH (nmtkit.rehearsal.netns), 2 engines on each star
 (nmtkit.rehearsal.ssh), then what a student does in notebook 03: preflight (the data is pushed to the host that
 lacks it and checked by sha256 over SSH), a short tiny training on 4 ranks, identical weights on every rank, a
 monitor log per host; the link measured with a timed transfer, and the bytes per step that crossed it compared
-with the ring-allreduce model. Then a `kill -9` of a remote engine and the resume (--no-kill skips it). Writes report.md and
-report.json into the output directory.
+with the ring-allreduce model. Then a `kill -9` of a remote engine and the resume (--no-kill skips it). Writes
+report.md and report.json into the output directory.
 """
 from __future__ import annotations
 
