@@ -41,6 +41,17 @@ def test_two_hosts_two_slots_plan():
     assert all(s.size == 4 and s.local_size == 2 and s.cross_size == 2 for s in slots)
 
 
+def test_two_slots_per_host_from_the_host_string_whatever_order_the_engines_register():
+    # Cluster(hosts="h1:2,h2:2", launcher="ssh") plans 4 engines; over SSH they register in any order
+    c = cl.Cluster(hosts="h1:2,h2:2", launcher="ssh", listen_ip="10.0.0.1")
+    assert c.n == 4 and [(h.hostname, h.slots) for h in c.hosts] == [("h1", 2), ("h2", 2)]
+    slots = cl.assign_slots(["h2", "h1", "h2", "h1"])
+    by_host = {h: sorted((s.rank, s.local_rank, s.cross_rank) for s in slots if s.hostname == h) for h in ("h1", "h2")}
+    assert by_host == {"h2": [(0, 0, 0), (1, 1, 0)], "h1": [(2, 0, 1), (3, 1, 1)]}  # the first host seen: ranks 0, 1
+    assert sorted(s.rank for s in slots) == [0, 1, 2, 3]
+    assert all((s.size, s.local_size, s.cross_size) == (4, 2, 2) for s in slots)
+
+
 def test_slots_follow_nodes_not_engine_order():
     # engine 0 is on b, engine 1 on a, engine 2 on b: b comes first, so its engines take ranks 0 and 1
     slots = cl.assign_slots(["b", "a", "b"])

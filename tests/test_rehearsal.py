@@ -1,5 +1,7 @@
 """The two-VM rehearsal's parts: two namespaces reached over real SSH, the measured link, engines started over
-SSH with 2 slots per host, and a short 4-rank run with the data pushed to the host that lacks it.
+SSH with 2 slots per host (Cluster(hosts=..., launcher="ssh")), a short 4-rank run with the data pushed to the host
+that lacks it and checked by sha256, and a kill -9 of a remote engine: the error names the rank and host within
+60 s and the relaunch resumes from the checkpoint on fresh engines. One network and one cluster for the module.
 
 Needs root, iproute2 and Debian's openssh-server (`apt-get install -y openssh-server iproute2`); skipped otherwise.
 See docs/rehearsal.md.
@@ -8,6 +10,7 @@ import importlib.util
 import os
 import socket
 import subprocess
+import time
 
 import pytest
 
@@ -67,29 +70,37 @@ def cluster(net, work):
     from nmtkit import config
     cfg = config.load("tiny", dict(TINY, **{"data.dir": str(work / "node" / "data"), "train.steps": 4}))
     traits = launcher_traits(net.ssh_config, CODE_ROOT, work / "node" / "ipython")
-    c, engines, how = start_cluster(cfg, {h.name: 2 for h in net.hosts}, traits, listen_ip=net.listen_ip,
-                                    iface=DATA_IFACE, profile_dir=work / "ipython")
+    c, how = start_cluster(cfg, {h.name: 2 for h in net.hosts}, traits, listen_ip=net.listen_ip, iface=DATA_IFACE,
+                           profile_dir=work / "ipython")
     c.how, c.cfg = how, cfg
     try:
         yield c
     finally:
-        if engines is not None:
-            engines.stop()
         c.stop()
 
 
+def _plan(engines):
+    """(rank, host, local rank, cross rank) per engine, and the hosts in rank order."""
+    return [(e.slot.rank, e.host, e.slot.local_rank, e.slot.cross_rank) for e in engines]
+
+
+def _assert_two_per_host(net, engines):
+    a, b = (h.name for h in net.hosts)
+    first = engines[0].host
+    other = b if first == a else a
+    assert _plan(engines) == [(0, first, 0, 0), (1, first, 1, 0), (2, other, 0, 1), (3, other, 1, 1)]
+    assert all(e.slot.size == 4 and e.slot.local_size == 2 and e.slot.cross_size == 2 for e in engines)
+
+
 def test_engines_over_ssh_two_slots_per_host(net, cluster):
+    # nmtkit.cluster's own launcher="ssh" path started them: ipyparallel's SSH engine set, one per start
+    assert cluster.launcher == "ssh" and cluster.how.startswith("nmtkit.cluster launcher=ssh")
+    assert {type(s).__name__ for s in cluster._ipp.engines.values()} == {"SSHEngineSetLauncher"}
     engines = cluster.engines(refresh=True)
     seen = cluster.client[[e.id for e in engines]].apply_sync(socket.gethostname)
     # the engines run in the hosts' namespaces: their own host names and pids, as SSH started them
     assert sorted(seen) == sorted(h.name for h in net.hosts for _ in range(2))
-    plan = [(e.slot.rank, e.host, e.slot.local_rank, e.slot.cross_rank) for e in engines]
-    a, b = (h.name for h in net.hosts)
-    hosts_in_order = [p[1] for p in plan]
-    first = hosts_in_order[0]
-    other = b if first == a else a
-    assert plan == [(0, first, 0, 0), (1, first, 1, 0), (2, other, 0, 1), (3, other, 1, 1)]
-    assert all(e.slot.size == 4 and e.slot.local_size == 2 and e.slot.cross_size == 2 for e in engines)
+    _assert_two_per_host(net, engines)
     for e, d in zip(engines, cluster.client[[e.id for e in engines]].apply_sync(os.getpid)):
         assert e.pid == d
 
@@ -130,3 +141,48 @@ def test_short_4_rank_run_with_the_data_pushed(net, cluster, work):
     bound = ring_bytes(summaries[0]["params"], 4) * cluster.cfg.train.steps
     for b, a in zip(before, after):
         assert a["tx_bytes"] - b["tx_bytes"] >= bound
+
+
+@needs_horovod
+def test_remote_kill_named_within_60_s_and_the_relaunch_resumes(net, cluster, work):
+    from nmtkit import runs
+    from nmtkit.cluster import RankFailedError
+    from nmtkit.data.prepare import prepare
+    from nmtkit.files import read_jsonl
+    from nmtkit.rehearsal.run import last_checkpoint
+    data, run = work / "node" / "data", work / "run"
+    if not (data / "manifest.json").exists():  # run on its own (-k): the short run's test prepared it
+        prepare(cluster.cfg, progress=False)
+    victim = [e for e in cluster.engines() if e.host == net.hosts[1].name][-1]
+    job = cluster.launch(cluster.cfg.with_overrides({"train.steps": 10_000}), run, data_dir=data)
+    # kill once the job is in train() (rank 0 wrote run.json "running"), before its first step: the kill path is
+    # the same mid-run (the rehearsal kills after a checkpoint) and the test saves the first step's trace (~1 min)
+    deadline = time.time() + 300
+    while runs.read_status(run).get("total_steps") != 10_000 or runs.read_status(run).get("status") != "running":
+        job.check()
+        assert time.time() < deadline, job.progress().to_string()
+        time.sleep(0.3)
+    net.ssh(victim.host, "kill", "-9", str(victim.pid))
+    t0 = time.time()
+    with pytest.raises(RankFailedError) as err:
+        job.wait(timeout=60)  # a hang would raise TimeoutError instead
+    seconds = time.time() - t0
+    print(f"kill -9 over SSH -> RankFailedError in {seconds:.1f} s")
+    assert seconds < 60 and f"rank {victim.slot.rank} on host {victim.host}" in str(err.value)
+    assert runs.read_status(run)["status"] == "failed"
+    # the other ranks are released at once (killed through their nannies); no engine restart before the error
+    while {e.id for e in job.engines} & set(cluster.client.ids):
+        assert time.time() < t0 + 60, "the job's other engines are still registered a minute after the kill"
+        time.sleep(0.2)
+    assert cluster.ids == []
+    ckpt = last_checkpoint(run)
+    assert ckpt > 0, "no checkpoint to resume from: the short run's test writes it (run the whole module)"
+    results = cluster.launch(cluster.cfg.with_overrides({"train.steps": ckpt + 2}), run, data_dir=data,
+                             preflight=False).wait(timeout=600)
+    summaries = [r["value"] for r in results]
+    assert [s["status"] for s in summaries] == ["finished"] * 4
+    assert len({s["weights_checksum"] for s in summaries}) == 1
+    assert [r["step"] for r in read_jsonl(runs.rank_log(run, 0))][-2:] == [ckpt + 1, ckpt + 2]  # from the checkpoint
+    fresh = cluster.engines()  # the relaunch started 4 new engines over SSH, planned as before
+    assert {e.pid for e in fresh}.isdisjoint(e.pid for e in job.engines)
+    _assert_two_per_host(net, fresh)

@@ -152,6 +152,21 @@ class Cluster:
         self._ipp.stop_engines_sync()
         self._start_engines(self.n)
 
+    def forget(self, ids: list[int]) -> None:
+        """Drop engines a failed job ended; the next engines() (launch, submit, preflight) starts fresh ones."""
+        gone = set(ids)
+        self.ids = [i for i in self.ids if i not in gone]
+        self._engines = None
+
+    def _replace_missing(self) -> None:
+        """Restart the engines when fewer than planned are alive. Lazily, at the next use rather than when a rank
+        dies: over SSH a restart takes a minute or two, and the error naming the dead rank must not wait for it."""
+        if self.launcher == "manual" or self.client is None or self._ipp is None:
+            return
+        alive = set(self.client.ids)
+        if sum(i in alive for i in self.ids) < self.n:
+            self.restart_engines()
+
     def _wait_for_new(self, known: set, n: int, timeout: float | None = None) -> list[int]:
         timeout = timeout or self.start_timeout
         deadline = time.time() + timeout
@@ -204,6 +219,7 @@ class Cluster:
 
     def engines(self, refresh: bool = False) -> list[Engine]:
         """The engines in rank order, with their Horovod slots."""
+        self._replace_missing()
         if self._engines is not None and not refresh:
             return self._engines
         if not self.ids:

@@ -21,6 +21,9 @@ if TYPE_CHECKING:  # engines.py imports this module
     from nmtkit.cluster.engines import Cluster, Engine
 
 
+DIED = "its engine process died (killed, or out of memory) while training"
+
+
 class RankFailedError(ClusterError):
     """A rank died or raised during a distributed job; the message names its rank, host and engine."""
 
@@ -49,12 +52,13 @@ class Job:
                 for e, p in zip(self.engines, self.pending):
                     dead = e.id not in live or (self.cluster.is_local(e) and not _pid_alive(e.pid))
                     if dead and not p.ready():
-                        self._fail(e, "its engine process died (killed, or out of memory) while training")
+                        self._fail(e, DIED)
                     elif p.ready() and not p.successful():
                         try:
                             p.get(0)
                         except Exception as err:  # noqa: BLE001  named in the RankFailedError
-                            self._fail(e, _short(err))
+                            # the hub may fail the task of a dead engine before it drops the engine
+                            self._fail(e, DIED if getattr(err, "ename", "") == "EngineError" else _short(err))
             if self.error is not None:
                 raise self.error
 
@@ -101,22 +105,28 @@ class Job:
     def _fail(self, e: Engine, why: str) -> None:
         if self.error is None:
             self.error = RankFailedError(f"{self._who(e)}: {why}. The other ranks were released; the run can "
-                                         f"resume from its last checkpoint with cluster.launch(...) (same or "
-                                         f"different number of ranks)")
+                                         f"resume from its last checkpoint with cluster.launch(...), which starts "
+                                         f"fresh engines (same or different number of ranks)")
             if self.run is not None:  # rank 0, which keeps run.json, may be the one that died
                 update_status(self.run, status="failed", error=str(self.error)[:500])
             self._release()
             self._release_lock()
 
     def _release(self) -> None:
-        """Free ranks that may be blocked in a Gloo collective waiting for the dead one."""
+        """Free the ranks that may be blocked in a Gloo collective waiting for the dead one, without waiting:
+        SIGKILL through each engine's nanny (a separate process, so it acts while the engine is stuck in C++; one
+        ZMQ message, no SSH round trip). Fresh engines start at the next launch (Cluster.engines), so the error
+        naming the rank comes first."""
         self.rendezvous.stop()
+        live = set(self.cluster.client.ids)
+        ids = [e.id for e in self.engines if e.id in live]
         try:
-            if self.cluster.launcher == "manual":
-                live = set(self.cluster.client.ids)
-                self.cluster.client.abort(targets=[e.id for e in self.engines if e.id in live], block=False)
+            if self.cluster.launcher == "manual":  # engines started by hand: not ours to kill or restart
+                self.cluster.client.abort(targets=ids, block=False)
             else:
-                self.cluster.restart_engines()
+                if ids:
+                    self.cluster.client.send_signal("SIGKILL", targets=ids, block=False)
+                self.cluster.forget([e.id for e in self.engines])
         except Exception as err:  # noqa: BLE001  the error we raise is about the rank; note this one
             self.error.args = (self.error.args[0] + f" (releasing the other engines failed: {_short(err)})",)
 

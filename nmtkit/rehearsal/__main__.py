@@ -1,4 +1,4 @@
-"""python -m nmtkit.rehearsal [--out DIR] [--rate 1gbit] [--steps 12] [--kill]: the two-VM rehearsal."""
+"""python -m nmtkit.rehearsal [--out DIR] [--rate 1gbit] [--steps 12] [--no-kill]: the two-VM rehearsal."""
 import argparse
 import sys
 from pathlib import Path
@@ -12,15 +12,15 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="report directory (default: runs/rehearsal-<time>)")
     ap.add_argument("--rate", default="1gbit", help="tc rate of the data link during training")
     ap.add_argument("--steps", type=int, default=12, help="steps of the short run")
-    ap.add_argument("--kill", action="store_true", help="also kill -9 a remote engine mid-run, then resume")
-    ap.add_argument("--manual", action="store_true", help="start the SSH engines outside nmtkit.cluster")
+    ap.add_argument("--kill", action=argparse.BooleanOptionalAction, default=True,
+                    help="kill -9 a remote engine mid-run, then resume (the default; --no-kill skips it)")
     a = ap.parse_args(argv)
     why = unavailable()
     if why:
         print(f"rehearsal skipped: {why}", file=sys.stderr)
         return 0
     out = a.out or default_out()
-    r = rehearse(Options(out=out, rate=a.rate, steps=a.steps, kill=a.kill, force_manual=a.manual))
+    r = rehearse(Options(out=out, rate=a.rate, steps=a.steps, kill=a.kill))
     print(f"report: {out / 'report.md'} ({'green' if r['ok'] else 'RED'}, {r['seconds']} s)")
     return 0 if r["ok"] else 1
 

@@ -21,6 +21,7 @@ away on exit with the namespaces, the bridge, /etc/netns/<ns> and every process 
 """
 from __future__ import annotations
 
+import fcntl
 import os
 import secrets
 import shutil
@@ -120,10 +121,14 @@ class TwoHosts:
         why = unavailable()
         if why:
             raise NetnsError(why)
-        self.ctl_net, self.data_net = _free_subnets()
-        for i, h in enumerate(self.hosts):
-            h.ctl_addr, h.data_addr = f"{self.ctl_net}.{i + 2}", f"{self.data_net}.{i + 1}"
-        self._network()
+        # Two rehearsals starting at once (a test run and `make rehearsal`) could both find the same subnet free
+        # before either takes it: pick and take it under one machine-wide lock. Names carry a random id.
+        with open(Path(tempfile.gettempdir()) / "nmtkit-rehearsal-subnets.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            self.ctl_net, self.data_net = _free_subnets()
+            for i, h in enumerate(self.hosts):
+                h.ctl_addr, h.data_addr = f"{self.ctl_net}.{i + 2}", f"{self.data_net}.{i + 1}"
+            self._network()
         self._keys()
         for i, h in enumerate(self.hosts):
             self._sshd(h, hide=self.hide if i == 1 else None)
