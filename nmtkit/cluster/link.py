@@ -135,13 +135,16 @@ class NicCounters:
     `with NicCounters("lo") as c: ...` then `steady_traffic(c.samples, ...)`."""
 
     def __init__(self, iface: str, interval: float = 0.1):
-        import psutil
-        if iface not in psutil.net_io_counters(pernic=True):
-            raise ValueError(f"no network interface {iface!r} on this machine (have: "
-                             f"{', '.join(sorted(psutil.net_io_counters(pernic=True)))})")
+        if iface not in self.interfaces():
+            raise ValueError(f"no network interface {iface!r} on this machine (have: {', '.join(self.interfaces())})")
         self.iface, self.interval, self.samples = iface, interval, []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+
+    @staticmethod
+    def interfaces() -> list[str]:
+        import psutil
+        return sorted(psutil.net_io_counters(pernic=True))
 
     def sample(self) -> None:
         import psutil
