@@ -6,7 +6,8 @@
 
 The bridge is the management network the driver reaches the hosts by (SSH, engines to controller); nmt0 is the
 private data network Horovod is pinned to, so nmt0's counters hold the gradients and nothing else. C is picked so
-that the bridge's subnet is free in the root namespace (parallel runs and tests/test_cluster_netns.py use 10.77.0).
+that the bridge's subnet is free in the root namespace (parallel rehearsals, tests and bench/scaling.py all build
+their hosts here, each with its own random suffix and subnet).
 
 Each host runs `/usr/sbin/sshd -D` under `ip netns exec <ns> unshare --uts --mount`: its own host name, resolving
 (through /etc/netns/<ns>/hosts, which `ip netns exec` mounts over /etc/hosts) to its nmt0 address, as Horovod
