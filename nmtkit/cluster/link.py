@@ -25,6 +25,7 @@ import socket
 import sys
 import threading
 import time
+from pathlib import Path
 
 NBYTES = 64 << 20
 CHUNK = 1 << 20
@@ -169,6 +170,35 @@ class NicCounters:
 def ring_bytes(params: int, ranks: int, bytes_per_value: int = 4) -> float:
     """Bytes each rank sends per step in a ring allreduce of the gradients: 2(N-1)/N x gradient bytes."""
     return 2 * (ranks - 1) / ranks * bytes_per_value * params
+
+
+def compression_trials(cluster, cfg, run_root, compressions=("none", "fp16"), *, iface: str = "lo",
+                       first: int = 2, timeout: float = 900):
+    """Train `cfg` once per train.compression on the running cluster (fresh runs <run_root>/<compression>-<time>)
+    while sampling `iface` on this machine, and tabulate per compression: the bytes that crossed it per step in
+    steady state, the ring-allreduce model for them, and the step time. On `lo` (engines of one machine) the NIC
+    sees every rank's sends, N x 2(N-1)/N x gradient bytes, and anything else this machine sends over loopback in
+    the window; on a node's own NIC it sees one ring edge: one rank's share (questions 5 and 11 explain why)."""
+    import pandas as pd
+    from nmtkit import runs
+    from nmtkit.files import read_jsonl
+    rows = []
+    for comp in compressions:
+        run = Path(run_root) / f"{comp}-{time.strftime('%Y%m%d-%H%M%S')}"
+        with NicCounters(iface) as nic:
+            results = cluster.launch(cfg.with_overrides({"train.compression": comp}), run,
+                                     preflight=False).wait(timeout=timeout)
+        ends = {r["step"]: r["wall_time"] for r in read_jsonl(runs.rank_log(run, 0))}
+        t = steady_traffic(nic.samples, ends, first)
+        params, n = results[0]["value"]["params"], len(results)
+        per_rank = ring_bytes(params, n, 2 if comp == "fp16" else 4)
+        model = per_rank * (n if iface == "lo" else 1)
+        rows.append({"compression": comp, "ranks": n, "params": params, "steps measured": t["steps"],
+                     f"bytes/step on {iface}": round(t["bytes_per_step"]), "ring model": round(model),
+                     "measured / model": round(t["bytes_per_step"] / model, 2),
+                     "bytes/step per rank (model)": round(per_rank), "step time (ms)": round(1000 * t["step_time_s"], 1),
+                     "same weights": len({r["value"]["weights_checksum"] for r in results}) == 1})
+    return pd.DataFrame(rows).set_index("compression")
 
 
 def main(argv: list[str]) -> int:
