@@ -207,6 +207,8 @@ class Rehearsal:
                 "measured_steps": per_host[0]["steps"], "tx_bytes_per_step_per_host": [round(x) for x in sent],
                 "ratio_to_model": [round(x / model, 3) for x in sent],
                 "coordination_bytes_per_s_per_host": [round(i) for i in idle],
+                "tx_minus_coordination_per_step": [round(x - i * step) for x, i in zip(sent, idle)],
+                "ratio_minus_coordination": [round((x - i * step) / model, 3) for x, i in zip(sent, idle)],
                 "link_time_per_step_s": round(max(sent) * 8 / (_mbit(rate) * 1e6), 4),
                 "step_time_s": round(step, 3), "wall_time_s": round(wall, 1),
                 "finished": [s["status"] for s in summaries] == ["finished"] * n,
@@ -309,7 +311,8 @@ def report_md(r: dict) -> str:
     lines += [f"| {x['tc_rate']} | {x['measured_mbit_s']} | {x['ratio']} |" for x in r.get("link", [])]
     if r.get("link_engines"):
         e = r["link_engines"]
-        lines += ["", f"Between engines ({e['from']} -> {e['to']}) at {e['tc_rate']}: {e['measured_mbit_s']} Mbit/s."]
+        lines += ["", f"Measured by preflight between engines ({e['from']} -> {e['to']}, {e['at']}) at {e['tc_rate']}: "
+                      f"{e['measured_mbit_s']} Mbit/s (best of {e['tries_mbit_s']}); recorded in run.json."]
     t = r.get("traffic")
     if t:
         lines += ["", f"Bytes per step on the data link ({t['ranks']} ranks, {t['params']:,} parameters, gradient "
@@ -322,6 +325,7 @@ def report_md(r: dict) -> str:
                       f"step (an upper bound: during a step the background thread is busy reducing) leaves "
                       f"{t['tx_minus_coordination_per_step']} B (ratio {t['ratio_minus_coordination']}). "
                       f"Step time {t['step_time_s']} s (steps {t['measured_steps']})."]
+    lines += _compression_md(r.get("compression") or [])
     if r.get("kill"):
         k = r["kill"]
         lines += ["", f"kill -9 of rank {k['rank']} on {k['host']} (pid {k['pid']}): error after {k['error_after_s']} s:",
@@ -329,6 +333,28 @@ def report_md(r: dict) -> str:
     lines += ["", "| check | ok | detail |", "|---|---|---|"]
     lines += [f"| {k} | {'yes' if v['ok'] else 'NO'} | {v['detail']} |" for k, v in r["checks"].items()]
     return "\n".join(lines) + "\n"
+
+
+def _compression_md(rows: list[dict]) -> list[str]:
+    """The compression runs: bytes per step against the ring model, the fp16 cut, and step time by rate."""
+    if not rows:
+        return []
+    lines = ["", f"Short runs ({rows[0]['ranks']} ranks, {rows[0]['params']:,} parameters, steps "
+                 f"{rows[0]['measured_steps']} measured) with `train.compression` none and fp16 at each tc rate:", "",
+             "| compression | tc rate | B/step sent per host (measured) | ring model 2(N-1)/N x gradient B | "
+             "measured / model | fp16 cut vs none | link time per step at the rate | step time |",
+             "|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {x['compression']} | {x['tc_rate']} | {', '.join(f'{b:,}' for b in x['tx_bytes_per_step_per_host'])} "
+              f"| {x['ring_model_bytes_per_rank']:,} | {x['ratio_to_model']} | "
+              f"{', '.join(f'{c:.0%}' for c in x['cut_vs_none']) if 'cut_vs_none' in x else ''} | "
+              f"{1000 * x['link_time_per_step_s']:.0f} ms | {1000 * x['step_time_s']:.0f} ms |" for x in rows]
+    rates = list(dict.fromkeys(x["tc_rate"] for x in rows))
+    step = {(x["compression"], x["tc_rate"]): f"{1000 * x['step_time_s']:.0f} ms" for x in rows}
+    lines += ["", "Step time (mean of the measured steps, rank 0's log):", "",
+              "| compression | " + " | ".join(rates) + " |", "|---" * (len(rates) + 1) + "|"]
+    lines += [f"| {c} | " + " | ".join(step.get((c, rt), "") for rt in rates) + " |"
+              for c in dict.fromkeys(x["compression"] for x in rows)]
+    return lines
 
 
 def rehearse(opts: Options) -> dict:
