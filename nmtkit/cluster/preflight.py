@@ -158,8 +158,8 @@ def _link_cell(host: str, hosts: set, measured: dict | None) -> str:
 def preflight_table(facts: list[dict], measured: dict | None = None) -> pd.DataFrame:
     """The per-rank facts as a DataFrame indexed by rank (what the notebook shows); the `link` column: the link
     measured to this rank's host (rank 0's host: the slowest pair), or why there is none."""
-    hosts = {f["host"] for f in facts}
-    rows = [{c: f.get(c) for c in TABLE_COLUMNS} | {"rank": f["rank"], "link": _link_cell(f["host"], hosts, measured)}
+    hosts = {f.get("host") for f in facts}
+    rows = [{c: f.get(c) for c in TABLE_COLUMNS} | {"rank": f["rank"], "link": _link_cell(f.get("host"), hosts, measured)}
             for f in facts]
     for row in rows:  # paths inside the workspace print the same on every machine (and in committed notebooks)
         row["data_dir"] = _under_workspace(row["data_dir"])
