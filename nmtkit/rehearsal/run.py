@@ -12,6 +12,7 @@ report.json into the output directory.
 from __future__ import annotations
 
 import hashlib
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -211,6 +212,7 @@ class Rehearsal:
                 "ratio_minus_coordination": [round((x - i * step) / model, 3) for x, i in zip(sent, idle)],
                 "link_time_per_step_s": round(max(sent) * 8 / (_mbit(rate) * 1e6), 4),
                 "step_time_s": round(step, 3), "wall_time_s": round(wall, 1),
+                "load_avg_1m": round(os.getloadavg()[0], 1),  # step times on a shared machine follow its load
                 "finished": [s["status"] for s in summaries] == ["finished"] * n,
                 "same_weights": len({s["weights_checksum"] for s in summaries}) == 1}, summaries
 
@@ -342,15 +344,17 @@ def _compression_md(rows: list[dict]) -> list[str]:
     lines = ["", f"Short runs ({rows[0]['ranks']} ranks, {rows[0]['params']:,} parameters, steps "
                  f"{rows[0]['measured_steps']} measured) with `train.compression` none and fp16 at each tc rate:", "",
              "| compression | tc rate | B/step sent per host (measured) | ring model 2(N-1)/N x gradient B | "
-             "measured / model | fp16 cut vs none | link time per step at the rate | step time |",
-             "|---|---|---|---|---|---|---|---|"]
+             "measured / model | fp16 cut vs none | link time per step at the rate | step time | load average |",
+             "|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {x['compression']} | {x['tc_rate']} | {', '.join(f'{b:,}' for b in x['tx_bytes_per_step_per_host'])} "
               f"| {x['ring_model_bytes_per_rank']:,} | {x['ratio_to_model']} | "
               f"{', '.join(f'{c:.0%}' for c in x['cut_vs_none']) if 'cut_vs_none' in x else ''} | "
-              f"{1000 * x['link_time_per_step_s']:.0f} ms | {1000 * x['step_time_s']:.0f} ms |" for x in rows]
+              f"{1000 * x['link_time_per_step_s']:.0f} ms | {1000 * x['step_time_s']:.0f} ms | "
+              f"{x.get('load_avg_1m', '')} |" for x in rows]
     rates = list(dict.fromkeys(x["tc_rate"] for x in rows))
     step = {(x["compression"], x["tc_rate"]): f"{1000 * x['step_time_s']:.0f} ms" for x in rows}
-    lines += ["", "Step time (mean of the measured steps, rank 0's log):", "",
+    lines += ["", "Step time (mean of the measured steps, rank 0's log; on a shared machine it follows the load "
+                  "average, so compare it with the link time the measured bytes need at each rate):", "",
               "| compression | " + " | ".join(rates) + " |", "|---" * (len(rates) + 1) + "|"]
     lines += [f"| {c} | " + " | ".join(step.get((c, rt), "") for rt in rates) + " |"
               for c in dict.fromkeys(x["compression"] for x in rows)]
