@@ -4,11 +4,12 @@
 
 (a) Local engines (nmtkit.cluster.Cluster), the same per-rank batch (2048 tokens), one intra-op thread per rank:
     tokens/s of 1 rank and of 2 ranks, and the scaling efficiency tokens/s(2) / (2 x tokens/s(1)); target >= 90%.
-(b) Two network namespaces joined by a veth pair (the approach of tests/test_cluster_netns.py), Horovod's traffic
-    on that link, tc tbf at 1 Gbit/s and 200 Mbit/s. The compute time is the 2-rank step time with the link
-    unshaped; the model predicts step = compute + 2(N-1)/N x gradient bytes / rate (gradient bytes = 4 x
-    trainable parameters, fp32); printed against the measured step, target within 25%. Skipped, with the reason,
-    when not root or without `ip netns`.
+(b) Two hosts (nmtkit.rehearsal.netns.TwoHosts: network namespaces reached over SSH, joined by a veth pair that
+    carries Horovod's traffic), one hand-started engine on each, tc tbf at 1 Gbit/s and 200 Mbit/s, each with
+    train.compression none and fp16. The compute time is the 2-rank step time with the link unshaped; the model
+    predicts step = compute + 2(N-1)/N x gradient bytes / rate (gradient bytes = 4 x trainable parameters with
+    none, 2 x with fp16); printed against the measured step, target within 25%. Skipped, with the reason, when not
+    root or without `ip netns` or sshd.
 Step times come from the rank logs (runs/<run>/ranks/rank<r>.jsonl), warm-up steps left out. --quick: fewer steps
 (< 3 minutes). Figures only: nothing is asserted.
 """
@@ -33,9 +34,11 @@ from nmtkit.cluster import Cluster  # noqa: E402
 from nmtkit.data.prepare import prepare  # noqa: E402
 from nmtkit.files import read_jsonl  # noqa: E402
 
-import _netns  # noqa: E402
+from nmtkit.rehearsal.netns import TwoHosts, unavailable  # noqa: E402
 
 RATES = {"1gbit": 1e9, "200mbit": 200e6}  # tc's units are SI: bits per second
+COMPRESSIONS = {"none": 4, "fp16": 2}      # train.compression -> bytes per gradient value on the wire
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _one_thread(cluster: Cluster) -> Cluster:
@@ -82,53 +85,49 @@ def local(cfg, work: Path, warmup: int) -> None:
 
 def netns(cfg, work: Path, warmup: int) -> None:
     total_steps = cfg.train.steps
-    why = _netns.unavailable()
+    why = unavailable()
     if why:
         print(f"(b) skipped: {why}")
         return
-    hosts = _netns.TwoHosts()
-    try:
-        hosts.up()
-        cluster = Cluster(cfg, engines=2, launcher="manual", listen_ip=hosts.ctl_ip, iface="nmt0",
-                          logical_hosts=False, profile_dir=work / "ipython-netns")
-        cluster.start()
+    rows = []
+    with TwoHosts(rate=None) as net:
+        cluster = net.manual_cluster(cfg, work / "ipython-netns", ROOT)
         try:
-            engine_file = cluster.connection_files()["engine"]
-            for i, ns in enumerate(hosts.ns):
-                hosts.start_engine(i, engine_file, work / f"{ns}.log")
-            cluster.wait_for_engines(2, timeout=180)
-            rows = []
-            for rate in (None, *RATES):
-                hosts.set_rate(rate)
-                before = hosts.counters(hosts.ns[0])
-                m = measure(cluster, cfg, work / f"netns-{rate or 'unshaped'}", 2, warmup)
-                sent = hosts.counters(hosts.ns[0])["tx_bytes"] - before["tx_bytes"]
-                rows.append((rate, m, sent))
-                print(f"(b) link {rate or 'unshaped'}: {m['step_ms']:.0f} ms/step (median {m['median_ms']:.0f}), "
-                      f"{m['tokens_per_sec']:,.0f} tokens/s, rank 0 sent {sent / 1e6:,.1f} MB", flush=True)
+            for comp in COMPRESSIONS:
+                for rate in (None, *RATES):
+                    net.set_rate(rate)
+                    before = net.counters(0)
+                    m = measure(cluster, cfg.with_overrides({"train.compression": comp}),
+                                work / f"netns-{comp}-{rate or 'unshaped'}", 2, warmup)
+                    sent = net.counters(0)["tx_bytes"] - before["tx_bytes"]
+                    rows.append((comp, rate, m, sent))
+                    print(f"(b) {comp:4} link {rate or 'unshaped'}: {m['step_ms']:.0f} ms/step (median "
+                          f"{m['median_ms']:.0f}), {m['tokens_per_sec']:,.0f} tokens/s, rank 0 sent "
+                          f"{sent / 1e6:,.1f} MB", flush=True)
         finally:
             cluster.stop()
-    finally:
-        hosts.cleanup()
-    compute = rows[0][1]["step_ms"] / 1000
-    params = rows[0][1]["params"]
-    grad_bytes = 4 * params
     n = 2
-    print(f"(b) compute time (2 ranks, unshaped link) {1000 * compute:.0f} ms/step; {params:,} parameters -> "
-          f"gradient {grad_bytes / 1e6:.2f} MB")
-    for rate, m, sent in rows[1:]:
-        comm = 2 * (n - 1) / n * grad_bytes * 8 / RATES[rate]
-        predicted = compute + comm
-        measured = m["step_ms"] / 1000
-        print(f"(b) {rate}: measured {1000 * measured:.0f} ms/step vs predicted {1000 * predicted:.0f} "
-              f"(compute {1000 * compute:.0f} + allreduce {1000 * comm:.0f}): ratio {measured / predicted:.2f} "
-              f"(target within 25%: 0.75-1.25)")
-        # what really crossed the link: sparse embedding gradients travel as allgathered slices, the first
-        # step adds the broadcast of weights and optimizer state, so the wire carries more than 4 x params
-        wire = sent / total_steps
-        by_wire = compute + wire * 8 / RATES[rate]
-        print(f"(b) {rate}: with the bytes rank 0 really sent ({wire / 1e6:.2f} MB/step, broadcast included) the "
-              f"prediction is {1000 * by_wire:.0f} ms/step: ratio {measured / by_wire:.2f}")
+    for comp, value_bytes in COMPRESSIONS.items():
+        mine = [r for r in rows if r[0] == comp]
+        compute, params = mine[0][2]["step_ms"] / 1000, mine[0][2]["params"]
+        grad_bytes = value_bytes * params
+        print(f"(b) {comp}: compute time (2 ranks, unshaped link) {1000 * compute:.0f} ms/step; {params:,} "
+              f"parameters -> gradient {grad_bytes / 1e6:.2f} MB on the wire")
+        for _, rate, m, sent in mine[1:]:
+            comm = 2 * (n - 1) / n * grad_bytes * 8 / RATES[rate]
+            predicted, measured = compute + comm, m["step_ms"] / 1000
+            print(f"(b) {comp} {rate}: measured {1000 * measured:.0f} ms/step vs predicted {1000 * predicted:.0f} "
+                  f"(compute {1000 * compute:.0f} + allreduce {1000 * comm:.0f}): ratio {measured / predicted:.2f} "
+                  f"(target within 25%: 0.75-1.25)")
+            # what really crossed the link: the first step adds the broadcast of weights and optimizer state
+            wire = sent / total_steps
+            by_wire = compute + wire * 8 / RATES[rate]
+            print(f"(b) {comp} {rate}: with the bytes rank 0 really sent ({wire / 1e6:.2f} MB/step, broadcast "
+                  f"included) the prediction is {1000 * by_wire:.0f} ms/step: ratio {measured / by_wire:.2f}")
+    for rate in (None, *RATES):
+        none, fp16 = (next(r for r in rows if r[0] == c and r[1] == rate) for c in COMPRESSIONS)
+        print(f"(b) {rate or 'unshaped'}: fp16 sent {1 - fp16[3] / none[3]:.0%} fewer bytes than none; step "
+              f"{none[2]['step_ms']:.0f} -> {fp16[2]['step_ms']:.0f} ms")
 
 
 def main() -> None:

@@ -165,7 +165,8 @@ def test_known_correlation_and_byte_rate(tmp_path, checkpoint_dir):
     assert a[5].evidence["allreduce_bytes_per_rank_per_step"] == pytest.approx(per_step)
     assert a[5].evidence["expected_Bps_per_rank"] == pytest.approx(per_step / st[3:].mean())
     assert a[5].evidence["bottleneck"] is False and a[5].answer.startswith("No")
-    assert a[5].evidence["link_source"].startswith("assumed") and "assumed" in a[5].answer
+    assert a[5].evidence["link_source"].startswith("assumed") and "assumed from monitor.link_gbps" in a[5].answer
+    assert "(assumed (" not in a[5].answer and "measured by preflight" not in a[5].answer
     assert hosts["hostA"]["expected_Bps"] == pytest.approx(per_step / st[3:].mean())  # one ring edge per node
     # Q11 argues from bytes per step against the model; r is only described
     assert a[11].evidence["bytes_per_step"] == pytest.approx(net[3:].mean() * st[3:].mean())
@@ -174,10 +175,15 @@ def test_known_correlation_and_byte_rate(tmp_path, checkpoint_dir):
     # A 10 Mbit/s link is saturated by 12.5 MB/s: now the network is the bottleneck.
     assert answers_of(tmp_path, figures=False, link_gbps=0.01)[5].evidence["bottleneck"] is True
     # A link measured by preflight replaces the assumed one, and the answer says so.
+    measured = {"from": "hostA", "to": "hostB", "at": "2026-11-22T18:30:00Z",
+                "pairs": [{"from": "hostA", "to": "hostB", "mbit_s": 940.0}]}
     atomic_write_json(tmp_path / runs.STATUS, {**json.loads((tmp_path / runs.STATUS).read_text()),
-                                               "link_measured_mbit_s": 940.0})
+                                               "link_measured_mbit_s": 940.0, "link_measured": measured})
     a5 = answers_of(tmp_path, figures=False)[5]
-    assert a5.evidence["link_gbps"] == pytest.approx(0.94) and "measured by preflight" in a5.answer
+    assert a5.evidence["link_gbps"] == pytest.approx(0.94) and a5.evidence["link_Bps"] == pytest.approx(117.5e6)
+    assert ("measured by preflight: 940 Mbit/s from hostA to hostB at 2026-11-22 18:30:00 UTC"
+            in a5.answer) and "assumed" not in a5.answer
+    assert a5.evidence["hosts"][0]["link_share_mean"] == pytest.approx(net[3:].mean() / 117.5e6)
 
 
 def test_two_ranks_per_node_expect_one_ring_edge_per_node(tmp_path, checkpoint_dir):

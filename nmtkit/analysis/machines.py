@@ -118,15 +118,18 @@ def measure_utilisation(run: Run, o: Options) -> dict:
 # --- Q5 network against the link ----------------------------------------------------------------------------
 
 def link_capacity(run: Run, o: Options) -> tuple[float | None, str]:
-    """(Gbit/s, where it comes from): given in the options, measured by preflight (run.json), else the config's
-    assumed monitor.link_gbps."""
+    """(Gbit/s, where it comes from): given in the options, measured by preflight (run.json's
+    link_measured_mbit_s, with who -> who and when), else the config's assumed monitor.link_gbps."""
     if o.link_gbps is not None:
-        return o.link_gbps, "given"
+        return o.link_gbps, "given by the caller (Options.link_gbps)"
     measured = run.status.get("link_measured_mbit_s")
     if isinstance(measured, (int, float)) and measured > 0:
-        return measured / 1000, "measured by preflight between the nodes"
+        m = run.status.get("link_measured") or {}
+        who = f" from {m['from']} to {m['to']}" if m.get("from") and m.get("to") else ""
+        when = f" at {str(m['at']).replace('T', ' ').replace('Z', ' UTC')}" if m.get("at") else ""
+        return measured / 1000, f"measured by preflight: {measured:g} Mbit/s{who}{when}"
     if run.config:
-        return run.config.monitor.link_gbps, "assumed (monitor.link_gbps, not measured)"
+        return run.config.monitor.link_gbps, "assumed from monitor.link_gbps: run.json holds no measured link"
     return None, ""
 
 

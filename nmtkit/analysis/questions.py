@@ -159,8 +159,8 @@ def q5_network(run: Run, fig_dir, o: Options) -> Answer:
     measured = ", ".join(f"{h['host']} {mb(h['mean_Bps'])} mean while steps ran "
                          f"({h['link_share_mean']:.1%} of the link)" for h in ev["hosts"])
     text = (f"{'Yes' if ev['bottleneck'] else 'No'}: on {iface} ({ev['iface_choice']}) the nodes moved {measured}, "
-            f"against a link of {ev['link_gbps']:g} Gbit/s ({ev['link_source']}) = {ev['link_Bps'] / 1e6:.0f} MB/s "
-            f"per direction. A ring "
+            f"against a link of {ev['link_gbps']:g} Gbit/s = {ev['link_Bps'] / 1e6:.0f} MB/s per direction "
+            f"({ev['link_source']}). A ring "
             f"allreduce of {params:,} parameters x {bpp} B across {n} ranks sends 2(n-1)/n x "
             f"{params * bpp / 1e6:.1f} MB = {ev['allreduce_bytes_per_rank_per_step'] / 1e6:.1f} MB per rank per "
             f"step, i.e. {mb(ev['expected_Bps_per_rank'])} at the measured {ev['mean_step_time_s'] * 1000:.0f} "

@@ -21,12 +21,13 @@ from nmtkit.cluster.jobs import Job
 from nmtkit.cluster.lifeline import Lifeline, hold
 from nmtkit.cluster.plan import (ClusterError, assign_slots, check_listen, controller_ip, iface_for, parse_hosts,
                                  rank_env)
-from nmtkit.cluster.preflight import (PreflightError, gather_facts, preflight_problems, preflight_table,
-                                      reachability_listener)
+from nmtkit.cluster.preflight import (PreflightError, gather_facts, link_status, measure_link, preflight_problems,
+                                      preflight_table, reachability_listener)
 from nmtkit.cluster.remote import engine_identity, rank_main, train_rank, write_file_chunk
 from nmtkit.cluster.rendezvous import Rendezvous
 from nmtkit.config import ClusterConfig, Config
 from nmtkit.runlock import RunLock
+from nmtkit.runs import update_status
 
 LAUNCHERS = ("auto", "local", "ssh", "manual")
 
@@ -78,6 +79,7 @@ class Cluster:
         self.ids: list[int] = []                 # the engines this cluster uses (dead engines' ids excluded)
         self._engines: list[Engine] | None = None
         self.facts: list[dict] = []              # the last preflight's per-rank facts (submit reads the builds)
+        self.link: dict | None = None            # the last preflight's measured link (launch records it in run.json)
         self.timings: dict[str, float] = {}
         self._lifeline: Lifeline | None = None   # ends what this driver started when it dies (no orphans)
 
@@ -270,7 +272,8 @@ class Cluster:
         problems = preflight_problems(facts)
         if problems and raise_on_problems:
             raise PreflightError("preflight refused to train:\n  - " + "\n  - ".join(problems))
-        return preflight_table(facts)
+        self.link = None if problems else measure_link(self.client, engines, facts)
+        return preflight_table(facts, self.link)
 
     def _facts_after_push(self, engines: list[Engine], data: str | None, rendezvous: tuple[str, int],
                           push_data: bool) -> list[dict]:
@@ -335,6 +338,8 @@ class Cluster:
         try:
             if preflight:
                 self.preflight(data)
+            if self.link:  # before the ranks start: rank 0 merges its own fields into run.json afterwards
+                update_status(run, **link_status(self.link))
             job = self.submit(train_rank, cfg.to_dict(), str(run), str(data), resume, lock.token, ranks=ranks)
         except BaseException:
             if own:

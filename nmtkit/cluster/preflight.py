@@ -2,23 +2,27 @@
 
 The driver compares the nodes before training: same software (nmtkit source, TensorFlow, Horovod and its build),
 the same prepared data, a reachable rendezvous address, a host name that does not resolve to loopback on a
-multi-host job. Each problem is one sentence naming the rank, the node and the difference.
+multi-host job. Each problem is one sentence naming the rank, the node and the difference. With two hosts or more
+it also measures the link between them (measure_link: a timed transfer between engines, nmtkit.cluster.link), the
+figure question 5 judges the gradient traffic against; one host has no link to measure.
 """
 from __future__ import annotations
 
 import socket
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
 import pandas as pd
 
+from nmtkit.cluster import link
 from nmtkit.cluster.plan import ClusterError
 from nmtkit.cluster.remote import DATA_MARKERS, node_facts
 from nmtkit.runs import workspace
 
 TABLE_COLUMNS = ["node", "host", "host_addr", "engine", "pid", "python", "nmtkit", "tensorflow", "horovod",
-                 "horovod_build", "gpus", "data_ok", "data_dir", "rendezvous_ok", "iface"]
+                 "horovod_build", "gpus", "data_ok", "data_dir", "rendezvous_ok", "iface", "link"]
 SAME_EVERYWHERE = (("nmtkit", "nmtkit"), ("nmtkit_source", "nmtkit source (sha256)"), ("tensorflow", "TensorFlow"),
                    ("horovod", "Horovod"), ("horovod_build", "Horovod build"), ("python", "Python"))
 
@@ -108,9 +112,55 @@ def _node_problems(f: dict, ref: dict) -> list[str]:
     return out
 
 
-def preflight_table(facts: list[dict]) -> pd.DataFrame:
-    """The per-rank facts as a DataFrame indexed by rank (what the notebook shows)."""
-    rows = [{c: f.get(c) for c in TABLE_COLUMNS} | {"rank": f["rank"]} for f in facts]
+def measure_link(client, engines: list, facts: list[dict], *, tries: int = 5, nbytes: int = link.NBYTES) -> dict | None:
+    """Throughput from rank 0's host to the first engine of every other host (to the address its host name
+    resolves to: where Horovod's Gloo traffic goes); None with one host, where there is no link to measure.
+    Returns the slowest pair's figure with who -> who and when, and every pair; a transfer that fails is a
+    PreflightError (Gloo needs the same TCP ports between the nodes)."""
+    first: dict[str, object] = {}
+    for e in engines:  # rank order: the first host is rank 0's
+        first.setdefault(e.host, e)
+    if len(first) < 2:
+        return None
+    addr = {f["rank"]: f.get("host_addr") for f in facts}
+    src, *dests = first.values()
+    pairs = []
+    for d in dests:
+        try:
+            m = link.measure_engines(client, d.id, src.id, addr[d.slot.rank], nbytes, tries=tries)
+        except Exception as err:  # noqa: BLE001  one sentence naming both ends, not a remote traceback
+            raise PreflightError(f"cannot measure the link {src.host} -> {d.host} ({addr[d.slot.rank]}): "
+                                 f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}; open TCP "
+                                 f"ports between the nodes (Horovod's Gloo needs them too)") from None
+        pairs.append({"from": src.host, "to": d.host, "to_addr": addr[d.slot.rank], "mbit_s": round(m["mbit_s"], 1),
+                      "bytes": m["bytes"], "tries_mbit_s": m["tries"]})
+    slowest = min(pairs, key=lambda p: p["mbit_s"])
+    return {"mbit_s": slowest["mbit_s"], "from": slowest["from"], "to": slowest["to"],
+            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "pairs": pairs}
+
+
+def link_status(measured: dict) -> dict:
+    """The run.json fields for a measured link (runs.update_status(run, **link_status(m))); question 5 reads them."""
+    return {"link_measured_mbit_s": measured["mbit_s"],
+            "link_measured": {k: measured[k] for k in ("from", "to", "at", "pairs")}}
+
+
+def _link_cell(host: str, hosts: set, measured: dict | None) -> str:
+    if len(hosts) < 2:
+        return "one host: no link to measure"
+    if measured is None:
+        return "not measured"
+    p = next((p for p in measured["pairs"] if p["to"] == host), None) or \
+        next(p for p in measured["pairs"] if p["mbit_s"] == measured["mbit_s"])
+    return f"{p['mbit_s']:.0f} Mbit/s {p['from']} -> {p['to']}"
+
+
+def preflight_table(facts: list[dict], measured: dict | None = None) -> pd.DataFrame:
+    """The per-rank facts as a DataFrame indexed by rank (what the notebook shows); the `link` column: the link
+    measured to this rank's host (rank 0's host: the slowest pair), or why there is none."""
+    hosts = {f.get("host") for f in facts}
+    rows = [{c: f.get(c) for c in TABLE_COLUMNS} | {"rank": f["rank"], "link": _link_cell(f.get("host"), hosts, measured)}
+            for f in facts]
     for row in rows:  # paths inside the workspace print the same on every machine (and in committed notebooks)
         row["data_dir"] = _under_workspace(row["data_dir"])
     return pd.DataFrame(rows, columns=["rank"] + TABLE_COLUMNS).set_index("rank")

@@ -6,7 +6,8 @@
 
 The bridge is the management network the driver reaches the hosts by (SSH, engines to controller); nmt0 is the
 private data network Horovod is pinned to, so nmt0's counters hold the gradients and nothing else. C is picked so
-that the bridge's subnet is free in the root namespace (parallel runs and tests/test_cluster_netns.py use 10.77.0).
+that the bridge's subnet is free in the root namespace (parallel rehearsals, tests and bench/scaling.py all build
+their hosts here, each with its own random suffix and subnet).
 
 Each host runs `/usr/sbin/sshd -D` under `ip netns exec <ns> unshare --uts --mount`: its own host name, resolving
 (through /etc/netns/<ns>/hosts, which `ip netns exec` mounts over /etc/hosts) to its nmt0 address, as Horovod
@@ -30,6 +31,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from nmtkit.cluster.link import counter_at
 
 SSHD = "/usr/sbin/sshd"
 INSTALL = "apt-get install -y openssh-server iproute2"
@@ -98,6 +101,7 @@ class TwoHosts:
         self.hosts = [Host(f"{prefix}{i + 1}-{sfx}", f"nmr{i + 1}{sfx}", "", "", self.tmp / f"sshd-{i + 1}.log")
                       for i in range(2)]
         self._made: list[tuple[str, str]] = []  # what exists, for the teardown (kind, name)
+        self.engines: list[subprocess.Popen] = []  # ssh sessions of engines started by start_engine()
 
     @property
     def listen_ip(self) -> str:
@@ -163,11 +167,15 @@ class TwoHosts:
         if self.rate:
             self.set_rate(self.rate)
 
-    def set_rate(self, rate: str) -> None:
-        """Limit the data link to `rate` (tc syntax: 1gbit, 200mbit) in both directions."""
+    def set_rate(self, rate: str | None) -> None:
+        """Limit the data link to `rate` (tc syntax: 1gbit, 200mbit) in both directions; None: unshaped."""
         for h in self.hosts:
-            sh("tc", "qdisc", "replace", "dev", DATA_IFACE, "root", "tbf", "rate", rate, "burst", "256kb",
-               "latency", "50ms", ns=h.ns)
+            if rate:
+                sh("tc", "qdisc", "replace", "dev", DATA_IFACE, "root", "tbf", "rate", rate, "burst", "256kb",
+                   "latency", "50ms", ns=h.ns)
+            else:  # back to the veth's default qdisc (deleting a root qdisc that is not there fails: ignore it)
+                subprocess.run(["ip", "netns", "exec", h.ns, "tc", "qdisc", "del", "dev", DATA_IFACE, "root"],
+                               capture_output=True)
         self.rate = rate
 
     def _keys(self) -> None:
@@ -225,6 +233,34 @@ class TwoHosts:
         """The cluster.hosts string: 'vm1-xxxx:2,vm2-xxxx:2'."""
         return ",".join(f"{h.name}:{slots}" for h in self.hosts)
 
+    def start_engine(self, i: int, engine_file: str | os.PathLike, log: Path, code_root: str | os.PathLike) -> None:
+        """One ipyparallel engine on host i, started over SSH (so it has the host's name, mounts and network),
+        with the same environment as the SSH launcher's engines (nmtkit.rehearsal.ssh.launcher_traits). It
+        lives as long as its ssh session: down() ends both."""
+        from nmtkit.rehearsal.ssh import launcher_traits
+        cmd = launcher_traits(self.ssh_config, code_root, self.tmp)["engine_cmd"]
+        with open(log, "wb") as out:
+            self.engines.append(subprocess.Popen(self.ssh_cmd(self.hosts[i].name) + ["--", *cmd,
+                                                 f"--file={engine_file}", "--log-level=WARN"],
+                                                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
+
+    def manual_cluster(self, cfg, profile_dir: str | os.PathLike, code_root: str | os.PathLike, per_host: int = 1):
+        """A started nmtkit Cluster (launcher "manual": the controller on the bridge, Horovod pinned to the data
+        link, real host names) with `per_host` engines started by hand on each host, as students do on VMs."""
+        from nmtkit.cluster import Cluster
+        cluster = Cluster(cfg, engines=2 * per_host, launcher="manual", listen_ip=self.listen_ip, iface=DATA_IFACE,
+                          logical_hosts=False, profile_dir=profile_dir).start()
+        try:
+            engine_file = cluster.connection_files()["engine"]
+            for i in range(2):
+                for k in range(per_host):
+                    self.start_engine(i, engine_file, Path(profile_dir) / f"engine-{i}-{k}.log", code_root)
+            cluster.wait_for_engines(2 * per_host, timeout=300)
+        except BaseException:
+            cluster.stop()
+            raise
+        return cluster
+
     def counters(self, i: int, dev: str = DATA_IFACE) -> dict[str, int]:
         """tx/rx bytes of the data link's end in host i (read through /sys in its namespace)."""
         out = sh("cat", f"/sys/class/net/{dev}/statistics/tx_bytes", f"/sys/class/net/{dev}/statistics/rx_bytes",
@@ -235,6 +271,10 @@ class TwoHosts:
     # --- teardown: only what up() made ---------------------------------------------------------------------
 
     def down(self) -> None:
+        for p in self.engines:  # our own ssh sessions, by pid
+            if p.poll() is None:
+                p.kill()
+                p.wait()
         self._kill_ssh_clients()
         for h in self.hosts:
             if h.proc is not None and h.proc.poll() is None:
@@ -314,10 +354,4 @@ class CounterLog:
 
     def tx_at(self, t: float) -> float:
         """tx bytes at time t, linear between the two samples around it."""
-        s = self.samples
-        if not s or not s[0][0] <= t <= s[-1][0]:
-            raise ValueError(f"no counter samples around t={t:.3f} ({len(s)} samples)")
-        for (t0, a, _), (t1, b, _) in zip(s, s[1:]):
-            if t0 <= t <= t1:
-                return a + (b - a) * ((t - t0) / (t1 - t0) if t1 > t0 else 0.0)
-        return float(s[-1][1])
+        return counter_at(self.samples, t)

@@ -3,13 +3,16 @@
 Two hosts reached over real SSH (nmtkit.rehearsal.netns), 2 engines on each started by ipyparallel's SSH launcher
 (nmtkit.rehearsal.ssh), then what a student does in notebook 03: preflight (the data is pushed to the host that
 lacks it and checked by sha256 over SSH), a short tiny training on 4 ranks, identical weights on every rank, a
-monitor log per host; the link measured with a timed transfer, and the bytes per step that crossed it compared
-with the ring-allreduce model. Then a `kill -9` of a remote engine and the resume (--no-kill skips it). Writes
-report.md and report.json into the output directory.
+monitor log per host; the link measured with a timed transfer (between the namespaces at both tc rates, and by
+preflight between engines, recorded in run.json), and the bytes per step that crossed it compared with the
+ring-allreduce model. Then the same short run with `train.compression` none and fp16 at each tc rate: the bytes per
+step fp16 saves and the step times. Then a `kill -9` of a remote engine and the resume (--no-kill skips it). Writes report.md and
+report.json into the output directory.
 """
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import sys
 import time
@@ -18,14 +21,15 @@ from pathlib import Path
 
 from nmtkit import config, runs
 from nmtkit.files import atomic_write_json, atomic_write_text, read_jsonl
+from nmtkit.cluster.link import ring_bytes, steady_traffic
 from nmtkit.rehearsal import link
 from nmtkit.rehearsal.netns import DATA_IFACE, CounterLog, TwoHosts
 from nmtkit.rehearsal.ssh import launcher_traits, start_cluster
 
 CODE_ROOT = Path(__file__).resolve().parents[2]
 TINY = {"data.train_size": 2000, "data.dev_size": 20, "data.test_size": 20, "data.vocab_size": 300,
-        "model.d_model": 64, "model.encoder_layers": 1, "model.decoder_layers": 1, "model.num_heads": 2,
-        "model.d_ff": 128, "train.log_every": 2, "train.ckpt_every": 0, "eval.every": 0,
+        "model.d_model": 256, "model.encoder_layers": 1, "model.decoder_layers": 1, "model.num_heads": 4,
+        "model.d_ff": 512, "data.batch_sentences": 16, "train.log_every": 2, "train.ckpt_every": 0, "eval.every": 0,
         "eval.dev_sentences": 2, "eval.test_sentences": 2, "eval.beam_size": 1, "eval.max_extra_len": 3,
         "monitor.enabled": True, "monitor.interval": 1.0}
 
@@ -38,11 +42,7 @@ class Options:
     steps: int = 12                           # the short run's steps
     kill: bool = True                         # kill -9 a remote engine, then resume (--no-kill skips it)
     slots: int = 2
-
-
-def ring_bytes(params: int, ranks: int, bytes_per_value: int = 4) -> float:
-    """Bytes each rank sends per step in a ring allreduce of the gradients: 2(N-1)/N x gradient bytes."""
-    return 2 * (ranks - 1) / ranks * bytes_per_value * params
+    compressions: tuple[str, ...] = ("none", "fp16")  # train.compression, each run at every measure_rates rate
 
 
 def sha256_dir(d: Path) -> str:
@@ -81,8 +81,9 @@ class Rehearsal:
     def mark(self, what: str) -> None:
         self.r.setdefault("timings_s", {})[what] = round(time.time() - self.t0, 1)
 
-    def cfg(self, data: Path, steps: int):
-        return config.load("tiny", dict(TINY, **{"data.dir": str(data), "train.steps": steps}))
+    def cfg(self, data: Path, steps: int, compression: str = "none"):
+        return config.load("tiny", dict(TINY, **{"data.dir": str(data), "train.steps": steps,
+                                                 "train.compression": compression}))
 
     def run(self) -> dict:
         o = self.o
@@ -104,9 +105,9 @@ class Rehearsal:
             self.mark("engines_up")
             try:
                 self.plan(cluster)
-                self.link_between_engines(net, cluster)
                 self.preflight(net, cluster, data)
                 self.train(net, cluster, data, run_dir)
+                self.compression(net, cluster, data)
                 if o.kill:
                     self.kill_and_resume(net, cluster, data, run_dir)
             finally:
@@ -130,15 +131,17 @@ class Rehearsal:
         self.r["link"] = rows
         self.mark("link_measured")
 
-    def link_between_engines(self, net: TwoHosts, cluster) -> None:
-        """The same timed transfer between an engine on each host (what preflight can run on real VMs)."""
-        a, b = ([e for e in cluster.engines() if e.host == h.name][0] for h in net.hosts)
+    def link_by_preflight(self, cluster) -> None:
+        """The timed transfer preflight ran between an engine on each host (what it does on real VMs)."""
+        m = cluster.link
         nominal = _mbit(self.o.rate)
-        m = link.measure_engines(cluster.client, b.id, a.id, net.hosts[1].data_addr, expect_mbit=nominal)
-        self.r["link_engines"] = {"tc_rate": self.o.rate, "measured_mbit_s": round(m["mbit_s"], 1),
-                                  "from": f"rank {a.slot.rank} on {a.host}", "to": f"rank {b.slot.rank} on {b.host}"}
-        self.check(f"link between engines at {self.o.rate} within 15%", abs(m["mbit_s"] / nominal - 1) <= 0.15,
-                   f"{m['mbit_s']:.0f} Mbit/s, engine {a.id} on {a.host} -> engine {b.id} on {b.host}")
+        self.r["link_engines"] = None if m is None else {"tc_rate": self.o.rate, "measured_mbit_s": m["mbit_s"],
+                                                         "from": m["from"], "to": m["to"], "at": m["at"],
+                                                         "tries_mbit_s": m["pairs"][0]["tries_mbit_s"]}
+        self.check(f"preflight measured the link between engines at {self.o.rate} within 15%",
+                   m is not None and abs(m["mbit_s"] / nominal - 1) <= 0.15,
+                   "nothing measured" if m is None else f"{m['mbit_s']:.0f} Mbit/s {m['from']} -> {m['to']}, "
+                                                        f"best of {m['pairs'][0]['tries_mbit_s']}")
 
     def plan(self, cluster) -> None:
         engines = cluster.engines(refresh=True)
@@ -164,60 +167,96 @@ class Rehearsal:
                    ", ".join(sorted(set(table["host"]))))
         self.check("data pushed to the host lacking it, sha256 equal", before == "missing" and after == local,
                    f"{second}: before {before[:12]}, after {after[:12]}, driver {local[:12]}")
+        self.link_by_preflight(cluster)
         self.mark("preflight_done")
 
-    def launch(self, net, cluster, data, run_dir, steps: int, idle: float = 0.0):
+    def launch(self, net, cluster, data, run_dir, steps: int, idle: float = 0.0, compression: str = "none"):
         """One training launch; returns the summaries and the data link's counter logs (one per host), which run
         on for `idle` s after the job: Horovod stays initialised in the engines, so that window holds its
         coordination traffic alone (a few messages per cycle, gradients or not)."""
         t = time.time()
         logs = [CounterLog(h.ns, python=sys.executable) for h in net.hosts]
         with logs[0], logs[1]:
-            job = cluster.launch(self.cfg(data, steps), run_dir, data_dir=data, preflight=False)
+            job = cluster.launch(self.cfg(data, steps, compression), run_dir, data_dir=data, preflight=False)
             results = job.wait(timeout=900)
             wall = time.time() - t
             time.sleep(idle + 0.3)
         return [r["value"] for r in results], logs, wall
 
+    def trial(self, net, cluster, data, run_dir: Path, compression: str, rate: str) -> tuple[dict, list[dict]]:
+        """One short run at a tc rate with a compression: the bytes each host sent per step on the data link in
+        steady state (from the end of step 2 to the end of the last, by rank 0's log: the initial broadcast, the
+        trace and the final evaluation stay out), against the ring model, and the step time."""
+        net.set_rate(rate)
+        summaries, logs, wall = self.launch(net, cluster, data, run_dir, self.o.steps, idle=3.0,
+                                            compression=compression)
+        for h, c in zip(net.hosts, logs):  # the evidence behind the figures
+            atomic_write_text(self.o.out / f"counters-{run_dir.name}-{h.name}.tsv",
+                              "".join(f"{t:.3f}\t{tx}\t{rx}\n" for t, tx, rx in c.samples))
+        ends = {r["step"]: r["wall_time"] for r in read_jsonl(runs.rank_log(run_dir, 0))}
+        per_host = [steady_traffic(c.samples, ends) for c in logs]
+        sent = [t["bytes_per_step"] for t in per_host]
+        idle = [(c.samples[-1][1] - c.tx_at(c.samples[-1][0] - 3.0)) / 3.0 for c in logs]  # B/s, no gradients
+        params, n, value_bytes = summaries[0]["params"], len(summaries), 2 if compression == "fp16" else 4
+        model = ring_bytes(params, n, value_bytes)
+        step = per_host[0]["step_time_s"]
+        return {"compression": compression, "tc_rate": rate, "run": run_dir.name, "params": params, "ranks": n,
+                "gradient_bytes": value_bytes * params, "ring_model_bytes_per_rank": round(model),
+                "measured_steps": per_host[0]["steps"], "tx_bytes_per_step_per_host": [round(x) for x in sent],
+                "ratio_to_model": [round(x / model, 3) for x in sent],
+                "coordination_bytes_per_s_per_host": [round(i) for i in idle],
+                "tx_minus_coordination_per_step": [round(x - i * step) for x, i in zip(sent, idle)],
+                "ratio_minus_coordination": [round((x - i * step) / model, 3) for x, i in zip(sent, idle)],
+                "link_time_per_step_s": round(max(sent) * 8 / (_mbit(rate) * 1e6), 4),
+                "step_time_s": round(step, 3), "wall_time_s": round(wall, 1),
+                "load_avg_1m": round(os.getloadavg()[0], 1),  # step times on a shared machine follow its load
+                "finished": [s["status"] for s in summaries] == ["finished"] * n,
+                "same_weights": len({s["weights_checksum"] for s in summaries}) == 1}, summaries
+
     def train(self, net, cluster, data, run_dir) -> None:
-        o = self.o
-        summaries, logs, wall = self.launch(net, cluster, data, run_dir, o.steps, idle=3.0)
+        t, summaries = self.trial(net, cluster, data, run_dir, "none", self.o.rate)
         self.mark("training_done")
-        self.check("a short run finished on 4 ranks", [s["status"] for s in summaries] == ["finished"] * 4,
-                   f"{summaries[0]['step']} steps in {wall:.0f} s")
+        self.check("a short run finished on 4 ranks", t["finished"] and len(summaries) == 4,
+                   f"{summaries[0]['step']} steps in {t['wall_time_s']:.0f} s")
         sums = {s["weights_checksum"] for s in summaries}
         self.check("identical weights on all 4 ranks", len(sums) == 1 and None not in sums, str(sorted(sums)))
         hosts = {h.name for h in net.hosts}
         names = sorted(p.name for p in (run_dir / runs.MONITOR_DIR).glob("*.jsonl"))
         self.check("a monitor log per host", all(any(x.startswith(h) for x in names) for h in hosts), ", ".join(names))
-        for h, c in zip(net.hosts, logs):  # the evidence behind the figures below
-            atomic_write_text(self.o.out / f"counters-{h.name}.tsv", "".join(f"{t:.3f}\t{tx}\t{rx}\n"
-                                                                              for t, tx, rx in c.samples))
-        # bytes per step in steady state: the counters between the end of step 2 and the end of the last step
-        # (rank 0's log times them), so the first step's broadcast and trace and the final evaluation stay out
-        log = list(read_jsonl(runs.rank_log(run_dir, 0)))
-        ends = {r["step"]: r["wall_time"] for r in log}
-        first, last = 2, max(ends)
-        span = ends[last] - ends[first]
-        per_step = [(c.tx_at(ends[last]) - c.tx_at(ends[first])) / (last - first) for c in logs]
-        idle = [(c.samples[-1][1] - c.tx_at(c.samples[-1][0] - 3.0)) / 3.0 for c in logs]  # B/s, no gradients
-        params, n = summaries[0]["params"], len(summaries)
-        model = ring_bytes(params, n)
-        step_time = span / (last - first)
-        grads = [x - i * step_time for x, i in zip(per_step, idle)]
-        self.r["traffic"] = {
-            "params": params, "ranks": n, "gradient_bytes": 4 * params, "ring_model_bytes_per_rank": round(model),
-            "measured_steps": f"{first + 1}..{last}", "tx_bytes_per_step_per_host": [round(x) for x in per_step],
-            "ratio_to_model": [round(x / model, 3) for x in per_step],
-            "coordination_bytes_per_s_per_host": [round(i) for i in idle],
-            "tx_minus_coordination_per_step": [round(g) for g in grads],
-            "ratio_minus_coordination": [round(g / model, 3) for g in grads],
-            "step_time_s": round(step_time, 3), "wall_time_s": round(wall, 1)}
+        status = runs.read_status(run_dir)
+        self.check("run.json holds the link preflight measured", status.get("link_measured_mbit_s") ==
+                   (cluster.link or {}).get("mbit_s", -1), f"link_measured_mbit_s {status.get('link_measured_mbit_s')}"
+                   f" ({(status.get('link_measured') or {}).get('from')} -> {(status.get('link_measured') or {}).get('to')})")
+        self.r["traffic"] = t
         self.check("bytes per step on the link within 25% of the ring model",
-                   all(abs(x / model - 1) <= 0.25 for x in per_step),
-                   f"{[round(x) for x in per_step]} B/step sent per host vs {model:.0f} B "
-                   f"(2(N-1)/N x 4 B x {params} params, N={n}); Horovod's coordination alone "
-                   f"{[round(i) for i in idle]} B/s")
+                   all(abs(x - 1) <= 0.25 for x in t["ratio_to_model"]),
+                   f"{t['tx_bytes_per_step_per_host']} B/step sent per host vs {t['ring_model_bytes_per_rank']} B "
+                   f"(2(N-1)/N x 4 B x {t['params']} params, N={t['ranks']}); Horovod's coordination alone "
+                   f"{t['coordination_bytes_per_s_per_host']} B/s")
+
+    def compression(self, net, cluster, data) -> None:
+        """The short run with every train.compression at every tc rate (the main run is none at --rate)."""
+        rows = [self.r["traffic"]]
+        for rate in self.o.measure_rates:
+            for comp in self.o.compressions:
+                if (comp, rate) != ("none", self.o.rate):
+                    rows.append(self.trial(net, cluster, data, self.o.out / f"run-{comp}-{rate}", comp, rate)[0])
+        net.set_rate(self.o.rate)
+        self.r["compression"] = rows
+        self.mark("compression_done")
+        self.check("every compression run finished with identical weights on all ranks",
+                   all(r["finished"] and r["same_weights"] for r in rows),
+                   ", ".join(f"{r['compression']}@{r['tc_rate']}" for r in rows))
+        by = {(r["compression"], r["tc_rate"]): r for r in rows}
+        for rate in self.o.measure_rates:
+            none, fp16 = by.get(("none", rate)), by.get(("fp16", rate))
+            if none and fp16:
+                cut = [1 - f / n for f, n in zip(fp16["tx_bytes_per_step_per_host"], none["tx_bytes_per_step_per_host"])]
+                fp16["cut_vs_none"] = [round(c, 3) for c in cut]
+                self.check(f"fp16 cuts the measured bytes per step by 40-60% at {rate}",
+                           all(0.40 <= c <= 0.60 for c in cut),
+                           f"{fp16['tx_bytes_per_step_per_host']} vs {none['tx_bytes_per_step_per_host']} B/step "
+                           f"per host: cut {[f'{c:.0%}' for c in cut]}")
 
     def kill_and_resume(self, net, cluster, data, run_dir) -> None:
         """kill -9 (over SSH) the engine of the last rank on the second host once the job has checkpointed past the
@@ -288,7 +327,8 @@ def report_md(r: dict) -> str:
     lines += [f"| {x['tc_rate']} | {x['measured_mbit_s']} | {x['ratio']} |" for x in r.get("link", [])]
     if r.get("link_engines"):
         e = r["link_engines"]
-        lines += ["", f"Between engines ({e['from']} -> {e['to']}) at {e['tc_rate']}: {e['measured_mbit_s']} Mbit/s."]
+        lines += ["", f"Measured by preflight between engines ({e['from']} -> {e['to']}, {e['at']}) at {e['tc_rate']}: "
+                      f"{e['measured_mbit_s']} Mbit/s (best of {e['tries_mbit_s']}); recorded in run.json."]
     t = r.get("traffic")
     if t:
         lines += ["", f"Bytes per step on the data link ({t['ranks']} ranks, {t['params']:,} parameters, gradient "
@@ -301,6 +341,7 @@ def report_md(r: dict) -> str:
                       f"step (an upper bound: during a step the background thread is busy reducing) leaves "
                       f"{t['tx_minus_coordination_per_step']} B (ratio {t['ratio_minus_coordination']}). "
                       f"Step time {t['step_time_s']} s (steps {t['measured_steps']})."]
+    lines += _compression_md(r.get("compression") or [])
     if r.get("kill"):
         k = r["kill"]
         lines += ["", f"kill -9 of rank {k['rank']} on {k['host']} (pid {k['pid']}): error after {k['error_after_s']} s:",
@@ -308,6 +349,30 @@ def report_md(r: dict) -> str:
     lines += ["", "| check | ok | detail |", "|---|---|---|"]
     lines += [f"| {k} | {'yes' if v['ok'] else 'NO'} | {v['detail']} |" for k, v in r["checks"].items()]
     return "\n".join(lines) + "\n"
+
+
+def _compression_md(rows: list[dict]) -> list[str]:
+    """The compression runs: bytes per step against the ring model, the fp16 cut, and step time by rate."""
+    if not rows:
+        return []
+    lines = ["", f"Short runs ({rows[0]['ranks']} ranks, {rows[0]['params']:,} parameters, steps "
+                 f"{rows[0]['measured_steps']} measured) with `train.compression` none and fp16 at each tc rate:", "",
+             "| compression | tc rate | B/step sent per host (measured) | ring model 2(N-1)/N x gradient B | "
+             "measured / model | fp16 cut vs none | link time per step at the rate | step time | load average |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {x['compression']} | {x['tc_rate']} | {', '.join(f'{b:,}' for b in x['tx_bytes_per_step_per_host'])} "
+              f"| {x['ring_model_bytes_per_rank']:,} | {x['ratio_to_model']} | "
+              f"{', '.join(f'{c:.0%}' for c in x['cut_vs_none']) if 'cut_vs_none' in x else ''} | "
+              f"{1000 * x['link_time_per_step_s']:.0f} ms | {1000 * x['step_time_s']:.0f} ms | "
+              f"{x.get('load_avg_1m', '')} |" for x in rows]
+    rates = list(dict.fromkeys(x["tc_rate"] for x in rows))
+    step = {(x["compression"], x["tc_rate"]): f"{1000 * x['step_time_s']:.0f} ms" for x in rows}
+    lines += ["", "Step time (mean of the measured steps, rank 0's log; on a shared machine it follows the load "
+                  "average, so compare it with the link time the measured bytes need at each rate):", "",
+              "| compression | " + " | ".join(rates) + " |", "|---" * (len(rates) + 1) + "|"]
+    lines += [f"| {c} | " + " | ".join(step.get((c, rt), "") for rt in rates) + " |"
+              for c in dict.fromkeys(x["compression"] for x in rows)]
+    return lines
 
 
 def rehearse(opts: Options) -> dict:
