@@ -22,8 +22,8 @@ from nmtkit.cluster.lifeline import Lifeline, hold
 from nmtkit.cluster.plan import (ClusterError, assign_slots, check_listen, controller_ip, iface_for, parse_hosts,
                                  rank_env)
 from nmtkit.cluster.preflight import (PreflightError, gather_facts, link_status, measure_link, preflight_problems,
-                                      preflight_table, reachability_listener)
-from nmtkit.cluster.remote import engine_identity, rank_main, train_rank, write_file_chunk
+                                      preflight_table, push_data, reachability_listener)
+from nmtkit.cluster.remote import engine_identity, rank_main, train_rank
 from nmtkit.cluster.rendezvous import Rendezvous
 from nmtkit.config import ClusterConfig, Config
 from nmtkit.runlock import RunLock
@@ -283,28 +283,8 @@ class Cluster:
         missing = [e for e, f in zip(engines, facts)
                    if not f.get("error") and not f.get("data_ok") and not self.is_local(e)]
         for e in missing:
-            self.push_data(data, data, engine=e)
+            push_data(self.client[e.id], data, data)
         return gather_facts(self.client, engines, data, rendezvous, self.start_timeout) if missing else facts
-
-    def push_data(self, src: str | os.PathLike, dest: str, *, engine: Engine, chunk: int = 8 << 20) -> int:
-        """Copy the prepared data files of `src` to `dest` on one engine's node (atomic per file). Returns bytes."""
-        total = 0
-        view = self.client[engine.id]
-        for p in sorted(Path(src).iterdir()):
-            if not p.is_file() or p.name.startswith("."):
-                continue
-            size = p.stat().st_size
-            with open(p, "rb") as f:
-                offset = 0
-                while True:
-                    block = f.read(chunk)
-                    last = offset + len(block) >= size
-                    view.apply_sync(write_file_chunk, str(Path(dest) / p.name), block, offset, size if last else None)
-                    offset += len(block)
-                    if last:
-                        break
-            total += size
-        return total
 
     # jobs
 

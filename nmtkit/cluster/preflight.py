@@ -18,7 +18,7 @@ import pandas as pd
 
 from nmtkit.cluster import link
 from nmtkit.cluster.plan import ClusterError
-from nmtkit.cluster.remote import DATA_MARKERS, node_facts
+from nmtkit.cluster.remote import DATA_MARKERS, node_facts, write_file_chunk
 from nmtkit.runs import workspace
 
 TABLE_COLUMNS = ["node", "host", "host_addr", "engine", "pid", "python", "nmtkit", "tensorflow", "horovod",
@@ -173,3 +173,24 @@ def _under_workspace(path: str | None) -> str | None:
         return "<workspace>/" + str(Path(path).resolve().relative_to(workspace()))
     except ValueError:
         return path
+
+
+def push_data(view, src: str | Path, dest: str, chunk: int = 8 << 20) -> int:
+    """Copy the prepared data files of `src` to `dest` on one engine's node (`view`: the engine's DirectView),
+    each file written whole and renamed into place there (write_file_chunk). Returns the bytes sent."""
+    total = 0
+    for p in sorted(Path(src).iterdir()):
+        if not p.is_file() or p.name.startswith("."):
+            continue
+        size = p.stat().st_size
+        with open(p, "rb") as f:
+            offset = 0
+            while True:
+                block = f.read(chunk)
+                last = offset + len(block) >= size
+                view.apply_sync(write_file_chunk, str(Path(dest) / p.name), block, offset, size if last else None)
+                offset += len(block)
+                if last:
+                    break
+        total += size
+    return total
