@@ -59,6 +59,13 @@ def choose_precision(setting: str, gpus: int) -> str:
     return setting
 
 
+def use_xla(setting: bool, size: int) -> bool:
+    """train.xla -> whether the step is compiled with XLA (jit_compile). Only in one process: Horovod's
+    allreduce is a custom op with no XLA kernel (its XLA ops exist only for GPUs built with
+    HOROVOD_ENABLE_XLA_OPS), so with more ranks the step stays a plain tf.function."""
+    return bool(setting) and size == 1
+
+
 def make_optimizer(schedule, train_cfg, precision: str):
     """Adam with the config's betas/epsilon; wrapped in dynamic loss scaling under mixed precision."""
     opt = tf.keras.optimizers.Adam(learning_rate=schedule, beta_1=train_cfg.beta1, beta_2=train_cfg.beta2,
