@@ -54,3 +54,25 @@ def test_threads_split_the_cores_between_local_ranks():
     assert thread_counts(16, 2, env={"TF_NUM_INTRAOP_THREADS": "3"}) is None  # the user's setting wins
     assert thread_counts(16, 2, env={"TF_NUM_INTEROP_THREADS": "1"}) is None
 
+
+
+def test_token_budget_fills_like_opennmt_tf():
+    from nmtkit import config
+    from nmtkit.data.pipeline import bucket_plan
+    dc = config.load("tiny", {"data.batch_tokens": 2048, "data.bucket_width": 1}).data
+    boundaries, sizes = bucket_plan(56, dc)
+    assert sizes == [2048 // n for n in range(1, 57)]  # OpenNMT-tf: batch_size // bucket_max_length
+    dc.bucket_width = 8
+    assert bucket_plan(56, dc)[1] == [2048 // n for n in (8, 16, 24, 32, 40, 48, 56)]
+
+
+def test_pad_to_bucket_bounds_the_shapes(nmt_data):
+    from nmtkit.data.pipeline import make_dataset
+    dc = small_config(**{"data.batch_tokens": 600, "data.bucket_width": 8, "data.pad_to_bucket": True}).data
+    shapes = set()
+    for src, tgt in make_dataset(nmt_data, "train", dc, seed=1, repeat=False):
+        assert src.shape[1] == tgt.shape[1] and src.shape[1] % 8 == 0  # both sides at the bucket's length
+        assert src.shape[0] * src.shape[1] <= 600
+        shapes.add((src.shape[1], tgt.shape[1]))
+    longest = dc.max_tokens + 2  # BOS + 56 pieces + EOS
+    assert 1 < len(shapes) <= -(-longest // 8)  # one shape per bucket, whatever the lengths inside

@@ -106,16 +106,19 @@ def example_lengths(enc) -> tuple[np.ndarray, np.ndarray]:
 def bucket_plan(max_len: int, data_cfg) -> tuple[list[int], list[int]]:
     """Length-bucket boundaries and the batch size of each bucket.
 
-    Bucket i holds examples with boundaries[i-1] <= length < boundaries[i]; a batch is padded to its longest
-    example, so with token batching (data.batch_tokens > 0) batch size x padded length never exceeds the budget.
+    Bucket i holds examples with boundaries[i-1] <= length < boundaries[i] (length: the longer side); with token
+    batching (data.batch_tokens > 0) its batch size is batch_tokens // the bucket's longest length, as OpenNMT-tf's
+    batch_type=tokens (its window size is batch_size // bucket_max_length), so batch size x padded length never
+    exceeds the budget. With data.pad_to_bucket the last boundary lies past max_len (every example has a bucket
+    to be padded to).
     """
-    width = max(1, data_cfg.bucket_width)
-    boundaries = list(range(width + 1, max_len + 1, width)) or [max_len + 1]  # tf needs at least one
-    longest = [min(b - 1, max_len) for b in boundaries] + [max_len]
+    width, pad = max(1, data_cfg.bucket_width), bool(getattr(data_cfg, "pad_to_bucket", False))
+    boundaries = list(range(width + 1, max_len + 1 + (width if pad else 0), width)) or [max_len + 1]  # tf needs one
+    longest = [b - 1 if pad else min(b - 1, max_len) for b in boundaries] + [max_len]
     if data_cfg.batch_tokens > 0:
-        if data_cfg.batch_tokens < max_len:
-            raise DataError(f"data.batch_tokens={data_cfg.batch_tokens} is smaller than the longest example "
-                            f"({max_len} tokens); raise it or lower data.max_tokens")
+        if data_cfg.batch_tokens < max(longest):
+            raise DataError(f"data.batch_tokens={data_cfg.batch_tokens} is smaller than the longest (padded) "
+                            f"example ({max(longest)} tokens); raise it or lower data.max_tokens")
         sizes = [data_cfg.batch_tokens // n for n in longest]
     else:
         if data_cfg.batch_sentences < 1:
@@ -178,5 +181,6 @@ def make_dataset(data_dir, split: str, data_cfg, *, rank: int = 0, size: int = 1
     ds = ds.map(fetch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     ds = ds.bucket_by_sequence_length(
         lambda s, t: tf.maximum(tf.shape(s)[0], tf.shape(t)[0]),
-        bucket_boundaries=boundaries, bucket_batch_sizes=sizes, drop_remainder=False)
+        bucket_boundaries=boundaries, bucket_batch_sizes=sizes, drop_remainder=False,
+        pad_to_bucket_boundary=bool(getattr(data_cfg, "pad_to_bucket", False)))
     return ds.prefetch(tf.data.AUTOTUNE)

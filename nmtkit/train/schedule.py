@@ -12,7 +12,7 @@ from nmtkit.lr import SCALINGS, transformer_lr  # noqa: F401  (re-exported for t
 
 tf = import_tf()
 
-PRECISIONS = ("auto", "float32", "mixed_float16")
+PRECISIONS = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
 
 
 class ScheduleError(ValueError):
