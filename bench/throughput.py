@@ -98,6 +98,44 @@ def run_nmtkit(base_cfg, data_dir: Path, shape: str, steps: int, warmup: int, pe
             "precision": summary["precision"]}
 
 
+def profile_step(base_cfg, data_dir: Path, shape: str, reps: int = 5) -> dict:
+    """Milliseconds of forward, backward and the optimizer update on one batch of this shape (best of
+    `reps`): where a step's time goes."""
+    from nmtkit.data.bpe import Tokenizer
+    from nmtkit.model.transformer import smoothed_loss
+    from nmtkit.train.trainer import Trainer
+    layers, d, heads, ff = SHAPES[shape]
+    cfg = base_cfg.with_overrides({"model.encoder_layers": layers, "model.decoder_layers": layers,
+                                   "model.d_model": d, "model.num_heads": heads, "model.d_ff": ff,
+                                   "train.precision": "float32"})
+    trainer = Trainer(cfg, Tokenizer.from_data_dir(data_dir).vocab_size)
+    model, smoothing = trainer.model, cfg.model.label_smoothing
+    src, tgt = next(iter(make_dataset(data_dir, "train", cfg.data, seed=cfg.train.seed)))
+
+    def loss(s, t):
+        total, n = smoothed_loss(model((s, t[:, :-1]), training=True), t[:, 1:], smoothing)
+        return total / n
+
+    def grads(s, t):
+        with tf.GradientTape() as tape:
+            value = loss(s, t)
+        return tape.gradient(value, trainer.variables)
+
+    def best(fn, *args):
+        fn(*args)
+        times = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            tf.nest.map_structure(lambda x: x.numpy(), fn(*args))
+            times.append(time.perf_counter() - t0)
+        return 1000 * min(times)
+
+    fwd, fwd_bwd = best(tf.function(loss), src, tgt), best(tf.function(grads), src, tgt)
+    step = best(trainer.run_step, [(src, tgt)])
+    return {"batch": tuple(src.shape) + tuple(tgt.shape[1:]), "forward": fwd, "backward": fwd_bwd - fwd,
+            "optimizer": step - fwd_bwd, "step": step}
+
+
 def parse_variant(text: str) -> tuple[str, dict]:
     """"name:key=value,key=value" -> (name, overrides); "name:" alone is the plain config."""
     name, _, rest = text.partition(":")
@@ -118,6 +156,8 @@ def main() -> None:
     ap.add_argument("--bucket-width", type=int, default=1, help="length-bucket width of both toolkits")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME:key=value,...",
                     help="nmtkit again with these config overrides (repeatable)")
+    args = ap.parse_args()
+    ap.add_argument("--profile", action="store_true", help="also time forward / backward / optimizer per shape")
     args = ap.parse_args()
     variants = [("nmtkit", {})] + [parse_variant(v) for v in args.variant]
     shapes = ["tiny"] if args.quick else [s.strip() for s in args.shapes.split(",") if s.strip()]
@@ -161,6 +201,11 @@ def main() -> None:
                       f"{100 * k['padding']:.1f}% padding), MFU {100 * k['mfu']:.1f}% of the fp32 peak "
                       f"({peak32 / 1e9:.0f} GFLOP/s, 2048^2 matmul measured just before), {k['precision']}, "
                       f"{k['params']:,} parameters, {k['steps']} steps measured", flush=True)
+            if args.profile:
+                pr = profile_step(cfg, data_dir, shape)
+                print(f"profile {shape}, one batch {pr['batch']} (src pairs, src len, tgt len): forward "
+                      f"{pr['forward']:.0f} ms, backward {pr['backward']:.0f} ms, optimizer {pr['optimizer']:.0f} ms, "
+                      f"step {pr['step']:.0f} ms", flush=True)
             o = None
             if onmt_why is None:
                 layers, d, heads, ff = SHAPES[shape]
