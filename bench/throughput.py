@@ -157,6 +157,7 @@ def main() -> None:
     ap.add_argument("--variant", action="append", default=[], metavar="NAME:key=value,...",
                     help="nmtkit again with these config overrides (repeatable)")
     args = ap.parse_args()
+    ap.add_argument("--variant-shapes", default="", help="run the variants at these shapes only (default: all)")
     ap.add_argument("--profile", action="store_true", help="also time forward / backward / optimizer per shape")
     args = ap.parse_args()
     variants = [("nmtkit", {})] + [parse_variant(v) for v in args.variant]
@@ -194,6 +195,8 @@ def main() -> None:
             peak32 = matmul_peak(tf.float32)
             ks = []
             for name, overrides in variants:
+                if overrides and args.variant_shapes and shape not in args.variant_shapes.split(","):
+                    continue
                 k = run_nmtkit(cfg, data_dir, shape, steps, warmup, peak32, work, overrides)
                 ks.append((name, k))
                 print(f"{name} {shape}: {k['tokens_per_sec']:,.0f} tokens/s, {k['ms_per_step']:.0f} ms/step, "
