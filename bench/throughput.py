@@ -156,7 +156,6 @@ def main() -> None:
     ap.add_argument("--bucket-width", type=int, default=1, help="length-bucket width of both toolkits")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME:key=value,...",
                     help="nmtkit again with these config overrides (repeatable)")
-    args = ap.parse_args()
     ap.add_argument("--variant-shapes", default="", help="run the variants at these shapes only (default: all)")
     ap.add_argument("--profile", action="store_true", help="also time forward / backward / optimizer per shape")
     args = ap.parse_args()
