@@ -12,7 +12,8 @@ Both bucket by the longer side of each example with the same width (--bucket-wid
 length_bucket_width; 1 by default as OpenNMT-tf's Transformer recipes) and fill a 2048 budget the same way
 (sentences x bucket length), so their tokens per step compare.
 --variant: nmtkit again with config overrides, in the same run (e.g. `xla:train.xla=true`,
-`bf16:train.precision=mixed_bfloat16`, `width8:data.bucket_width=8`), each with its ratio to OpenNMT-tf.
+`bf16:train.precision=mixed_bfloat16`, `width8:data.bucket_width=8`; under XLA train() pads batches to their
+length bucket), each with its ratio to OpenNMT-tf.
 --quick: the tiny shape only, a few steps each (< 3 minutes once the venv exists).
 """
 from __future__ import annotations
@@ -67,7 +68,8 @@ def matmul_peak(dtype, n: int = 2048, reps: int = 3, trials: int = 4) -> float:
 def padding_fraction(data_dir: Path, cfg, batches: int) -> tuple[float, float, float]:
     """(padding fraction, mean padded tokens, mean sentence pairs) per batch over the first `batches` batches
     train() sees (same data, same seed)."""
-    ds = make_dataset(data_dir, "train", cfg.data, seed=cfg.train.seed, shuffle=True, repeat=True)
+    ds = make_dataset(data_dir, "train", cfg.data, seed=cfg.train.seed, shuffle=True, repeat=True,
+                      pad_to_bucket=cfg.train.xla)  # as train() batches under XLA
     real = total = pairs = 0
     for src, tgt in ds.take(batches):
         real += int(np.count_nonzero(src.numpy())) + int(np.count_nonzero(tgt.numpy()))

@@ -44,9 +44,8 @@ class DataConfig:
                                        # as the model sees it) <= batch_tokens; with bucket_width=1 a batch of
                                        # length-L pairs holds batch_tokens // L of them
     batch_sentences: int = 64          # per rank, like OpenSeq2Seq's batch_size_per_gpu
-    bucket_width: int = 8              # length-bucket width in tokens (OpenNMT-tf's length_bucket_width)
-    pad_to_bucket: bool = False        # pad both sides to the bucket's longest length: at most max_tokens //
-                                       # bucket_width + 1 distinct batch shapes (XLA compiles one per shape)
+    bucket_width: int = 8              # length-bucket width in tokens (OpenNMT-tf's length_bucket_width); with
+                                       # train.xla batches are padded to their bucket's length (bounded shapes)
     # your own corpus (source="files"): one sentence per line, line i of *_src translates to line i of *_tgt
     train_src: str = ""
     train_tgt: str = ""
@@ -85,7 +84,8 @@ class TrainConfig:
                                        # "mixed_bfloat16" (CPUs with AVX512_BF16/AMX; measured slower here, see
                                        # bench/throughput.py --variant)
     xla: bool = False                  # compile the step with XLA (one process only: Horovod's ops have no XLA
-                                       # kernel on CPU); measured slower on CPU here (bench/throughput.py --variant)
+                                       # kernel on CPU; batches then padded to their length bucket, so XLA
+                                       # compiles one program per bucket); off: not faster here (bench/throughput.py)
     grad_accum: int = 1                # micro-batches per optimizer step
     compression: str = "none"          # gradient allreduce on the wire: "none" (fp32) or "fp16" (Horovod's)
     seed: int = 42

@@ -68,9 +68,9 @@ def test_token_budget_fills_like_opennmt_tf():
 
 def test_pad_to_bucket_bounds_the_shapes(nmt_data):
     from nmtkit.data.pipeline import make_dataset
-    dc = small_config(**{"data.batch_tokens": 600, "data.bucket_width": 8, "data.pad_to_bucket": True}).data
+    dc = small_config(**{"data.batch_tokens": 600, "data.bucket_width": 8}).data
     shapes = set()
-    for src, tgt in make_dataset(nmt_data, "train", dc, seed=1, repeat=False):
+    for src, tgt in make_dataset(nmt_data, "train", dc, seed=1, repeat=False, pad_to_bucket=True):
         assert src.shape[1] == tgt.shape[1] and src.shape[1] % 8 == 0  # both sides at the bucket's length
         assert src.shape[0] * src.shape[1] <= 600
         shapes.add((src.shape[1], tgt.shape[1]))

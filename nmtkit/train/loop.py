@@ -261,7 +261,7 @@ def _train(cfg: Config, run_dir, data_dir, dist, on_log, resume: bool, progress:
         _start_run(run, cfg, data_dir, dist, trainer, start, params)
     peak = peak_flops(trainer.precision)  # before the input pipeline's threads start
     ds = make_dataset(data_dir, "train", cfg.data, rank=dist.rank, size=dist.size, seed=cfg.train.seed,
-                      shuffle=True, repeat=True)
+                      shuffle=True, repeat=True, pad_to_bucket=trainer.xla)  # XLA: one program per bucket
     data = DataPosition.open(ds, run, dist.rank, start, trainer.accum, cfg.train.keep_checkpoints)
     p = Progress(step=start, last_saved=start)
     if progress is None:
