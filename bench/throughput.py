@@ -132,7 +132,8 @@ def profile_step(base_cfg, data_dir: Path, shape: str, reps: int = 5) -> dict:
             times.append(time.perf_counter() - t0)
         return 1000 * min(times)
 
-    fwd, fwd_bwd = best(tf.function(loss), src, tgt), best(tf.function(grads), src, tgt)
+    fwd = best(tf.function(loss, autograph=False), src, tgt)  # plain Python: nothing for autograph to convert
+    fwd_bwd = best(tf.function(grads, autograph=False), src, tgt)
     step = best(trainer.run_step, [(src, tgt)])
     return {"batch": tuple(src.shape) + tuple(tgt.shape[1:]), "forward": fwd, "backward": fwd_bwd - fwd,
             "optimizer": step - fwd_bwd, "step": step}
