@@ -1,7 +1,7 @@
 """OpenNMT-tf 2.32 side of bench/throughput.py: its own virtualenv, the same text, the same shapes, one run.
 
 OpenNMT-tf 2.32 needs TensorFlow <= 2.13, so it lives in a bench-only venv (.cache/onmt-venv, gitignored), built
-on first use with python3.11. It is never a dependency of the kit.
+on first use with python3.11 ($NMTKIT_ONMT_VENV points at another one). It is never a dependency of the kit.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-VENV = ROOT / ".cache" / "onmt-venv"
+VENV = Path(os.environ.get("NMTKIT_ONMT_VENV") or ROOT / ".cache" / "onmt-venv")  # env: share one venv
 PACKAGES = ["OpenNMT-tf==2.32.0", "tensorflow-cpu==2.13.1", "tensorflow-addons"]
 # "2026-11-22 14:55:01.123000: I training.py:609] Step = 10 ; steps/s = 0.31, tokens/s = 1101 (534 source,
 # 567 target) ; Learning rate = ... ; Loss = ...": tokens/s is over the interval since the previous report
@@ -76,7 +76,8 @@ class OnmtResult:
 
 
 def run(files: dict[str, Path], work: Path, *, layers: int, d_model: int, heads: int, d_ff: int, steps: int,
-        warmup: int, report_every: int, batch_tokens: int, max_tokens: int, timeout: float) -> OnmtResult:
+        warmup: int, report_every: int, batch_tokens: int, max_tokens: int, timeout: float,
+        bucket_width: int = 1) -> OnmtResult:
     """Train OpenNMT-tf for `steps` steps (fp32, token batches) and parse its step reports.
 
     Reports come every `report_every` steps and give the average over that interval; those ending at or before
@@ -122,7 +123,7 @@ def run(files: dict[str, Path], work: Path, *, layers: int, d_model: int, heads:
           save_summary_steps: {report_every}
           maximum_features_length: {max_tokens}
           maximum_labels_length: {max_tokens}
-          length_bucket_width: 1
+          length_bucket_width: {bucket_width}
           sample_buffer_size: -1
           mixed_precision: false
         """))

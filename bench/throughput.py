@@ -1,12 +1,19 @@
 """Training throughput and MFU of nmtkit at the base, small and tiny shapes, side by side with OpenNMT-tf 2.32.
 
     python bench/throughput.py [--quick] [--shapes base,small,tiny] [--steps 20] [--no-onmt]
+                               [--variant NAME:key=value,key=value ...]
 
 Both train on the same text (the tiny profile's synthetic training split, the same sentencepiece pieces), the same
 shapes, fp32, 2048-token batches, one after the other in this run; warm-up steps (tracing) are left out. Tokens are
 source + target non-padding tokens. MFU is against a 2048x2048 fp32 matmul peak measured in this run (train()'s
 own MFU is rescaled from its peak to this one). OpenNMT-tf runs in a bench-only venv (.cache/onmt-venv) built on
 first use; if it cannot run, the reference table measured earlier is printed instead, with the reason.
+Both bucket by the longer side of each example with the same width (--bucket-width, OpenNMT-tf's
+length_bucket_width; 1 by default as OpenNMT-tf's Transformer recipes) and fill a 2048 budget the same way
+(sentences x bucket length), so their tokens per step compare.
+--variant: nmtkit again with config overrides, in the same run (e.g. `xla:train.xla=true`,
+`bf16:train.precision=mixed_bfloat16`, `width8:data.bucket_width=8`; under XLA train() pads batches to their
+length bucket), each with its ratio to OpenNMT-tf.
 --quick: the tiny shape only, a few steps each (< 3 minutes once the venv exists).
 """
 from __future__ import annotations
@@ -61,7 +68,8 @@ def matmul_peak(dtype, n: int = 2048, reps: int = 3, trials: int = 4) -> float:
 def padding_fraction(data_dir: Path, cfg, batches: int) -> tuple[float, float, float]:
     """(padding fraction, mean padded tokens, mean sentence pairs) per batch over the first `batches` batches
     train() sees (same data, same seed)."""
-    ds = make_dataset(data_dir, "train", cfg.data, seed=cfg.train.seed, shuffle=True, repeat=True)
+    ds = make_dataset(data_dir, "train", cfg.data, seed=cfg.train.seed, shuffle=True, repeat=True,
+                      pad_to_bucket=cfg.train.xla)  # as train() batches under XLA
     real = total = pairs = 0
     for src, tgt in ds.take(batches):
         real += int(np.count_nonzero(src.numpy())) + int(np.count_nonzero(tgt.numpy()))
@@ -70,13 +78,14 @@ def padding_fraction(data_dir: Path, cfg, batches: int) -> tuple[float, float, f
     return 1 - real / total, total / batches, pairs / batches
 
 
-def run_nmtkit(base_cfg, data_dir: Path, shape: str, steps: int, warmup: int, peak: float, work: Path) -> dict:
+def run_nmtkit(base_cfg, data_dir: Path, shape: str, steps: int, warmup: int, peak: float, work: Path,
+               overrides: dict) -> dict:
     from nmtkit.train.loop import train
     layers, d, heads, ff = SHAPES[shape]
     cfg = base_cfg.with_overrides({
         "model.encoder_layers": layers, "model.decoder_layers": layers, "model.d_model": d,
         "model.num_heads": heads, "model.d_ff": ff, "train.steps": warmup + steps, "train.log_every": 1,
-        "train.precision": "float32"})
+        "train.precision": "float32", **overrides})
     records: list[dict] = []
     summary = train(cfg, work / f"nmtkit-{shape}-{int(time.time())}", data_dir=data_dir, on_log=records.append, progress=False,
                     resume=False)
@@ -91,6 +100,54 @@ def run_nmtkit(base_cfg, data_dir: Path, shape: str, steps: int, warmup: int, pe
             "precision": summary["precision"]}
 
 
+def profile_step(base_cfg, data_dir: Path, shape: str, reps: int = 5) -> dict:
+    """Milliseconds of forward, backward and the optimizer update on one batch of this shape (best of
+    `reps`): where a step's time goes."""
+    from nmtkit.data.bpe import Tokenizer
+    from nmtkit.model.transformer import smoothed_loss
+    from nmtkit.train.trainer import Trainer
+    layers, d, heads, ff = SHAPES[shape]
+    cfg = base_cfg.with_overrides({"model.encoder_layers": layers, "model.decoder_layers": layers,
+                                   "model.d_model": d, "model.num_heads": heads, "model.d_ff": ff,
+                                   "train.precision": "float32"})
+    trainer = Trainer(cfg, Tokenizer.from_data_dir(data_dir).vocab_size)
+    model, smoothing = trainer.model, cfg.model.label_smoothing
+    src, tgt = next(iter(make_dataset(data_dir, "train", cfg.data, seed=cfg.train.seed)))
+
+    def loss(s, t):
+        total, n = smoothed_loss(model((s, t[:, :-1]), training=True), t[:, 1:], smoothing)
+        return total / n
+
+    def grads(s, t):
+        with tf.GradientTape() as tape:
+            value = loss(s, t)
+        return tape.gradient(value, trainer.variables)
+
+    def best(fn, *args):
+        fn(*args)
+        times = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            tf.nest.map_structure(lambda x: x.numpy(), fn(*args))
+            times.append(time.perf_counter() - t0)
+        return 1000 * min(times)
+
+    fwd = best(tf.function(loss, autograph=False), src, tgt)  # plain Python: nothing for autograph to convert
+    fwd_bwd = best(tf.function(grads, autograph=False), src, tgt)
+    step = best(trainer.run_step, [(src, tgt)])
+    return {"batch": tuple(src.shape) + tuple(tgt.shape[1:]), "forward": fwd, "backward": fwd_bwd - fwd,
+            "optimizer": step - fwd_bwd, "step": step}
+
+
+def parse_variant(text: str) -> tuple[str, dict]:
+    """"name:key=value,key=value" -> (name, overrides); "name:" alone is the plain config."""
+    name, _, rest = text.partition(":")
+    pairs = [p.split("=", 1) for p in rest.split(",") if p.strip()]
+    if not name or any(len(p) != 2 for p in pairs):
+        raise SystemExit(f"--variant {text!r}: expected NAME:key=value[,key=value]")
+    return name, {k.strip(): v.strip() for k, v in pairs}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="tiny shape only, few steps: checks the bench works")
@@ -99,7 +156,13 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=3, help="steps left out (tracing, first allocations)")
     ap.add_argument("--no-onmt", action="store_true", help="nmtkit only; print the reference table")
     ap.add_argument("--workdir", default=None, help="keep the prepared data and runs here (default: a temp dir)")
+    ap.add_argument("--bucket-width", type=int, default=1, help="length-bucket width of both toolkits")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME:key=value,...",
+                    help="nmtkit again with these config overrides (repeatable)")
+    ap.add_argument("--variant-shapes", default="", help="run the variants at these shapes only (default: all)")
+    ap.add_argument("--profile", action="store_true", help="also time forward / backward / optimizer per shape")
     args = ap.parse_args()
+    variants = [("nmtkit", {})] + [parse_variant(v) for v in args.variant]
     shapes = ["tiny"] if args.quick else [s.strip() for s in args.shapes.split(",") if s.strip()]
     steps, warmup = (6, 2) if args.quick else (args.steps, args.warmup)
     report_every = 2 if args.quick else 5
@@ -110,7 +173,8 @@ def main() -> None:
         work = Path(args.workdir or tmp)
         data_dir = work / "data"
         cfg = config.load("tiny", {
-            "data.dir": str(data_dir), "data.batch_tokens": 2048, "train.ckpt_every": 0, "eval.every": 0,
+            "data.dir": str(data_dir), "data.batch_tokens": 2048, "data.bucket_width": args.bucket_width,
+            "train.ckpt_every": 0, "eval.every": 0,
             "eval.dev_sentences": 1, "eval.test_sentences": 1, "eval.beam_size": 1, "eval.max_extra_len": 1,
             "monitor.enabled": False})
         prepare(cfg, progress=False)
@@ -131,45 +195,57 @@ def main() -> None:
         for shape in shapes:
             # the fp32 peak just before each shape: on a shared machine the load drifts during the run
             peak32 = matmul_peak(tf.float32)
-            k = run_nmtkit(cfg, data_dir, shape, steps, warmup, peak32, work)
-            print(f"nmtkit {shape}: {k['tokens_per_sec']:,.0f} tokens/s, {k['ms_per_step']:.0f} ms/step, "
-                  f"{k['tokens_per_step']:,.0f} tokens/step ({k['padded_per_step']:,.0f} with padding, "
-                  f"{100 * k['padding']:.1f}% padding), MFU {100 * k['mfu']:.1f}% of the fp32 peak "
-                  f"({peak32 / 1e9:.0f} GFLOP/s, 2048^2 matmul measured just before), "
-                  f"{k['params']:,} parameters, {k['steps']} steps measured", flush=True)
+            ks = []
+            for name, overrides in variants:
+                if overrides and args.variant_shapes and shape not in args.variant_shapes.split(","):
+                    continue
+                k = run_nmtkit(cfg, data_dir, shape, steps, warmup, peak32, work, overrides)
+                ks.append((name, k))
+                print(f"{name} {shape}: {k['tokens_per_sec']:,.0f} tokens/s, {k['ms_per_step']:.0f} ms/step, "
+                      f"{k['tokens_per_step']:,.0f} tokens/step ({k['padded_per_step']:,.0f} with padding, "
+                      f"{100 * k['padding']:.1f}% padding), MFU {100 * k['mfu']:.1f}% of the fp32 peak "
+                      f"({peak32 / 1e9:.0f} GFLOP/s, 2048^2 matmul measured just before), {k['precision']}, "
+                      f"{k['params']:,} parameters, {k['steps']} steps measured", flush=True)
+            if args.profile:
+                pr = profile_step(cfg, data_dir, shape)
+                print(f"profile {shape}, one batch {pr['batch']} (src pairs, src len, tgt len): forward "
+                      f"{pr['forward']:.0f} ms, backward {pr['backward']:.0f} ms, optimizer {pr['optimizer']:.0f} ms, "
+                      f"step {pr['step']:.0f} ms", flush=True)
             o = None
             if onmt_why is None:
                 layers, d, heads, ff = SHAPES[shape]
                 try:
                     o = _onmt.run(files, work / f"onmt-{shape}-{int(time.time())}", layers=layers, d_model=d, heads=heads, d_ff=ff,
                                   steps=warmup_onmt + onmt_steps, warmup=warmup_onmt, report_every=report_every,
-                                  batch_tokens=2048, max_tokens=cfg.data.max_tokens, timeout=1800)
+                                  batch_tokens=2048, max_tokens=cfg.data.max_tokens, timeout=1800,
+                                  bucket_width=args.bucket_width)
                     print(f"OpenNMT-tf {shape}: {o.tokens_per_sec:,.0f} tokens/s, {o.ms_per_step:.0f} ms/step, "
                           f"{o.tokens_per_step:,.0f} tokens/step, {o.steps_measured} steps measured", flush=True)
-                    # nmtkit counts the source EOS it feeds the encoder; OpenNMT-tf feeds (and counts) none
-                    no_eos = k["tokens_per_sec"] * (1 - k["pairs_per_step"] / k["tokens_per_step"])
-                    print(f"{shape}: nmtkit / OpenNMT-tf {k['tokens_per_sec'] / o.tokens_per_sec:.2f}; counted "
-                          f"OpenNMT-tf's way (no source EOS, ~{k['pairs_per_step']:.0f} pairs/step) "
-                          f"{no_eos / o.tokens_per_sec:.2f}", flush=True)
+                    for name, k in ks:
+                        # nmtkit counts the source EOS it feeds the encoder; OpenNMT-tf feeds (and counts) none
+                        no_eos = k["tokens_per_sec"] * (1 - k["pairs_per_step"] / k["tokens_per_step"])
+                        print(f"{shape}: {name} / OpenNMT-tf {k['tokens_per_sec'] / o.tokens_per_sec:.2f}; counted "
+                              f"OpenNMT-tf's way (no source EOS, ~{k['pairs_per_step']:.0f} pairs/step) "
+                              f"{no_eos / o.tokens_per_sec:.2f}", flush=True)
                 except _onmt.OnmtUnavailable as e:
                     onmt_why = str(e)
-            rows.append((shape, k, o))
+            rows.extend((shape, name, k, o) for name, k in ks)
 
         print()
-        print("| shape | nmtkit tokens/s | ms/step | tokens/step | padding | MFU (fp32) "
+        print("| shape | nmtkit variant | tokens/s | ms/step | tokens/step | padding | MFU (fp32) "
               "| OpenNMT-tf tokens/s | ms/step | tokens/step | nmtkit / OpenNMT-tf |")
-        print("|---|---|---|---|---|---|---|---|---|---|")
-        for shape, k, o in rows:
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        for shape, name, k, o in rows:
             other = (f"{o.tokens_per_sec:,.0f} | {o.ms_per_step:.0f} | {o.tokens_per_step:,.0f} | "
                      f"{k['tokens_per_sec'] / o.tokens_per_sec:.2f}") if o else "- | - | - | -"
-            print(f"| {shape} | {k['tokens_per_sec']:,.0f} | {k['ms_per_step']:.0f} | {k['tokens_per_step']:,.0f} | "
+            print(f"| {shape} | {name} | {k['tokens_per_sec']:,.0f} | {k['ms_per_step']:.0f} | {k['tokens_per_step']:,.0f} | "
                   f"{100 * k['padding']:.1f}% | {100 * k['mfu']:.1f}% | {other} |")
         if onmt_why:
             print(f"\nOpenNMT-tf not measured: {onmt_why}\n{REFERENCE}")
         else:
-            print("(tokens/step differ: OpenNMT-tf's 2048-token budget counts the longer side of each example "
-                  "without padding, nmtkit's counts padded length x sentences; compare tokens/s. Target: >= 1.2x "
-                  "at base and small.)")
+            print(f"(both fill the 2048 budget as sentences x bucket length, bucket width {args.bucket_width}; "
+                  "nmtkit's lengths count the source EOS and target BOS/EOS it feeds, so a few % fewer pairs fit. "
+                  "Target: >= 1.2x at base and small.)")
 
 
 if __name__ == "__main__":

@@ -39,9 +39,13 @@ class DataConfig:
     max_len_ratio: float = 3.0         # drop pairs whose token-count ratio exceeds this
     max_tokens: int = 56               # training examples longer than this (in BPE tokens) are dropped
     base_url: str = ""                 # WMT16 mirror; empty = the official URLs in nmtkit.data.wmt
-    batch_tokens: int = 0              # >0: token-based batching (a batch holds up to this many tokens)
+    batch_tokens: int = 0              # >0: token-based batching, counted as OpenNMT-tf's batch_type=tokens:
+                                       # sentences x the bucket's longest length (the longer side of an example,
+                                       # as the model sees it) <= batch_tokens; with bucket_width=1 a batch of
+                                       # length-L pairs holds batch_tokens // L of them
     batch_sentences: int = 64          # per rank, like OpenSeq2Seq's batch_size_per_gpu
-    bucket_width: int = 8              # length-bucket width in tokens
+    bucket_width: int = 8              # length-bucket width in tokens (OpenNMT-tf's length_bucket_width); with
+                                       # train.xla batches are padded to their bucket's length (bounded shapes)
     # your own corpus (source="files"): one sentence per line, line i of *_src translates to line i of *_tgt
     train_src: str = ""
     train_tgt: str = ""
@@ -76,8 +80,12 @@ class TrainConfig:
     beta1: float = 0.9
     beta2: float = 0.997
     epsilon: float = 1e-9
-    precision: str = "auto"            # "auto" (mixed_float16 on GPU, float32 on CPU), "float32", "mixed_float16"
-    xla: bool = False
+    precision: str = "auto"            # "auto" (mixed_float16 on GPU, float32 on CPU), "float32", "mixed_float16",
+                                       # "mixed_bfloat16" (CPUs with AVX512_BF16/AMX; measured slower here, see
+                                       # bench/throughput.py --variant)
+    xla: bool = False                  # compile the step with XLA (one process only: Horovod's ops have no XLA
+                                       # kernel on CPU; batches then padded to their length bucket, so XLA
+                                       # compiles one program per bucket); off: not faster here (bench/throughput.py)
     grad_accum: int = 1                # micro-batches per optimizer step
     compression: str = "none"          # gradient allreduce on the wire: "none" (fp32) or "fp16" (Horovod's)
     seed: int = 42
@@ -259,7 +267,7 @@ def _build(cls, d, where: str):
 
 CHOICES = {"data.source": ("synthetic", "wmt16", "files"), "data.tokenized": ("auto", "yes", "no"),
            "train.lr_scaling": SCALINGS,
-           "train.precision": ("auto", "float32", "mixed_float16"), "train.compression": ("none", "fp16"),
+           "train.precision": ("auto", "float32", "mixed_float16", "mixed_bfloat16"), "train.compression": ("none", "fp16"),
            "cluster.launcher": ("auto", "local", "ssh", "manual")}
 AT_LEAST = {  # key -> smallest allowed value (what 0 means, where it is allowed, is in the field's comment)
     "data.train_size": 1, "data.dev_size": 1, "data.test_size": 1, "data.vocab_size": 8, "data.bpe_sample": 1,

@@ -103,19 +103,22 @@ def example_lengths(enc) -> tuple[np.ndarray, np.ndarray]:
     return np.diff(enc[SRC][1]) + 1, np.diff(enc[TGT][1]) + 2
 
 
-def bucket_plan(max_len: int, data_cfg) -> tuple[list[int], list[int]]:
+def bucket_plan(max_len: int, data_cfg, pad_to_bucket: bool = False) -> tuple[list[int], list[int]]:
     """Length-bucket boundaries and the batch size of each bucket.
 
-    Bucket i holds examples with boundaries[i-1] <= length < boundaries[i]; a batch is padded to its longest
-    example, so with token batching (data.batch_tokens > 0) batch size x padded length never exceeds the budget.
+    Bucket i holds examples with boundaries[i-1] <= length < boundaries[i] (length: the longer side); with token
+    batching (data.batch_tokens > 0) its batch size is batch_tokens // the bucket's longest length, as OpenNMT-tf's
+    batch_type=tokens (its window size is batch_size // bucket_max_length), so batch size x padded length never
+    exceeds the budget. With `pad_to_bucket` the last boundary lies past max_len (every example has a bucket
+    to be padded to).
     """
-    width = max(1, data_cfg.bucket_width)
-    boundaries = list(range(width + 1, max_len + 1, width)) or [max_len + 1]  # tf needs at least one
-    longest = [min(b - 1, max_len) for b in boundaries] + [max_len]
+    width, pad = max(1, data_cfg.bucket_width), pad_to_bucket
+    boundaries = list(range(width + 1, max_len + 1 + (width if pad else 0), width)) or [max_len + 1]  # tf needs one
+    longest = [b - 1 if pad else min(b - 1, max_len) for b in boundaries] + [max_len]
     if data_cfg.batch_tokens > 0:
-        if data_cfg.batch_tokens < max_len:
-            raise DataError(f"data.batch_tokens={data_cfg.batch_tokens} is smaller than the longest example "
-                            f"({max_len} tokens); raise it or lower data.max_tokens")
+        if data_cfg.batch_tokens < max(longest):
+            raise DataError(f"data.batch_tokens={data_cfg.batch_tokens} is smaller than the longest (padded) "
+                            f"example ({max(longest)} tokens); raise it or lower data.max_tokens")
         sizes = [data_cfg.batch_tokens // n for n in longest]
     else:
         if data_cfg.batch_sentences < 1:
@@ -132,7 +135,7 @@ def shard_indices(keep: np.ndarray, rank: int, size: int) -> np.ndarray:
 
 
 def make_dataset(data_dir, split: str, data_cfg, *, rank: int = 0, size: int = 1, seed: int = 0,
-                 shuffle: bool = True, repeat: bool = True, truncate: int = 0):
+                 shuffle: bool = True, repeat: bool = True, truncate: int = 0, pad_to_bucket: bool = False):
     """Padded (src, tgt) int32 batches: src = ids + [EOS], tgt = [BOS] + ids + [EOS], 0 = padding.
 
     Training examples longer than data.max_tokens (BPE tokens, either side) are left out; dev/test keep all.
@@ -140,6 +143,8 @@ def make_dataset(data_dir, split: str, data_cfg, *, rank: int = 0, size: int = 1
     data.batch_sentences sentence pairs, grouped by length (buckets of data.bucket_width) to save padding.
     Deterministic given `seed`; rank r of `size` sees a distinct 1/size of the examples each epoch.
     `truncate` > 0: examples are cut to fit a model of that many positions (evaluation of any line).
+    `pad_to_bucket`: both sides padded to the bucket's longest length, so there are at most one batch shape per
+    bucket (what XLA needs: it compiles a program per shape); otherwise a batch is padded to its longest example.
     """
     from nmtkit.keras2 import import_tf
     tf = import_tf()
@@ -156,7 +161,7 @@ def make_dataset(data_dir, split: str, data_cfg, *, rank: int = 0, size: int = 1
     cut = None
     if truncate > 0:  # src: ids + EOS <= truncate; tgt: BOS + ids + EOS <= truncate + 1 (the model sees all but one)
         cut, max_len = truncate - 1, min(max_len, truncate + 1)
-    boundaries, sizes = bucket_plan(max_len, data_cfg)
+    boundaries, sizes = bucket_plan(max_len, data_cfg, pad_to_bucket)
 
     src_ids, src_off = tf.constant(enc[SRC][0]), tf.constant(enc[SRC][1])
     tgt_ids, tgt_off = tf.constant(enc[TGT][0]), tf.constant(enc[TGT][1])
@@ -178,5 +183,6 @@ def make_dataset(data_dir, split: str, data_cfg, *, rank: int = 0, size: int = 1
     ds = ds.map(fetch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     ds = ds.bucket_by_sequence_length(
         lambda s, t: tf.maximum(tf.shape(s)[0], tf.shape(t)[0]),
-        bucket_boundaries=boundaries, bucket_batch_sizes=sizes, drop_remainder=False)
+        bucket_boundaries=boundaries, bucket_batch_sizes=sizes, drop_remainder=False,
+        pad_to_bucket_boundary=pad_to_bucket)
     return ds.prefetch(tf.data.AUTOTUNE)

@@ -2,12 +2,14 @@
 
 The loop in `nmtkit.train.loop` calls these and nothing else, so one step function serves both:
 
-    rank, size, local_rank, is_chief   who am I
+    rank, size, local_rank, local_size, is_chief   who am I
     tape(tape)                         wrap a GradientTape so gradients are averaged over ranks
     mean(x)                            average a tensor over ranks (accumulated gradients, metrics)
     broadcast(variables)               copy rank 0's values into every rank's variables
     any(flag) -> bool                  True on every rank if it is True on any (agree to stop)
     sum(x) -> float                    sum a Python number over ranks (tokens per step)
+
+`set_threads(dist)` sizes TensorFlow's thread pools for the ranks sharing this machine.
 """
 from __future__ import annotations
 
@@ -21,12 +23,39 @@ class DistError(RuntimeError):
     """Horovod is missing or not initialised the way training needs."""
 
 
+def thread_counts(cores: int, local_ranks: int, env=None) -> tuple[int, int] | None:
+    """(intra-op, inter-op) threads for one of `local_ranks` ranks on `cores` cores: the cores split evenly,
+    at least one each (TensorFlow's default gives every rank all the cores, and N ranks then fight over them).
+    None when TF_NUM_INTRAOP_THREADS or TF_NUM_INTEROP_THREADS is set: TensorFlow reads those itself."""
+    env = os.environ if env is None else env
+    if env.get("TF_NUM_INTRAOP_THREADS") or env.get("TF_NUM_INTEROP_THREADS"):
+        return None
+    share = max(1, cores // max(1, local_ranks))
+    return share, share
+
+
+def set_threads(dist) -> tuple[int, int] | None:
+    """Apply thread_counts() to this process's cores (its CPU affinity); returns what was set, or None when
+    the environment decides or TensorFlow already started its pools (then they stay as they are)."""
+    counts = thread_counts(len(os.sched_getaffinity(0)), getattr(dist, "local_size", 1))
+    if counts is None:
+        return None
+    tf = import_tf()
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(counts[0])
+        tf.config.threading.set_inter_op_parallelism_threads(counts[1])
+    except RuntimeError:  # TensorFlow has run an op in this process already: the pools exist
+        return None
+    return counts
+
+
 class Single:
     """One process, one (or no) GPU: every collective is the identity."""
 
     rank = 0
     size = 1
     local_rank = 0
+    local_size = 1
     is_chief = True
     name = "single"
 
@@ -83,6 +112,7 @@ class Horovod:
         self.hvd = hvd
         self.compression = compressor(hvd, compression)
         self.rank, self.size, self.local_rank = hvd.rank(), hvd.size(), hvd.local_rank()
+        self.local_size = hvd.local_size()
         self.is_chief = self.rank == 0
         self.host = os.environ.get("HOROVOD_HOSTNAME") or socket.gethostname()
         gpus = tf.config.list_physical_devices("GPU")

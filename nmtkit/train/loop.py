@@ -27,11 +27,11 @@ from nmtkit.model.transformer import count_params
 from nmtkit.runlock import TOKEN_ENV, RunLock, describe, read_owner, still_ours
 from nmtkit.train.checkpoints import (CheckpointError, Checkpoints, DataPosition, TrainError, _check_resumable,
                                       checkpoint_files, copy_data_files, finished_summary, load_model, tokenizer_for)
-from nmtkit.train.dist import Single
+from nmtkit.train.dist import Single, set_threads
 from nmtkit.train.evaluate import Evaluator, evaluate_translations
 from nmtkit.train.metrics import Scalars, Window, peak_flops, train_flops
 from nmtkit.train.signals import stop_on_signals
-from nmtkit.train.trainer import Trainer
+from nmtkit.train.trainer import Trainer, tf
 
 __all__ = ["train", "TrainError", "CheckpointError", "checkpoint_files", "load_model", "tokenizer_for",
            "evaluate_translations", "Trainer"]
@@ -82,8 +82,15 @@ def _progress_bar(stack: contextlib.ExitStack, enabled: bool, total: int, start:
 
 @dataclass
 class Reporter:
-    """Every step: the rank log record and the window. Every train.log_every steps (and the last): the log line
-    (rank 0), the scalars, and `on_log` with the record the cluster publishes."""
+    """Every step: keep the step's stats tensor and times (no host sync). Every train.log_every steps (and the
+    last): read them all at once, append their records to the rank log, then the log line (rank 0), the scalars
+    and `on_log` with the record the cluster publishes. `flush()` also runs before a checkpoint and at the end,
+    so the rank log is complete wherever a run can stop or resume.
+
+    Times: TensorFlow runs ops synchronously on a CPU, so a step's host time is its compute time; on a GPU it is
+    the time to queue the work, and what the device still owes shows up as the wait for the stats at the flush.
+    That wait is added to the window's last step, so the records (and the log line) sum to the real wall time.
+    """
 
     cfg: Config
     dist: object
@@ -97,23 +104,37 @@ class Reporter:
     window: Window = field(default_factory=Window)
     history: list = field(default_factory=list)
     step_times: list = field(default_factory=list)
+    pending: list = field(default_factory=list)
     t_start: float = field(default_factory=time.time)
 
-    def step(self, step: int, micro: list, loss: float, src_tok: int, tgt_tok: int, seconds: float) -> None:
-        self.step_times.append(seconds)
-        append_jsonl(runs.rank_log(self.run, self.dist.rank),
-                     {"step": step, "wall_time": time.time(), "step_time": seconds, "loss": loss,
-                      "tokens": src_tok + tgt_tok, "rank": self.dist.rank, "host": self.dist.host})
-        src_len, tgt_len = (max(int(b[i].shape[1]) for b in micro) for i in (0, 1))
-        self.window.add(loss, seconds, src_tok + tgt_tok,
-                        train_flops(self.cfg.model, self.vocab_size, src_tok, tgt_tok, src_len, tgt_len))
+    def step(self, step: int, micro: list, stats, seconds: float) -> None:
+        src_len, tgt_len = (max(int(b[i].shape[1]) for b in micro) for i in (0, 1))  # static shapes: no sync
+        self.pending.append((step, time.time(), seconds, stats, src_len, tgt_len))
         if self.bar is not None:
             self.bar.update(1)
-            self.bar.set_postfix(loss=f"{loss:.3f}", refresh=False)
         if step % self.cfg.train.log_every == 0 or step == self.cfg.train.steps:
             self.log(step)
 
+    def flush(self) -> None:
+        """Read the pending steps' [loss, source tokens, target tokens] (the one host sync) and write their
+        rank-log records ({"step","wall_time","step_time","loss","tokens","rank","host"}, see nmtkit.runs)."""
+        if not self.pending:
+            return
+        t0 = time.perf_counter()
+        values = tf.stack([p[3] for p in self.pending]).numpy()
+        wait = time.perf_counter() - t0
+        for i, ((step, wall, seconds, _, src_len, tgt_len), (loss, src, tgt)) in enumerate(zip(self.pending, values)):
+            seconds += wait if i == len(self.pending) - 1 else 0.0
+            self.step_times.append(seconds)
+            append_jsonl(runs.rank_log(self.run, self.dist.rank),
+                         {"step": step, "wall_time": wall, "step_time": seconds, "loss": float(loss),
+                          "tokens": int(src + tgt), "rank": self.dist.rank, "host": self.dist.host})
+            self.window.add(float(loss), seconds, int(src + tgt),
+                            train_flops(self.cfg.model, self.vocab_size, src, tgt, src_len, tgt_len))
+        self.pending = []
+
     def log(self, step: int) -> None:
+        self.flush()
         w, total = self.window.record(self.dist, self.peak[0]), self.cfg.train.steps
         rec = {"step": step, "total_steps": total, "rank": self.dist.rank, "host": self.dist.host,
                "loss": w["loss"], "lr": self.trainer.learning_rate(), "step_time": w["step_time"],
@@ -127,6 +148,8 @@ class Reporter:
             line = (f"step {step}/{total} | loss {rec['loss']:.3f} | lr {rec['lr']:.1e} | "
                     f"{rec['step_time'] * 1000:.1f} ms/step | {rec['tokens_per_sec']:,.0f} tok/s | "
                     f"MFU {rec['mfu'] * 100:.1f}%")
+            if self.bar is not None:
+                self.bar.set_postfix(loss=f"{rec['loss']:.3f}", refresh=False)
             (self.bar.write if self.bar is not None else print)(line)
             sys.stdout.flush()
         if self.on_log is not None:
@@ -215,6 +238,7 @@ def train(cfg: Config, run_dir: str | os.PathLike, *, data_dir: str | os.PathLik
 
 def _train(cfg: Config, run_dir, data_dir, dist, on_log, resume: bool, progress: bool | None) -> dict:
     from nmtkit.data.pipeline import make_dataset
+    set_threads(dist)  # before TensorFlow's first op: the thread pools are fixed from then on
     run, data_dir = Path(run_dir), Path(data_dir or cfg.data.dir)
     cfg = cfg.with_overrides({"data.dir": str(data_dir)})  # config.json records the data this run used
     tok, chief = _tokenizer(data_dir), dist.is_chief
@@ -237,7 +261,7 @@ def _train(cfg: Config, run_dir, data_dir, dist, on_log, resume: bool, progress:
         _start_run(run, cfg, data_dir, dist, trainer, start, params)
     peak = peak_flops(trainer.precision)  # before the input pipeline's threads start
     ds = make_dataset(data_dir, "train", cfg.data, rank=dist.rank, size=dist.size, seed=cfg.train.seed,
-                      shuffle=True, repeat=True)
+                      shuffle=True, repeat=True, pad_to_bucket=trainer.xla)  # XLA: one program per bucket
     data = DataPosition.open(ds, run, dist.rank, start, trainer.accum, cfg.train.keep_checkpoints)
     p = Progress(step=start, last_saved=start)
     if progress is None:
@@ -251,6 +275,7 @@ def _train(cfg: Config, run_dir, data_dir, dist, on_log, resume: bool, progress:
         stack.push(_failure_recorder(run, dist, p))
         evaluator = Evaluator(cfg, run, data_dir, trainer, tok, scalars, ckpts) if chief else None
         reporter = Reporter(cfg, dist, run, trainer, tok.vocab_size, peak, scalars, bar, on_log)
+        stack.callback(reporter.flush)  # a failing run still leaves its finished steps in the rank log
         try:
             while p.step < total:
                 if dist.any(flag.requested):
@@ -258,10 +283,11 @@ def _train(cfg: Config, run_dir, data_dir, dist, on_log, resume: bool, progress:
                     break
                 t0 = time.perf_counter()
                 micro = [next(data.iterator) for _ in range(trainer.accum)]
-                loss, src_tok, tgt_tok = trainer.run_step(micro)
+                stats = trainer.run_step(micro)
                 p.step += 1
-                reporter.step(p.step, micro, loss, src_tok, tgt_tok, time.perf_counter() - t0)
+                reporter.step(p.step, micro, stats, time.perf_counter() - t0)
                 if cfg.train.ckpt_every and p.step % cfg.train.ckpt_every == 0:
+                    reporter.flush()  # the rank log holds every step a checkpoint covers
                     data.save(p.step)  # every rank: its own position
                 if chief:
                     _after_step(p, cfg, run, ckpts, evaluator)
@@ -271,6 +297,7 @@ def _train(cfg: Config, run_dir, data_dir, dist, on_log, resume: bool, progress:
             p.status = "stopped"
         if bar is not None:
             bar.close()  # before the closing lines
+        reporter.flush()
         data.save(p.step)
         summary = {"status": p.status, "step": p.step, "total_steps": total, "params": params,
                    "precision": trainer.precision, "ranks": dist.size, **reporter.summary()}

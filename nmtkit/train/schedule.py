@@ -12,7 +12,7 @@ from nmtkit.lr import SCALINGS, transformer_lr  # noqa: F401  (re-exported for t
 
 tf = import_tf()
 
-PRECISIONS = ("auto", "float32", "mixed_float16")
+PRECISIONS = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
 
 
 class ScheduleError(ValueError):
@@ -57,6 +57,13 @@ def choose_precision(setting: str, gpus: int) -> str:
     if setting == "auto":
         return "mixed_float16" if gpus > 0 else "float32"
     return setting
+
+
+def use_xla(setting: bool, size: int) -> bool:
+    """train.xla -> whether the step is compiled with XLA (jit_compile). Only in one process: Horovod's
+    allreduce is a custom op with no XLA kernel (its XLA ops exist only for GPUs built with
+    HOROVOD_ENABLE_XLA_OPS), so with more ranks the step stays a plain tf.function."""
+    return bool(setting) and size == 1
 
 
 def make_optimizer(schedule, train_cfg, precision: str):

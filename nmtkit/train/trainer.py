@@ -6,13 +6,11 @@ accumulated gradients and broadcasts rank 0's variables before the first step.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from nmtkit.config import Config
 from nmtkit.keras2 import import_tf
 from nmtkit.model.transformer import build, smoothed_loss
 from nmtkit.train.dist import Single
-from nmtkit.train.schedule import choose_precision, make_optimizer, make_schedule
+from nmtkit.train.schedule import choose_precision, make_optimizer, make_schedule, use_xla
 
 tf = import_tf()
 
@@ -43,14 +41,11 @@ class Trainer:
         self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
         self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer, step=self.step)
         self.accum = max(1, cfg.train.grad_accum)
-        if self.accum > 1:
-            self.accumulators = [tf.Variable(tf.zeros_like(v), trainable=False) for v in self.variables]
-        spec = [tf.TensorSpec([None, None], tf.int32)] * 2
-        jit = bool(cfg.train.xla)
-        self.train_step = tf.function(self._train_step, input_signature=spec, jit_compile=jit)
-        self.accumulate = tf.function(self._accumulate, input_signature=spec, jit_compile=jit)
-        self.apply_accumulated = tf.function(self._apply_accumulated)
-        self.eval_step = tf.function(self._eval_step, input_signature=spec)
+        self.xla = use_xla(cfg.train.xla, self.dist.size)
+        pair = (tf.TensorSpec([None, None], tf.int32),) * 2
+        # the whole optimizer step (every micro-batch, the allreduce, the update, step += 1) is one graph call
+        self.train_step = tf.function(self._train_step, input_signature=[(pair,) * self.accum], jit_compile=self.xla)
+        self.eval_step = tf.function(self._eval_step, input_signature=list(pair))
 
     def _forward(self, src, tgt):
         with tf.GradientTape() as tape:
@@ -64,44 +59,38 @@ class Trainer:
         grads = tape.gradient(scaled, self.variables)
         return self.optimizer.get_unscaled_gradients(grads) if self.mixed else grads
 
-    def _train_step(self, src, tgt):
-        """One optimizer step on one batch: forward, all-reduced gradients (dist.tape), Adam update."""
-        tape, loss, scaled, ntok = self._forward(src, tgt)
-        grads = self._gradients(self.dist.tape(tape), scaled)
-        self.optimizer.apply_gradients(zip(grads, self.variables))
-        return loss, ntok
+    def _train_step(self, batches):
+        """One optimizer step over `grad_accum` micro-batches -> [mean loss, source tokens, target tokens] (a
+        float32 tensor: the caller reads it when it logs, so nothing here waits for the device).
 
-    def _accumulate(self, src, tgt):
-        """Gradient accumulation, part 1: add this micro-batch's local gradients / grad_accum."""
-        tape, loss, scaled, ntok = self._forward(src, tgt)
-        for acc, g in zip(self.accumulators, self._gradients(tape, scaled)):
-            acc.assign_add(tf.convert_to_tensor(g) / self.accum)
-        return loss, ntok
-
-    def _apply_accumulated(self):
-        """Part 2: average the accumulated gradients over ranks (dist.mean), update, reset."""
-        grads = [self.dist.mean(acc.read_value()) for acc in self.accumulators]
+        One micro-batch: forward, all-reduced gradients (dist.tape), Adam update. More: the local gradients
+        summed / grad_accum, then averaged over ranks (dist.mean) and applied once.
+        """
+        losses, src_tok, tgt_tok, total = [], 0.0, 0.0, None
+        for src, tgt in batches:
+            tape, loss, scaled, ntok = self._forward(src, tgt)
+            if self.accum == 1:
+                grads = self._gradients(self.dist.tape(tape), scaled)
+            else:
+                local = [tf.convert_to_tensor(g) / self.accum for g in self._gradients(tape, scaled)]
+                total = local if total is None else [a + g for a, g in zip(total, local)]
+            losses.append(loss)
+            src_tok += tf.reduce_sum(tf.cast(tf.not_equal(src, 0), tf.float32))
+            tgt_tok += ntok
+        if self.accum > 1:
+            grads = [self.dist.mean(g) for g in total]
         self.optimizer.apply_gradients(zip(grads, self.variables))
-        for acc in self.accumulators:
-            acc.assign(tf.zeros_like(acc))
+        self.step.assign_add(1)
+        return tf.stack([tf.add_n(losses) / len(losses), src_tok, tgt_tok])
 
     def _eval_step(self, src, tgt):
         logits = self.model((src, tgt[:, :-1]), training=False)
         return smoothed_loss(logits, tgt[:, 1:], self.cfg.model.label_smoothing)
 
-    def run_step(self, batches) -> tuple[float, int, int]:
-        """One optimizer step over `grad_accum` (src, tgt) micro-batches -> (mean loss, src tokens, tgt tokens)."""
-        losses, src_tok, tgt_tok = [], 0, 0
-        for src, tgt in batches:
-            fn = self.train_step if self.accum == 1 else self.accumulate
-            loss, ntok = fn(src, tgt)
-            losses.append(loss)
-            src_tok += int(tf.math.count_nonzero(src))
-            tgt_tok += int(ntok)
-        if self.accum > 1:
-            self.apply_accumulated()
-        self.step.assign_add(1)
-        return float(np.mean([float(l) for l in losses])), src_tok, tgt_tok
+    def run_step(self, batches):
+        """One optimizer step over `grad_accum` (src, tgt) micro-batches -> a float32 tensor [mean loss, source
+        tokens, target tokens], not read here (see Reporter: one host sync per log interval)."""
+        return self.train_step(tuple((src, tgt) for src, tgt in batches))
 
     def learning_rate(self) -> float:
         return float(self.schedule(_inner(self.optimizer).iterations))

@@ -1,0 +1,78 @@
+"""The speed decisions: no host sync inside a step (stats are read at the log interval only), the rank log
+complete after the buffered writes, one traced step function, XLA only in one process, threads per rank."""
+import pytest
+from tensorflow.python.framework import ops
+
+from conftest import small_config
+from nmtkit import runs
+from nmtkit.files import read_jsonl
+from nmtkit.train.dist import thread_counts
+from nmtkit.train.loop import train
+from nmtkit.train.schedule import use_xla
+from nmtkit.train.trainer import Trainer
+
+
+def test_no_host_sync_between_log_intervals(nmt_data, tmp_path, monkeypatch):
+    syncs, at_step, traces = [0], [], []
+    real_numpy, real_run_step = ops._EagerTensorBase._numpy, Trainer.run_step
+
+    def counting_numpy(self):  # every numpy()/float()/int()/bool() of an eager tensor goes through here
+        syncs[0] += 1
+        return real_numpy(self)
+
+    def run_step(self, batches):
+        at_step.append(syncs[0])
+        out = real_run_step(self, batches)
+        traces.append(self.train_step.experimental_get_tracing_count())
+        return out
+
+    monkeypatch.setattr(ops._EagerTensorBase, "_numpy", counting_numpy)
+    monkeypatch.setattr(Trainer, "run_step", run_step)
+    cfg = small_config(**{"train.steps": 12, "train.log_every": 5, "train.grad_accum": 2})
+    summary = train(cfg, tmp_path / "run", data_dir=nmt_data, progress=False)
+    assert summary["step"] == 12
+    # syncs from the start of step k's call to the start of step k+1's: only where step k was logged
+    per_step = {k: at_step[k] - at_step[k - 1] for k in range(1, 12)}
+    assert all(per_step[k] == 0 for k in per_step if k % 5), per_step
+    assert per_step[5] > 0 and per_step[10] > 0  # the counter sees the reads it should
+    assert traces[-1] == 1  # micro-batches of every length: one trace of the whole step
+    recs = list(read_jsonl(runs.rank_log(tmp_path / "run", 0)))
+    assert [r["step"] for r in recs] == list(range(1, 13))  # the steps after the last interval were flushed
+    assert all(r["step_time"] > 0 and r["tokens"] > 0 and r["loss"] > 0 for r in recs)
+
+
+def test_xla_only_in_one_process():
+    assert use_xla(True, 1) is True
+    assert use_xla(True, 2) is False  # Horovod's allreduce has no XLA kernel on CPUs
+    assert use_xla(False, 1) is False
+
+
+def test_threads_split_the_cores_between_local_ranks():
+    assert thread_counts(16, 2, env={}) == (8, 8)
+    assert thread_counts(2, 1, env={}) == (2, 2)
+    assert thread_counts(2, 4, env={}) == (1, 1)  # never zero
+    assert thread_counts(16, 2, env={"TF_NUM_INTRAOP_THREADS": "3"}) is None  # the user's setting wins
+    assert thread_counts(16, 2, env={"TF_NUM_INTEROP_THREADS": "1"}) is None
+
+
+
+def test_token_budget_fills_like_opennmt_tf():
+    from nmtkit import config
+    from nmtkit.data.pipeline import bucket_plan
+    dc = config.load("tiny", {"data.batch_tokens": 2048, "data.bucket_width": 1}).data
+    boundaries, sizes = bucket_plan(56, dc)
+    assert sizes == [2048 // n for n in range(1, 57)]  # OpenNMT-tf: batch_size // bucket_max_length
+    dc.bucket_width = 8
+    assert bucket_plan(56, dc)[1] == [2048 // n for n in (8, 16, 24, 32, 40, 48, 56)]
+
+
+def test_pad_to_bucket_bounds_the_shapes(nmt_data):
+    from nmtkit.data.pipeline import make_dataset
+    dc = small_config(**{"data.batch_tokens": 600, "data.bucket_width": 8}).data
+    shapes = set()
+    for src, tgt in make_dataset(nmt_data, "train", dc, seed=1, repeat=False, pad_to_bucket=True):
+        assert src.shape[1] == tgt.shape[1] and src.shape[1] % 8 == 0  # both sides at the bucket's length
+        assert src.shape[0] * src.shape[1] <= 600
+        shapes.add((src.shape[1], tgt.shape[1]))
+    longest = dc.max_tokens + 2  # BOS + 56 pieces + EOS
+    assert 1 < len(shapes) <= -(-longest // 8)  # one shape per bucket, whatever the lengths inside
