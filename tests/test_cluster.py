@@ -279,9 +279,9 @@ def test_push_data_copies_files_to_a_node(cluster, tmp_path):
     src.mkdir()
     (src / "a.bin").write_bytes(os.urandom(3000))
     (src / "manifest.json").write_text("{}")
-    from nmtkit.cluster.preflight import push_data
+    from nmtkit.cluster.preflight import copy_to_node
     engine = cluster.engines()[1]
-    sent = push_data(cluster.client[engine.id], src, str(tmp_path / "dest"), chunk=1024)  # 3 chunks for a.bin
+    sent = copy_to_node(cluster.client[engine.id], src, str(tmp_path / "dest"), chunk=1024)  # 3 chunks for a.bin
     assert sent == 3002
     for name in ("a.bin", "manifest.json"):
         assert (tmp_path / "dest" / name).read_bytes() == (src / name).read_bytes()

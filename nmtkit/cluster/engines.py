@@ -22,7 +22,7 @@ from nmtkit.cluster.lifeline import Lifeline, hold
 from nmtkit.cluster.plan import (ClusterError, assign_slots, check_listen, controller_ip, iface_for, parse_hosts,
                                  rank_env)
 from nmtkit.cluster.preflight import (PreflightError, gather_facts, link_status, measure_link, preflight_problems,
-                                      preflight_table, push_data, reachability_listener)
+                                      copy_to_node, preflight_table, reachability_listener)
 from nmtkit.cluster.remote import engine_identity, rank_main, train_rank
 from nmtkit.cluster.rendezvous import Rendezvous
 from nmtkit.config import ClusterConfig, Config
@@ -283,7 +283,7 @@ class Cluster:
         missing = [e for e, f in zip(engines, facts)
                    if not f.get("error") and not f.get("data_ok") and not self.is_local(e)]
         for e in missing:
-            push_data(self.client[e.id], data, data)
+            copy_to_node(self.client[e.id], data, data)
         return gather_facts(self.client, engines, data, rendezvous, self.start_timeout) if missing else facts
 
     # jobs

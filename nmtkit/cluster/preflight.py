@@ -175,7 +175,7 @@ def _under_workspace(path: str | None) -> str | None:
         return path
 
 
-def push_data(view, src: str | Path, dest: str, chunk: int = 8 << 20) -> int:
+def copy_to_node(view, src: str | Path, dest: str, chunk: int = 8 << 20) -> int:
     """Copy the prepared data files of `src` to `dest` on one engine's node (`view`: the engine's DirectView),
     each file written whole and renamed into place there (write_file_chunk). Returns the bytes sent."""
     total = 0
