@@ -208,10 +208,14 @@ class Cluster:
                 files[kind] = hits[0]
         return files
 
-    def _secure_connection_files(self, timeout: float = 30) -> None:
-        """The connection files hold the key that lets anyone run code on the engines: owner-only (0600)."""
-        deadline = time.time() + timeout
-        while len(self.connection_files()) < 2 and time.time() < deadline:
+    def _secure_connection_files(self) -> None:
+        """The connection files hold the key that lets anyone run code on the engines: owner-only (0600). Waits
+        for the controller to write them (a loaded machine takes a while; the SSH launcher copies them next)."""
+        deadline = time.time() + self.start_timeout
+        while len(self.connection_files()) < 2:
+            if time.time() > deadline:
+                raise ClusterError(f"the controller wrote no connection files within {self.start_timeout} s; see "
+                                   f"its log in {self._ipp.profile_dir}/log (cluster.start_timeout waits longer)")
             time.sleep(0.1)
         for f in list(self.connection_files().values()) + [self._ipp.cluster_file]:
             if os.path.exists(f):
