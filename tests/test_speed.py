@@ -76,3 +76,26 @@ def test_pad_to_bucket_bounds_the_shapes(nmt_data):
         shapes.add((src.shape[1], tgt.shape[1]))
     longest = dc.max_tokens + 2  # BOS + 56 pieces + EOS
     assert 1 < len(shapes) <= -(-longest // 8)  # one shape per bucket, whatever the lengths inside
+
+
+def test_fused_adam_matches_keras_adam_dense_and_sparse():
+    """FusedAdam (ResourceApplyAdam) follows Keras's Adam step for step, dense and IndexedSlices gradients."""
+    import numpy as np
+    from nmtkit.keras2 import import_tf
+    from nmtkit.train.schedule import FusedAdam
+    tf = import_tf()
+    init = [np.random.RandomState(0).randn(7, 5).astype("float32"), np.ones(5, "float32")]
+    ours, theirs = [tf.Variable(x) for x in init], [tf.Variable(x) for x in init]
+    kw = dict(learning_rate=0.01, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
+    fused, keras = FusedAdam(**kw), tf.keras.optimizers.Adam(**kw)
+    rng = np.random.RandomState(1)
+    for step in range(6):
+        dense = tf.constant(rng.randn(7, 5).astype("float32"))
+        sparse = tf.IndexedSlices(tf.constant(rng.randn(2, 5).astype("float32")), tf.constant([1, 4]), [7, 5])
+        g = [dense if step % 2 else sparse, tf.constant(rng.randn(5).astype("float32"))]
+        fused.apply_gradients(zip(g, ours))
+        keras.apply_gradients(zip(g, theirs))
+    for a, b, x in zip(ours, theirs, init):
+        assert not np.allclose(a.numpy(), x)  # it moved
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+    assert int(fused.iterations) == 6
