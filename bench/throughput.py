@@ -227,6 +227,10 @@ def main() -> None:
                         print(f"{shape}: {name} / OpenNMT-tf {k['tokens_per_sec'] / o.tokens_per_sec:.2f}; counted "
                               f"OpenNMT-tf's way (no source EOS, ~{k['pairs_per_step']:.0f} pairs/step) "
                               f"{no_eos / o.tokens_per_sec:.2f}", flush=True)
+                        # same shape, same FLOPs per token: OpenNMT-tf's MFU is nmtkit's scaled by the tokens/s ratio
+                        onmt_mfu = k["mfu"] * o.tokens_per_sec / k["tokens_per_sec"]
+                        print(f"{shape}: OpenNMT-tf runs at MFU {100 * onmt_mfu:.1f}% of the same peak; 1.2x its "
+                              f"tokens/s needs MFU {120 * onmt_mfu:.1f}% (nmtkit: {100 * k['mfu']:.1f}%)", flush=True)
                 except _onmt.OnmtUnavailable as e:
                     onmt_why = str(e)
             rows.extend((shape, name, k, o) for name, k in ks)

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# `make test` after set-up: the unit tests and the notebooks under nbval, side by side. Run one after the other they
+# took ~32 min on 2 cores, with a core idle most of the unit stage (its tests mostly wait on the clusters, SSH hosts
+# and CLIs they start); side by side, with two unit workers, the notebooks' training fills that core.
+# Each suite writes its own log (.test-logs/) and the log is printed whole when the suite ends, so their lines
+# never interleave. Exit status: non-zero if either suite failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+logs=.test-logs
+mkdir -p "$logs"
+start=$(date +%s)
+echo "[test] unit tests and notebooks side by side; logs: $logs/unit.log, $logs/notebooks.log"
+make --no-print-directory unit >"$logs/unit.log" 2>&1 &
+unit=$!
+make --no-print-directory notebooks >"$logs/notebooks.log" 2>&1 &
+notebooks=$!
+
+status=0
+for suite in unit notebooks; do
+  pid=${!suite}
+  wait "$pid"; rc=$?
+  echo "===================== make $suite: exit $rc ($(( $(date +%s) - start )) s since the start) ====================="
+  cat "$logs/$suite.log"
+  [ "$rc" -eq 0 ] || status=1
+done
+echo "[test] both suites done in $(( $(date +%s) - start )) s: $([ $status -eq 0 ] && echo passed || echo FAILED)"
+exit $status
