@@ -63,6 +63,21 @@ def measure(cluster: Cluster, cfg, run: Path, ranks: int, warmup: int) -> dict:
             "params": summary["params"]}
 
 
+def _confine(cluster: Cluster, cpus: set) -> list:
+    """Confine the first engine, every thread of it, to `cpus` (Linux affinity is per thread; threads started
+    later inherit it); returns the CPUs it had."""
+    def confine(cpus):
+        import os
+        before = sorted(os.sched_getaffinity(0))
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                os.sched_setaffinity(int(tid), cpus)
+            except OSError:  # a thread that ended meanwhile
+                pass
+        return before
+    return cluster.client[cluster.engines()[0].id].apply_sync(confine, set(cpus))
+
+
 def local(cfg, work: Path, warmup: int) -> None:
     cluster = _one_thread(Cluster(cfg, engines=2, profile_dir=work / "ipython-local"))
     t = time.time()
@@ -73,6 +88,13 @@ def local(cfg, work: Path, warmup: int) -> None:
         print(f"(a) 1 rank : {one['tokens_per_sec']:,.0f} tokens/s, {one['step_ms']:.0f} ms/step "
               f"(median {one['median_ms']:.0f}), {one['tokens_per_step']:,.0f} tokens/step, {one['steps']} steps",
               flush=True)
+        # one rank with one intra-op thread still has the other core for its input pipeline, Horovod's and the
+        # engine's threads: confined to one core it is what each of the 2 ranks gets
+        cores = _confine(cluster, {0})
+        one_core = measure(cluster, cfg, work / "local-1-one-core", 1, warmup)
+        _confine(cluster, set(cores))
+        print(f"(a) 1 rank confined to one core: {one_core['tokens_per_sec']:,.0f} tokens/s, "
+              f"{one_core['step_ms']:.0f} ms/step (median {one_core['median_ms']:.0f})", flush=True)
         two = measure(cluster, cfg, work / "local-2", 2, warmup)
         print(f"(a) 2 ranks: {two['tokens_per_sec']:,.0f} tokens/s, {two['step_ms']:.0f} ms/step "
               f"(median {two['median_ms']:.0f}), {two['tokens_per_step']:,.0f} tokens/step (both ranks), "
@@ -81,6 +103,9 @@ def local(cfg, work: Path, warmup: int) -> None:
         cluster.stop()
     eff = two["tokens_per_sec"] / (2 * one["tokens_per_sec"])
     print(f"(a) scaling efficiency 2 ranks vs 1: {100 * eff:.0f}% (target >= 90%)", flush=True)
+    eff1 = two["tokens_per_sec"] / (2 * one_core["tokens_per_sec"])
+    print(f"(a) scaling efficiency 2 ranks (2 cores) vs 1 rank confined to 1 core: {100 * eff1:.0f}% "
+          f"(target >= 90%)", flush=True)
 
 
 def netns(cfg, work: Path, warmup: int) -> None:
