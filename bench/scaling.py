@@ -4,6 +4,8 @@
 
 (a) Local engines (nmtkit.cluster.Cluster), the same per-rank batch (2048 tokens), one intra-op thread per rank:
     tokens/s of 1 rank and of 2 ranks, and the scaling efficiency tokens/s(2) / (2 x tokens/s(1)); target >= 90%.
+    Also against one rank confined to one core, and a control without Horovod: the same training as one process
+    alone and as two independent processes at once (what the machine alone costs two ranks).
 (b) Two hosts (nmtkit.rehearsal.netns.TwoHosts: network namespaces reached over SSH, joined by a veth pair that
     carries Horovod's traffic), one hand-started engine on each, tc tbf at 1 Gbit/s and 200 Mbit/s, each with
     train.compression none and fp16. The compute time is the 2-rank step time with the link unshaped; the model
@@ -76,6 +78,49 @@ def _confine(cluster: Cluster, cpus: set) -> list:
                 pass
         return before
     return cluster.client[cluster.engines()[0].id].apply_sync(confine, set(cpus))
+
+
+SOLO = """
+import json, sys, time
+import nmtkit
+from nmtkit.config import Config
+from nmtkit.data.bpe import Tokenizer
+from nmtkit.data.pipeline import make_dataset
+from nmtkit.train.trainer import Trainer
+cfg = Config.from_dict(json.loads(sys.argv[1]))
+warmup, steps, data = int(sys.argv[2]), int(sys.argv[3]), cfg.data.dir
+trainer = Trainer(cfg, Tokenizer.from_data_dir(data).vocab_size)
+batches = iter(make_dataset(data, "train", cfg.data, seed=cfg.train.seed))
+for _ in range(warmup):
+    trainer.run_step([next(batches)]).numpy()
+t0 = time.perf_counter()
+for _ in range(steps):
+    trainer.run_step([next(batches)]).numpy()
+print(1000 * (time.perf_counter() - t0) / steps)
+"""
+
+
+def independent(cfg, warmup: int, steps: int, rounds: int = 2) -> None:
+    """The control for (a): the same one-thread training as two independent processes, no Horovod, alone and two
+    at once (alternating): how much two ranks slow each other on this machine before any allreduce."""
+    import json
+    import subprocess
+    env = {**os.environ, "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1", "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-c", SOLO, json.dumps(cfg.to_dict()), str(warmup), str(steps)]
+
+    def run(n: int) -> list[float]:
+        procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+                 for _ in range(n)]
+        return [float(p.communicate()[0].split()[-1]) for p in procs]
+    alone, pair = [], []
+    for _ in range(rounds):
+        alone += run(1)
+        pair += run(2)
+    eff = statistics.mean(alone) / statistics.mean(pair)
+    print(f"(a) control, no Horovod: one process alone {', '.join(f'{x:.0f}' for x in alone)} ms/step; two "
+          f"independent processes at once {', '.join(f'{x:.0f}' for x in pair)} ms/step: each keeps "
+          f"{100 * eff:.0f}% of its speed (the ceiling this machine puts on (a)'s efficiency)", flush=True)
 
 
 def local(cfg, work: Path, warmup: int) -> None:
@@ -174,6 +219,7 @@ def main() -> None:
             "eval.max_extra_len": 1, "monitor.enabled": False})
         prepare(cfg, progress=False)
         local(cfg, work, warmup)
+        independent(cfg, warmup, steps)
         if args.skip_netns:
             print("(b) skipped: --skip-netns")
         else:
