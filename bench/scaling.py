@@ -1,11 +1,12 @@
 """Data-parallel scaling: (a) 1 vs 2 ranks on this machine; (b) 2 "hosts" (network namespaces) over a shaped link.
 
-    python bench/scaling.py [--quick] [--steps 30] [--skip-netns]
+    python bench/scaling.py [--quick] [--steps 30] [--rounds 3] [--skip-netns]
 
 (a) Local engines (nmtkit.cluster.Cluster), the same per-rank batch (2048 tokens), one intra-op thread per rank:
     tokens/s of 1 rank and of 2 ranks, and the scaling efficiency tokens/s(2) / (2 x tokens/s(1)); target >= 90%.
-    Also against one rank confined to one core, and a control without Horovod: the same training as one process
-    alone and as two independent processes at once (what the machine alone costs two ranks).
+    With a control without Horovod: the same training as one process alone and as two independent processes at
+    once (what the machine alone costs two ranks). Rounds of all four, back to back; medians over the rounds.
+    Round 0 also runs one rank confined to one core.
 (b) Two hosts (nmtkit.rehearsal.netns.TwoHosts: network namespaces reached over SSH, joined by a veth pair that
     carries Horovod's traffic), one hand-started engine on each, tc tbf at 1 Gbit/s and 200 Mbit/s, each with
     train.compression none and fp16. The compute time is the 2-rank step time with the link unshaped; the model
@@ -62,7 +63,34 @@ def measure(cluster: Cluster, cfg, run: Path, ranks: int, warmup: int) -> dict:
     seconds = sum(step_times)
     return {"step_ms": 1000 * seconds / n, "median_ms": 1000 * statistics.median(step_times),
             "tokens_per_sec": tokens / seconds, "tokens_per_step": tokens / n, "steps": n,
-            "params": summary["params"]}
+            "params": summary["params"], "step_times": step_times}
+
+
+def sync_cap(step_times: list[float]) -> float:
+    """What waiting for the slower rank alone leaves of 1 rank's speed: mean step / E[max of two steps drawn
+    independently from 1 rank's step times] (each rank draws its own batch, and every step ends at the slower)."""
+    return statistics.mean(step_times) / statistics.mean(max(a, b) for a in step_times for b in step_times)
+
+
+def allreduce_ms(cluster: Cluster, params: int, reps: int = 15) -> float:
+    """Median time of a 2-rank allreduce of `params` float32 values (one tensor: Horovod fuses the gradients into
+    one buffer) on the otherwise idle engines."""
+    def timed(params, reps):
+        import statistics
+        import time
+        import horovod.tensorflow as hvd
+        from nmtkit.keras2 import import_tf
+        tf = import_tf()
+        grad = tf.Variable(tf.ones([params]))
+        step = tf.function(lambda: hvd.allreduce(grad, op=hvd.Average))
+        step()
+        times = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            step().numpy()
+            times.append(time.perf_counter() - t0)
+        return 1000 * statistics.median(times)
+    return max(r["value"] for r in cluster.submit(timed, params, reps).wait(timeout=300))
 
 
 def _confine(cluster: Cluster, cpus: set) -> list:
@@ -100,9 +128,10 @@ print(1000 * (time.perf_counter() - t0) / steps)
 """
 
 
-def independent(cfg, warmup: int, steps: int, rounds: int = 2) -> None:
-    """The control for (a): the same one-thread training as two independent processes, no Horovod, alone and two
-    at once (alternating): how much two ranks slow each other on this machine before any allreduce."""
+def independent(cfg, warmup: int, steps: int) -> tuple[float, float]:
+    """The control for (a): the same one-thread training as independent processes without Horovod, one alone, then
+    two at once: (ms/step alone, mean ms/step of the two). Their ratio is what the machine alone lets two ranks keep
+    (shared caches, memory bandwidth, the hypervisor), before any allreduce."""
     import json
     import subprocess
     env = {**os.environ, "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1", "OMP_NUM_THREADS": "1",
@@ -113,44 +142,57 @@ def independent(cfg, warmup: int, steps: int, rounds: int = 2) -> None:
         procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
                  for _ in range(n)]
         return [float(p.communicate()[0].split()[-1]) for p in procs]
-    alone, pair = [], []
-    for _ in range(rounds):
-        alone += run(1)
-        pair += run(2)
-    eff = statistics.mean(alone) / statistics.mean(pair)
-    print(f"(a) control, no Horovod: one process alone {', '.join(f'{x:.0f}' for x in alone)} ms/step; two "
-          f"independent processes at once {', '.join(f'{x:.0f}' for x in pair)} ms/step: each keeps "
-          f"{100 * eff:.0f}% of its speed (the ceiling this machine puts on (a)'s efficiency)", flush=True)
+    return run(1)[0], statistics.mean(run(2))
 
 
-def local(cfg, work: Path, warmup: int) -> None:
+def local(cfg, work: Path, warmup: int, steps: int, rounds: int) -> None:
+    """Rounds of: 1 rank, 2 ranks, the control alone, the control two at once. This host's speed drifts by tens of
+    percent within minutes, so each round's efficiency compares runs made back to back, and the medians are kept."""
     cluster = _one_thread(Cluster(cfg, engines=2, profile_dir=work / "ipython-local"))
     t = time.time()
     cluster.start()
-    print(f"(a) 2 local engines started in {time.time() - t:.0f} s", flush=True)
+    print(f"(a) 2 local engines started in {time.time() - t:.0f} s; {rounds} rounds", flush=True)
+    effs, ctrls, caps, steps_1 = [], [], [], []
     try:
-        one = measure(cluster, cfg, work / "local-1", 1, warmup)
-        print(f"(a) 1 rank : {one['tokens_per_sec']:,.0f} tokens/s, {one['step_ms']:.0f} ms/step "
-              f"(median {one['median_ms']:.0f}), {one['tokens_per_step']:,.0f} tokens/step, {one['steps']} steps",
-              flush=True)
-        # one rank with one intra-op thread still has the other core for its input pipeline, Horovod's and the
-        # engine's threads: confined to one core it is what each of the 2 ranks gets
-        cores = _confine(cluster, {0})
-        one_core = measure(cluster, cfg, work / "local-1-one-core", 1, warmup)
-        _confine(cluster, set(cores))
-        print(f"(a) 1 rank confined to one core: {one_core['tokens_per_sec']:,.0f} tokens/s, "
-              f"{one_core['step_ms']:.0f} ms/step (median {one_core['median_ms']:.0f})", flush=True)
-        two = measure(cluster, cfg, work / "local-2", 2, warmup)
-        print(f"(a) 2 ranks: {two['tokens_per_sec']:,.0f} tokens/s, {two['step_ms']:.0f} ms/step "
-              f"(median {two['median_ms']:.0f}), {two['tokens_per_step']:,.0f} tokens/step (both ranks), "
-              f"{two['steps']} steps", flush=True)
+        for r in range(rounds):
+            one = measure(cluster, cfg, work / f"local-1-r{r}", 1, warmup)
+            if r == 0:
+                # one rank with one intra-op thread still has the other core for its input pipeline, Horovod's
+                # and the engine's threads: confined to one core it is what each of the 2 ranks gets
+                cores = _confine(cluster, {0})
+                one_core = measure(cluster, cfg, work / "local-1-one-core", 1, warmup)
+                _confine(cluster, set(cores))
+                print(f"(a) round 0, 1 rank confined to one core: {one_core['tokens_per_sec']:,.0f} tokens/s, "
+                      f"{one_core['step_ms']:.0f} ms/step (unconfined {one['step_ms']:.0f})", flush=True)
+            two = measure(cluster, cfg, work / f"local-2-r{r}", 2, warmup)
+            # an engine keeps Horovod up between jobs, its background thread negotiating every cycle: shut it down
+            # on both at once, so the idle engines cost the next runs nothing
+            cluster.client[cluster.ids].execute("import horovod.tensorflow as hvd; hvd.shutdown()", block=True)
+            alone, pair = independent(cfg, warmup, steps)
+            effs.append(two["tokens_per_sec"] / (2 * one["tokens_per_sec"]))
+            ctrls.append(alone / pair)
+            caps.append(sync_cap(one["step_times"]))
+            steps_1.append(one["step_ms"])
+            print(f"(a) round {r}: 1 rank {one['tokens_per_sec']:,.0f} tokens/s ({one['step_ms']:.0f} ms/step, "
+                  f"{one['tokens_per_step']:,.0f} tokens/step); 2 ranks {two['tokens_per_sec']:,.0f} tokens/s "
+                  f"({two['step_ms']:.0f} ms/step, {two['tokens_per_step']:,.0f} tokens/step): efficiency "
+                  f"{100 * effs[-1]:.0f}% | control without Horovod: alone {alone:.0f} ms/step, two at once "
+                  f"{pair:.0f}: {100 * ctrls[-1]:.0f}%", flush=True)
+        ar = allreduce_ms(cluster, one["params"])
     finally:
         cluster.stop()
-    eff = two["tokens_per_sec"] / (2 * one["tokens_per_sec"])
-    print(f"(a) scaling efficiency 2 ranks vs 1: {100 * eff:.0f}% (target >= 90%)", flush=True)
-    eff1 = two["tokens_per_sec"] / (2 * one_core["tokens_per_sec"])
-    print(f"(a) scaling efficiency 2 ranks (2 cores) vs 1 rank confined to 1 core: {100 * eff1:.0f}% "
-          f"(target >= 90%)", flush=True)
+    eff, ctrl = statistics.median(effs), statistics.median(ctrls)
+    print(f"(a) scaling efficiency 2 ranks vs 1, median of {rounds} rounds: {100 * eff:.0f}% (target >= 90%; "
+          f"rounds {', '.join(f'{100 * e:.0f}' for e in effs)})", flush=True)
+    print(f"(a) control: two independent processes without Horovod keep {100 * ctrl:.0f}% of their speed (median; "
+          f"the ceiling this machine puts on (a)); Horovod's own share: {100 * eff / ctrl:.0f}% of that ceiling",
+          flush=True)
+    one_ms = statistics.median(steps_1)
+    print(f"(a) where 2 ranks lose against 1 (1 rank: {one_ms:.0f} ms/step, median): the allreduce of the "
+          f"{one['params']:,}-parameter gradient takes {ar:.0f} ms on idle cores ({100 * ar / one_ms:.0f}% of a "
+          f"step); waiting for the slower rank's batch alone would leave {100 * statistics.median(caps):.0f}% (from "
+          f"1 rank's step times); the rest is Horovod's background thread and each rank's input pipeline and "
+          f"Python sharing the two cores that 1 rank had to itself", flush=True)
 
 
 def netns(cfg, work: Path, warmup: int) -> None:
@@ -205,10 +247,12 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="few steps: checks the bench works (< 3 minutes)")
     ap.add_argument("--steps", type=int, default=30, help="measured steps per run (after warm-up)")
     ap.add_argument("--warmup", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=3, help="(a): rounds of 1 rank, 2 ranks and the control")
     ap.add_argument("--skip-netns", action="store_true", help="only (a)")
     ap.add_argument("--workdir", default=None, help="keep data and runs here (default: a temp dir)")
     args = ap.parse_args()
     steps, warmup = (8, 3) if args.quick else (args.steps, args.warmup)
+    args.rounds = 1 if args.quick else args.rounds
     with tempfile.TemporaryDirectory(prefix="nmtkit-bench-scaling-") as tmp:
         work = Path(args.workdir or tmp)
         # the tiny profile's model; 2048-token batches per rank; no evaluation or checkpoints in the timed part
@@ -218,8 +262,7 @@ def main() -> None:
             "eval.every": 0, "eval.dev_sentences": 1, "eval.test_sentences": 1, "eval.beam_size": 1,
             "eval.max_extra_len": 1, "monitor.enabled": False})
         prepare(cfg, progress=False)
-        local(cfg, work, warmup)
-        independent(cfg, warmup, steps)
+        local(cfg, work, warmup, steps, args.rounds)
         if args.skip_netns:
             print("(b) skipped: --skip-netns")
         else:

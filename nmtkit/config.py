@@ -115,6 +115,8 @@ class ClusterConfig:
     start_timeout: int = 120           # seconds to wait for engines
     launcher: str = "auto"             # "auto" (local, or SSH when hosts is set), "local", "ssh", "manual" (by hand)
     logical_hosts: bool = True         # local engines pose as nodes node0, node1, ... (one rank per "node")
+    cycle_time_ms: float = 0.0         # Horovod's negotiation cycle (HOROVOD_CYCLE_TIME); 0 = auto: 10 on CPU
+                                       # ranks (Gloo), Horovod's own 1 on GPU ranks (NCCL)
 
 
 @dataclass

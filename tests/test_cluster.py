@@ -79,7 +79,18 @@ def test_rank_env_holds_what_horovodrun_exports():
         "HOROVOD_LOCAL_RANK": "0", "HOROVOD_LOCAL_SIZE": "1", "HOROVOD_CROSS_RANK": "1", "HOROVOD_CROSS_SIZE": "2",
         "HOROVOD_GLOO_RENDEZVOUS_ADDR": "10.0.0.5", "HOROVOD_GLOO_RENDEZVOUS_PORT": "4242",
         "HOROVOD_CONTROLLER": "gloo", "HOROVOD_CPU_OPERATIONS": "gloo", "HOROVOD_GLOO_IFACE": "eth1",
-        "NCCL_SOCKET_IFNAME": "eth1", "HOROVOD_GLOO_TIMEOUT_SECONDS": "45", "NMTKIT_DEVICE_INDEX": "1"}
+        "NCCL_SOCKET_IFNAME": "eth1", "HOROVOD_GLOO_TIMEOUT_SECONDS": "45", "NMTKIT_DEVICE_INDEX": "1",
+        "HOROVOD_CYCLE_TIME": "10"}  # a CPU rank: nmtkit's cycle, not Horovod's 1 ms (cycle_time_ms)
+
+
+def test_cycle_time_longer_on_cpu_ranks_horovods_own_on_gpus_and_the_config_wins():
+    assert cl.plan.cycle_time_ms(nccl=False) == cl.plan.CPU_CYCLE_MS > 1
+    assert cl.plan.cycle_time_ms(nccl=True) is None          # Horovod's default on NCCL ranks
+    assert cl.plan.cycle_time_ms(nccl=True, configured=2.5) == 2.5
+    slot = cl.assign_slots(["a"])[0]
+    assert "HOROVOD_CYCLE_TIME" not in cl.rank_env(slot, addr="127.0.0.1", port=1, iface="lo", nccl=True)
+    assert cl.rank_env(slot, addr="127.0.0.1", port=1, iface="lo", cycle_ms=12)["HOROVOD_CYCLE_TIME"] == "12"
+    assert config.load("tiny").cluster.cycle_time_ms == 0  # auto unless set
 
 
 def test_every_rank_of_a_two_host_plan_sends_nccl_over_the_gloo_interface():

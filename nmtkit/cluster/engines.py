@@ -72,6 +72,7 @@ class Cluster:
         self.listen_ip = check_listen(listen_ip if listen_ip is not None else (cc.listen or controller_ip(remote)))
         self.start_timeout = start_timeout or cc.start_timeout
         self.gloo_timeout = gloo_timeout or cc.rendezvous_timeout
+        self.cycle_time_ms = cc.cycle_time_ms
         self.profile_dir = str(profile_dir) if profile_dir else None
         self.heartbeat_ms = heartbeat_ms
         self._ipp: ipp.Cluster | None = None
@@ -305,7 +306,8 @@ class Cluster:
             env = rank_env(e.slot, addr=self.listen_ip, port=rdv.port,
                            iface=self.iface or f.get("iface") or iface_for(self.listen_ip),
                            nccl=bool(f.get("nccl_built")) and int(f.get("gpus") or 0) > 0,
-                           gloo_timeout=self.gloo_timeout, device_index=e.device_index)
+                           gloo_timeout=self.gloo_timeout, device_index=e.device_index,
+                           cycle_ms=self.cycle_time_ms)
             pending.append(self.client[e.id].apply_async(rank_main, env, fn, args, kwargs))
         return Job(self, engines, pending, rdv, t0)
 
