@@ -4,8 +4,7 @@ The loop in `nmtkit.train.loop` calls these and nothing else, so one step functi
 
     rank, size, local_rank, local_size, is_chief   who am I
     tape(tape)                         wrap a GradientTape so gradients are averaged over ranks
-    mean(x)                            average a tensor over ranks (metrics)
-    mean_all(xs)                       average a list of tensors over ranks (accumulated gradients)
+    mean(x)                            average a tensor over ranks (accumulated gradients, metrics)
     broadcast(variables)               copy rank 0's values into every rank's variables
     any(flag) -> bool                  True on every rank if it is True on any (agree to stop)
     sum(x) -> float                    sum a Python number over ranks (tokens per step)
@@ -69,9 +68,6 @@ class Single:
     def mean(self, x):
         return x
 
-    def mean_all(self, xs: list) -> list:
-        return list(xs)
-
     def broadcast(self, variables) -> None:
         pass
 
@@ -94,14 +90,6 @@ def compressor(hvd, name: str):
     if name not in COMPRESSIONS:
         raise DistError(f"train.compression={name!r}: choose one of {', '.join(COMPRESSIONS)}")
     return hvd.Compression.fp16 if name == "fp16" else hvd.Compression.none
-
-
-def allreduce_groups(nccl: bool, gpus: int) -> int | None:
-    """DistributedGradientTape's `groups`: 1 (the whole gradient in one grouped allreduce, one negotiation a
-    step) where the allreduce runs on CPUs over Gloo: there each tensor's negotiation costs CPU that the training
-    on the same cores needs, and nothing overlaps anyway. None (Horovod's default: each gradient allreduced as
-    soon as it is ready, overlapping the backward pass) on GPUs with NCCL."""
-    return None if (nccl and gpus) else 1
 
 
 class Horovod:
@@ -142,17 +130,10 @@ class Horovod:
         self.gloo_built = bool(hvd.gloo_built())
 
     def tape(self, tape):
-        return self.hvd.DistributedGradientTape(tape, compression=self.compression,
-                                                groups=allreduce_groups(self.nccl_built, self.gpus))
+        return self.hvd.DistributedGradientTape(tape, compression=self.compression)
 
     def mean(self, x):
         return self.hvd.allreduce(x, op=self.hvd.Average, compression=self.compression)
-
-    def mean_all(self, xs: list) -> list:
-        """As the tape does it (allreduce_groups): one grouped allreduce on CPUs, one per tensor on GPUs."""
-        if allreduce_groups(self.nccl_built, self.gpus) == 1:
-            return list(self.hvd.grouped_allreduce(list(xs), op=self.hvd.Average, compression=self.compression))
-        return [self.mean(x) for x in xs]
 
     def broadcast(self, variables) -> None:
         self.synced = list(variables)  # kept so weights_checksum() can compare ranks after training

@@ -64,7 +64,7 @@ class Trainer:
         float32 tensor: the caller reads it when it logs, so nothing here waits for the device).
 
         One micro-batch: forward, all-reduced gradients (dist.tape), Adam update. More: the local gradients
-        summed / grad_accum, then averaged over ranks (dist.mean_all) and applied once.
+        summed / grad_accum, then averaged over ranks (dist.mean) and applied once.
         """
         losses, src_tok, tgt_tok, total = [], 0.0, 0.0, None
         for src, tgt in batches:
@@ -78,7 +78,7 @@ class Trainer:
             src_tok += tf.reduce_sum(tf.cast(tf.not_equal(src, 0), tf.float32))
             tgt_tok += ntok
         if self.accum > 1:
-            grads = self.dist.mean_all(total)
+            grads = [self.dist.mean(g) for g in total]
         self.optimizer.apply_gradients(zip(grads, self.variables))
         self.step.assign_add(1)
         return tf.stack([tf.add_n(losses) / len(losses), src_tok, tgt_tok])
