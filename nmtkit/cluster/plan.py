@@ -61,9 +61,8 @@ CPU_CYCLE_MS = 10.0  # bench/scaling.py (a): Horovod's background thread negotia
 def cycle_time_ms(nccl: bool, configured: float = 0.0) -> float | None:
     """HOROVOD_CYCLE_TIME for a rank: cluster.cycle_time_ms when set (> 0); else CPU_CYCLE_MS where the allreduce
     runs on CPUs over Gloo, where each cycle's negotiation takes CPU from the training on the same cores (two
-    ranks on 2 cores, measured per 500-600 ms step: 100-190 ms of background-thread CPU at Horovod's 1 ms, 30-45
-    at 10 ms, and the step 15-25% shorter); None on NCCL ranks (Horovod's own 1 ms: GPU steps are short and the
-    CPU is free)."""
+    ranks on 2 cores, measured per 500-650 ms step: Horovod's threads took 100-190 ms of CPU at its 1 ms cycle,
+    35-65 ms at 10 ms); None on NCCL ranks (Horovod's own 1 ms: GPU steps are short and the CPU is free)."""
     if configured > 0:
         return configured
     return None if nccl else CPU_CYCLE_MS
