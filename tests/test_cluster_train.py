@@ -82,7 +82,7 @@ def test_two_ranks_lower_the_loss_with_identical_weights(cluster, cfg, tmp_path)
     assert json.loads((run / "run.json").read_text())["status"] == "finished"
 
 
-def test_a_one_rank_job_then_two_ranks_with_accumulated_gradients_on_the_same_engines(cluster, cfg, tmp_path):
+def test_one_rank_then_two_with_accumulated_gradients_fused_or_per_gradient_allreduce_same_weights(cluster, cfg, tmp_path):
     cfg = cfg.with_overrides({"train.steps": 3, "train.grad_accum": 2, "eval.every": 0})
     # Horovod re-initialised at another size on an engine (a grouped allreduce tried here killed the engine)
     one = cluster.launch(cfg, tmp_path / "one", preflight=False, ranks=1).wait(timeout=240)
@@ -91,6 +91,21 @@ def test_a_one_rank_job_then_two_ranks_with_accumulated_gradients_on_the_same_en
     summaries = [r["value"] for r in results]
     assert all(s["status"] == "finished" and s["step"] == 3 for s in summaries)
     assert summaries[0]["weights_checksum"] == summaries[1]["weights_checksum"]
+    # CPU ranks average all gradients in one flattened allreduce; GPU ranks (NCCL) one allreduce per gradient.
+    # Run the per-gradient path here too: with 2 ranks both sum a+b per element, so the weights are bit-identical.
+    def fused(on):  # on every engine: Horovod() asks dist.fuse_gradients (Horovod's decision: auto or never)
+        cluster.client[:].execute("import nmtkit.train.dist as d\n"
+                                  "d._auto = d.__dict__.get('_auto', d.fuse_gradients)\n"
+                                  f"d.fuse_gradients = d._auto if {on} else (lambda gpus, nccl: False)", block=True)
+    fused(False)
+    try:
+        again = cluster.launch(cfg, tmp_path / "per-gradient", preflight=False).wait(timeout=240)
+        assert {r["value"]["fused_allreduce"] for r in again} == {False}
+    finally:
+        fused(True)
+    assert {s["fused_allreduce"] for s in summaries} == {True}
+    assert again[0]["value"]["weights_checksum"] == summaries[0]["weights_checksum"]
+    assert _steps(tmp_path / "per-gradient", 1) == _steps(tmp_path / "run", 1)
 
 
 def test_stop_relaunch_sigkill_and_resume_on_fewer_ranks(cluster, cfg, tmp_path):

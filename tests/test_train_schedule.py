@@ -67,7 +67,14 @@ def test_single_dist_is_identity():
     d = Single()
     assert (d.rank, d.size, d.is_chief) == (0, 1, True)
     assert d.any(True) and not d.any(False)
-    assert d.mean(3.0) == 3.0 and d.sum(2) == 2.0
+    assert d.mean(3.0) == 3.0 and d.sum(2) == 2.0 and d.mean_all((1.0, 2.0)) == [1.0, 2.0]
+
+
+def test_gradients_fused_into_one_allreduce_except_on_nccl_gpus():
+    from nmtkit.train.dist import fuse_gradients
+    assert fuse_gradients(gpus=0, nccl_built=False) and fuse_gradients(gpus=0, nccl_built=True)
+    assert fuse_gradients(gpus=1, nccl_built=False)  # a GPU without NCCL: the allreduce still runs on the CPU
+    assert not fuse_gradients(gpus=1, nccl_built=True)
 
 
 def test_gradient_compression_choice():

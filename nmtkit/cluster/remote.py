@@ -157,4 +157,5 @@ def train_rank(cfg_dict: dict, run_dir: str, data_dir: str | None, resume: bool,
                     resume=resume)
     summary["weights_checksum"] = dist.weights_checksum()  # equal on every rank when the ranks stayed in sync
     summary["host"] = dist.host
+    summary["fused_allreduce"] = dist.fused
     return summary

@@ -1,8 +1,8 @@
 """The model, its optimizer and the step functions. `nmtkit.train.loop.train()` drives a Trainer; the pieces
 are public so the cluster code and tests wrap them rather than copy them.
 
-Single process and Horovod differ only in `dist` (nmtkit.train.dist): it wraps the gradient tape, averages
-accumulated gradients and broadcasts rank 0's variables before the first step.
+Single process and Horovod differ only in `dist` (nmtkit.train.dist): it averages the step's gradients over
+ranks and broadcasts rank 0's variables before the first step.
 """
 from __future__ import annotations
 
@@ -63,22 +63,21 @@ class Trainer:
         """One optimizer step over `grad_accum` micro-batches -> [mean loss, source tokens, target tokens] (a
         float32 tensor: the caller reads it when it logs, so nothing here waits for the device).
 
-        One micro-batch: forward, all-reduced gradients (dist.tape), Adam update. More: the local gradients
-        summed / grad_accum, then averaged over ranks (dist.mean) and applied once.
+        Each micro-batch: forward and local gradients (summed / grad_accum when there are several); then the
+        gradients averaged over ranks (dist.mean_all) and one Adam update.
         """
         losses, src_tok, tgt_tok, total = [], 0.0, 0.0, None
         for src, tgt in batches:
             tape, loss, scaled, ntok = self._forward(src, tgt)
-            if self.accum == 1:
-                grads = self._gradients(self.dist.tape(tape), scaled)
-            else:
-                local = [tf.convert_to_tensor(g) / self.accum for g in self._gradients(tape, scaled)]
-                total = local if total is None else [a + g for a, g in zip(total, local)]
+            grads = self._gradients(tape, scaled)
+            if self.accum > 1:
+                local = [tf.convert_to_tensor(g) / self.accum for g in grads]
+                grads = local if total is None else [a + g for a, g in zip(total, local)]
+            total = grads
             losses.append(loss)
             src_tok += tf.reduce_sum(tf.cast(tf.not_equal(src, 0), tf.float32))
             tgt_tok += ntok
-        if self.accum > 1:
-            grads = [self.dist.mean(g) for g in total]
+        grads = self.dist.mean_all(total)
         self.optimizer.apply_gradients(zip(grads, self.variables))
         self.step.assign_add(1)
         return tf.stack([tf.add_n(losses) / len(losses), src_tok, tgt_tok])
