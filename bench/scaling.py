@@ -73,8 +73,8 @@ def sync_cap(step_times: list[float]) -> float:
 
 
 def allreduce_ms(cluster: Cluster, params: int, reps: int = 15) -> float:
-    """Median time of a 2-rank allreduce of `params` float32 values (one tensor: Horovod fuses the gradients into
-    one buffer) on the otherwise idle engines."""
+    """Median time of a 2-rank allreduce of `params` float32 values on the otherwise idle engines: one tensor, as
+    CPU ranks send their gradients (nmtkit.train.dist.fuse_gradients)."""
     def timed(params, reps):
         import statistics
         import time
