@@ -12,7 +12,8 @@ from pathlib import Path
 
 import nmtkit  # noqa: F401  (Keras 2 before TensorFlow)
 from nmtkit import config
-from nmtkit.cluster import Cluster, rank_check
+from nmtkit.cluster import Cluster
+from nmtkit.cluster.remote import rank_check
 from nmtkit.data.prepare import prepare
 from nmtkit.files import read_jsonl
 

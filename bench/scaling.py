@@ -55,7 +55,7 @@ def _one_thread(cluster: Cluster) -> Cluster:
 def measure(cluster: Cluster, cfg, run: Path, ranks: int, warmup: int) -> dict:
     """Train on `ranks` ranks; per-step time (mean over ranks of each step's time) and tokens/s of all ranks."""
     results = cluster.launch(cfg, run, preflight=False, ranks=ranks).wait(timeout=1800)
-    summary = results[0]["value"]
+    summary = results[0].value
     logs = [[r for r in read_jsonl(runs.rank_log(run, k)) if r["step"] > warmup] for k in range(ranks)]
     n = min(len(l) for l in logs)
     step_times = [statistics.mean(l[i]["step_time"] for l in logs) for i in range(n)]
@@ -90,7 +90,7 @@ def allreduce_ms(cluster: Cluster, params: int, reps: int = 15) -> float:
             step().numpy()
             times.append(time.perf_counter() - t0)
         return 1000 * statistics.median(times)
-    return max(r["value"] for r in cluster.submit(timed, params, reps).wait(timeout=300))
+    return max(r.value for r in cluster.submit(timed, params, reps).wait(timeout=300))
 
 
 def _confine(cluster: Cluster, cpus: set) -> list:

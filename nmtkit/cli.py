@@ -26,6 +26,7 @@ from pathlib import Path
 
 import nmtkit  # noqa: F401  (selects the Keras 2 API before anything imports TensorFlow)
 from nmtkit import config as config_mod
+from nmtkit.errors import NmtkitError
 
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
@@ -66,13 +67,17 @@ def cmd_prepare(args) -> int:
 
 
 def cmd_train(args) -> int:
+    from nmtkit.runs import RunDir
+    if args.np < 1:
+        raise config_mod.ConfigError(f"--np {args.np}: the number of ranks must be at least 1")
+    run = RunDir(args.logdir)  # a file where the run directory belongs is named as such
     cfg = _config(args)
     if args.np > 1 or args.hosts or args.launcher in ("ssh", "manual"):
         from nmtkit.cluster.driver import train_distributed
-        return train_distributed(cfg, args.logdir, np=args.np, hosts=args.hosts, launcher=args.launcher,
+        return train_distributed(cfg, run.path, np=args.np, hosts=args.hosts, launcher=args.launcher,
                                  resume=not args.fresh)
     from nmtkit.train.loop import train
-    summary = train(cfg, args.logdir, resume=not args.fresh)
+    summary = train(cfg, run, resume=not args.fresh)
     print(f"run {summary.get('status', 'finished')} at step {summary.get('step')}: {args.logdir}")
     return 0 if summary.get("status") in ("finished", "stopped") else 1
 
@@ -186,10 +191,19 @@ def _error_log(args) -> Path:
 
 
 def _one_line(e: BaseException) -> str:
-    """The error as one line: nmtkit's own errors carry their message (file, key, fix); others their type too."""
-    text = " ".join(str(e).split()) or type(e).__name__
-    own = type(e).__module__.startswith("nmtkit") or getattr(e, "nmtkit_user_error", False)
-    return text if own else f"{type(e).__name__}: {text}"
+    """The error's message as one line (an NmtkitError's names the file or key and what to do)."""
+    return " ".join(str(e).split()) or type(e).__name__
+
+
+def _log_traceback(args) -> Path | None:
+    log = _error_log(args)
+    try:
+        with open(log, "a", encoding="utf-8") as f:
+            f.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} nmtkit {' '.join(sys.argv[1:])}\n")
+            traceback.print_exc(file=f)
+        return log
+    except OSError:
+        return None
 
 
 class Terminated(KeyboardInterrupt):
@@ -216,16 +230,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("nmtkit: interrupted", file=sys.stderr)
         return 130
-    except Exception as e:  # noqa: BLE001  one line on the terminal; the traceback in a log file
-        log = _error_log(args)
-        try:
-            with open(log, "a", encoding="utf-8") as f:
-                f.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} nmtkit {' '.join(sys.argv[1:])}\n")
-                traceback.print_exc(file=f)
-            where = f" (traceback in {log})"
-        except OSError:
-            where = ""
-        print(f"nmtkit: {_one_line(e)}{where}", file=sys.stderr)
+    except NmtkitError as e:  # the kit's own: the message says what and what to do; the traceback in a log file
+        log = _log_traceback(args)
+        print(f"nmtkit: {_one_line(e)}" + (f" (traceback in {log})" if log else ""), file=sys.stderr)
+        return 1
+    except Exception as e:  # noqa: BLE001  anything else is a bug in nmtkit: say so, one line, and where to look
+        log = _log_traceback(args)
+        print(f"nmtkit: internal error (a bug, please report it with the log): {type(e).__name__}: {_one_line(e)}"
+              + (f" (traceback in {log})" if log else ""), file=sys.stderr)
         return 1
 
 

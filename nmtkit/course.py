@@ -5,6 +5,8 @@ figures and report.md all land there; the executed copies are written beside the
 """
 from __future__ import annotations
 
+from nmtkit.errors import NmtkitError
+
 import os
 import sys
 import time
@@ -14,7 +16,7 @@ from pathlib import Path
 NOTEBOOKS_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 
 
-class CourseError(RuntimeError):
+class CourseError(NmtkitError, RuntimeError):
     """A notebook failed; the message names the notebook and the cell."""
 
 

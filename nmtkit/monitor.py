@@ -14,6 +14,8 @@ terminal view (`nmtkit monitor`).
 """
 from __future__ import annotations
 
+from nmtkit.errors import NmtkitError
+
 import os
 import re
 import socket
@@ -27,7 +29,7 @@ import psutil
 from nmtkit.files import append_jsonl
 
 
-class MonitorError(RuntimeError):
+class MonitorError(NmtkitError, RuntimeError):
     """The sampler cannot do what was asked (e.g. a bad interval); the message says what to do."""
 
 

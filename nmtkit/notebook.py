@@ -88,9 +88,17 @@ def panel(job, interval: float = 1.0):
     the progress table as text."""
     if get_ipython() is None:
         return job.progress().to_string()  # a Job, or a RunWatch (attach)
-    box = widgets.HTML(value=job.panel_html())
+    box = widgets.HTML(value=panel_html(job))
     threading.Thread(target=refresh, args=(job, box, interval), name="nmtkit-panel", daemon=True).start()
     return box
+
+
+def panel_html(job) -> str:
+    """A Job's (or RunWatch's) headline, its per-rank progress table and, in red, its failure."""
+    table = job.progress().to_html(na_rep="-", float_format=lambda v: f"{v:.4g}")
+    error = getattr(job, "error", None)
+    failure = "" if error is None else f"<p style='color:#b00'><b>{html.escape(str(error))}</b></p>"
+    return f"<p>{html.escape(job.headline())}</p>" + table + failure
 
 
 def attach(run, interval: float = 2.0):
@@ -101,12 +109,12 @@ def attach(run, interval: float = 2.0):
 
 
 def refresh(job, box, interval: float) -> None:
-    """Update box.value from job.panel_html() until the job is done or fails (the panel's thread runs this)."""
+    """Update box.value from panel_html(job) until the job is done or fails (the panel's thread runs this)."""
     while True:
         finished = job.done
         try:
             job.check()
-            box.value = job.panel_html()
+            box.value = panel_html(job)
         except Exception as err:  # noqa: BLE001  RankFailedError, or the controller gone: show it, stop refreshing
             box.value += f"<p style='color:#b00'><b>{html.escape(str(err))}</b></p>"
             return

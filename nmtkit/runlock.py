@@ -14,6 +14,8 @@ over (an orphan from a killed driver then stops instead of writing over the new 
 """
 from __future__ import annotations
 
+from nmtkit.errors import NmtkitError
+
 import fcntl
 import json
 import os
@@ -26,7 +28,7 @@ LOCK_FILE = ".lock"
 TOKEN_ENV = "NMTKIT_RUN_LOCK"
 
 
-class RunLockError(RuntimeError):
+class RunLockError(NmtkitError, RuntimeError):
     """The run directory is in use by another live job; the message names its pid, host and start time."""
 
 

@@ -22,7 +22,11 @@ import socket
 import time
 from pathlib import Path
 
+import psutil
+
+from nmtkit.errors import NmtkitError
 from nmtkit.files import atomic_write_json, read_json
+from nmtkit.runlock import RunLock, describe, read_owner, still_ours
 
 CONFIG = "config.json"
 DATA_STATS = "data_stats.json"
@@ -33,6 +37,7 @@ CHECKPOINTS = "checkpoints"
 BEST = "checkpoints/best"
 TRANSLATIONS = "translations"
 STATUS = "run.json"
+ERROR_LOG = "nmtkit-error.log"
 BEST_JSON = "checkpoints/best/best.json"
 STATES = ("running", "finished", "stopped", "failed")
 
@@ -49,7 +54,7 @@ def monitor_log(run: str | Path, host: str, rank: int) -> Path:
     return Path(run) / MONITOR_DIR / f"{host}-rank{rank}.jsonl"
 
 
-class RunDirError(ValueError):
+class RunDirError(NmtkitError, ValueError):
     """A run directory's file is unreadable; the message names the file."""
 
 
@@ -58,8 +63,9 @@ def read_status(run: str | Path) -> dict:
     return read_json(Path(run) / STATUS, RunDirError, missing={}, hint="it is the run's status, written by training")
 
 
-def update_status(run: str | Path, **fields) -> dict:
-    """Merge `fields` into run.json (atomically) and stamp `updated`; returns the new status."""
+def _write_status(run: str | Path, **fields) -> dict:
+    """Merge `fields` into run.json (atomically) and stamp `updated`. Only RunDir calls this: run.json has one
+    writer, so its transitions (running -> finished | stopped | failed) all live in this file."""
     path = Path(run) / STATUS
     try:
         state = read_status(run)
@@ -68,6 +74,102 @@ def update_status(run: str | Path, **fields) -> dict:
     state.update(fields, updated=time.time())
     atomic_write_json(path, state)
     return state
+
+
+class RunDir:
+    """One run directory: its paths, its lock, its config and the transitions of its run.json (the only writer).
+
+        rd = RunDir("runs/baseline")
+        with rd.lock():                       # one job per directory (nmtkit.runlock)
+            rd.started(step=0, ranks=2, ...)  # status "running"
+            rd.progress(200)                  # after a checkpoint
+            rd.ended("finished", 600, summary=...)  # or "stopped" with a reason; rd.failed(error) on the way out
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        if self.path.exists() and not self.path.is_dir():
+            raise RunDirError(f"{self.path}: a file, not a directory; a run directory holds a run's config, logs "
+                              f"and checkpoints: name a new or existing directory (e.g. --logdir runs/baseline)")
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"
+
+    @property
+    def config_path(self) -> Path:
+        return self.path / CONFIG
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / CHECKPOINTS
+
+    @property
+    def error_log(self) -> Path:
+        return self.path / ERROR_LOG
+
+    def rank_log(self, rank: int) -> Path:
+        return rank_log(self.path, rank)
+
+    def monitor_log(self, host: str, rank: int) -> Path:
+        return monitor_log(self.path, host, rank)
+
+    # the lock, and whether the directory is still this job's
+    def lock(self) -> RunLock:
+        """The directory's lock, not yet taken: `with rd.lock() as lock:` (RunLockError names a live holder)."""
+        return RunLock(self.path)
+
+    def still_ours(self, token: str | None = None) -> bool:
+        """For ranks of a driver-held job: False once another job has taken the directory over."""
+        return still_ours(self.path, token)
+
+    def check_ours(self) -> None:
+        """A rank whose driver died must not write over the job that has since taken the directory over."""
+        if not self.still_ours():
+            raise RunDirError(f"{self.path}: another job has taken this run directory over "
+                              f"({describe(read_owner(self.path))}); this one stops without writing")
+
+    # config.json
+    def save_config(self, cfg) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        cfg.save(self.config_path)
+
+    def config(self):
+        return load_config(self.path)
+
+    # run.json
+    def status(self) -> dict:
+        return read_status(self.path)
+
+    def live_status(self) -> dict:
+        return live_status(self.path)
+
+    def started(self, host: str | None = None, **fields) -> dict:
+        """Training began (or resumed) in this process: status running, with its host and pid."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        return _write_status(self.path, status="running", host=host or socket.gethostname(), pid=os.getpid(),
+                             started=time.time(), error=None, reason=None, **fields)
+
+    def progress(self, step: int, **fields) -> dict:
+        """A checkpoint (or a projection) while running; the status stays as it is."""
+        return _write_status(self.path, step=step, **fields)
+
+    def ended(self, status: str, step: int, *, reason: str | None = None, summary: dict | None = None) -> dict:
+        """The run finished, or stopped (why: the signal's name, "budget", "plateau"); it can resume."""
+        if status not in ("finished", "stopped"):
+            raise ValueError(f"RunDir.ended({status!r}): finished or stopped")
+        flat = {k: v for k, v in (summary or {}).items() if isinstance(v, (int, float, str, type(None)))}
+        return _write_status(self.path, status=status, step=step, reason=reason, summary=flat)
+
+    def failed(self, error: str, step: int | None = None) -> dict:
+        """A rank raised or died: the reason, for `nmtkit report` and for whoever launches next."""
+        return _write_status(self.path, status="failed", error=error[:500], **({} if step is None else {"step": step}))
+
+    def record(self, **fields) -> dict:
+        """Facts that are no transition (the link preflight measured, before the ranks start)."""
+        return _write_status(self.path, **fields)
 
 
 def read_best(run: str | Path) -> dict | None:
@@ -80,16 +182,12 @@ def write_best(run: str | Path, *, step: int, bleu: float, chrf: float) -> None:
 
 
 def _pid_alive(pid: int) -> bool:
+    """False for a process that is gone or a zombie (dead for our purposes)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
         return False
-    except PermissionError:
-        return True
-    try:  # a zombie is dead for our purposes
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ", 1)[1][:1] != "Z"
-    except OSError:
+    except psutil.AccessDenied:
         return True
 
 

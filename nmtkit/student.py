@@ -8,6 +8,8 @@ The check cells that follow an exercise are left as they are: they grade the stu
 """
 from __future__ import annotations
 
+from nmtkit.errors import NmtkitError
+
 import copy
 import os
 import re
@@ -21,7 +23,7 @@ CODE_STUB, MARKDOWN_STUB = "raise NotImplementedError", "YOUR ANSWER HERE"
 _MARKER = re.compile(r"^(\s*)(### (?:BEGIN|END) SOLUTION)\s*$")
 
 
-class StudentError(ValueError):
+class StudentError(NmtkitError, ValueError):
     """A solution block that does not close (or closes without opening); the message names notebook and cell."""
 
 

@@ -62,13 +62,13 @@ def test_report_compares_baseline_and_two_ranks(baseline, nmt_data, tmp_path_fac
     cfg = small_config(**SHORT).with_overrides({"data.dir": str(nmt_data)})
     with Cluster(engines=2, profile_dir=tmp_path_factory.mktemp("ipython") / "profile_nmtkit").start() as cluster:
         results = cluster.launch(cfg, run, data_dir=nmt_data, preflight=False).wait(timeout=300)
-    assert [r["value"]["status"] for r in results] == ["finished", "finished"]
+    assert [r.value["status"] for r in results] == ["finished", "finished"]
     h = load_run(run)
     assert h.n_ranks == 2 and sorted(h.monitor["rank"].unique()) == [0, 1]
     a = {x.number: x for x in answer_all(h, tmp_path, Options(skip_steps=2))}
     assert a[5].answered, a[5].missing
     ev = a[5].evidence
-    assert ev["ranks"] == 2 and ev["params"] == results[0]["value"]["params"]
+    assert ev["ranks"] == 2 and ev["params"] == results[0].value["params"]
     assert ev["allreduce_bytes_per_rank_per_step"] == pytest.approx(ev["params"] * 4)  # 2(n-1)/n = 1 for n = 2
     assert ev["iface"]  # the interface the ranks talked over was found in the samples
     md = write_report([base, run], tmp_path / "report").read_text()

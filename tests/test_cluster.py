@@ -17,24 +17,25 @@ pytest.importorskip("horovod", reason="Horovod is not installed: make setup (scr
 from horovod.runner.common.util.hosts import SlotInfo, get_host_assignments  # noqa: E402
 
 from nmtkit import cluster as cl  # noqa: E402  (needs horovod.runner)
+from nmtkit.cluster import plan, preflight, remote  # noqa: E402
 from nmtkit.cluster import ClusterError, PreflightError  # noqa: E402
 
 
 # --- pure: hosts, slots, environment, listen address ---------------------------------------------------------------
 
 def test_parse_hosts():
-    assert [(h.hostname, h.slots) for h in cl.parse_hosts("10.0.0.5:2, 10.0.0.6:2")] == [("10.0.0.5", 2),
+    assert [(h.hostname, h.slots) for h in plan.parse_hosts("10.0.0.5:2, 10.0.0.6:2")] == [("10.0.0.5", 2),
                                                                                          ("10.0.0.6", 2)]
-    assert [(h.hostname, h.slots) for h in cl.parse_hosts("vm1")] == [("vm1", 1)]
-    assert cl.parse_hosts("") == []
+    assert [(h.hostname, h.slots) for h in plan.parse_hosts("vm1")] == [("vm1", 1)]
+    assert plan.parse_hosts("") == []
     with pytest.raises(ClusterError, match="10.0.0.5:x"):
-        cl.parse_hosts("10.0.0.5:x")
+        plan.parse_hosts("10.0.0.5:x")
     with pytest.raises(ClusterError, match="twice"):
-        cl.parse_hosts("a:1,a:2")
+        plan.parse_hosts("a:1,a:2")
 
 
 def test_two_hosts_two_slots_plan():
-    slots = cl.assign_slots(["h1", "h1", "h2", "h2"])
+    slots = plan.assign_slots(["h1", "h1", "h2", "h2"])
     assert all(isinstance(s, SlotInfo) for s in slots)  # Horovod's own slot type
     assert [(s.hostname, s.rank, s.local_rank, s.cross_rank) for s in slots] == [
         ("h1", 0, 0, 0), ("h1", 1, 1, 0), ("h2", 2, 0, 1), ("h2", 3, 1, 1)]
@@ -45,7 +46,7 @@ def test_two_slots_per_host_from_the_host_string_whatever_order_the_engines_regi
     # Cluster(hosts="h1:2,h2:2", launcher="ssh") plans 4 engines; over SSH they register in any order
     c = cl.Cluster(hosts="h1:2,h2:2", launcher="ssh", listen_ip="10.0.0.1")
     assert c.n == 4 and [(h.hostname, h.slots) for h in c.hosts] == [("h1", 2), ("h2", 2)]
-    slots = cl.assign_slots(["h2", "h1", "h2", "h1"])
+    slots = plan.assign_slots(["h2", "h1", "h2", "h1"])
     by_host = {h: sorted((s.rank, s.local_rank, s.cross_rank) for s in slots if s.hostname == h) for h in ("h1", "h2")}
     assert by_host == {"h2": [(0, 0, 0), (1, 1, 0)], "h1": [(2, 0, 1), (3, 1, 1)]}  # the first host seen: ranks 0, 1
     assert sorted(s.rank for s in slots) == [0, 1, 2, 3]
@@ -54,7 +55,7 @@ def test_two_slots_per_host_from_the_host_string_whatever_order_the_engines_regi
 
 def test_slots_follow_nodes_not_engine_order():
     # engine 0 is on b, engine 1 on a, engine 2 on b: b comes first, so its engines take ranks 0 and 1
-    slots = cl.assign_slots(["b", "a", "b"])
+    slots = plan.assign_slots(["b", "a", "b"])
     assert [s.rank for s in slots] == [0, 2, 1]
     assert [(s.hostname, s.local_rank, s.local_size) for s in slots] == [("b", 0, 2), ("a", 0, 1), ("b", 1, 2)]
     # local rank 1 exists only on b: its cross communicator has one member
@@ -62,18 +63,18 @@ def test_slots_follow_nodes_not_engine_order():
 
 
 def test_slots_match_horovodrun_for_its_host_string():
-    plan = get_host_assignments(cl.parse_hosts("h1:2,h2:1,h3:3"), 6)
-    assert cl.assign_slots(["h1", "h1", "h2", "h3", "h3", "h3"]) == plan
+    plan = get_host_assignments(plan.parse_hosts("h1:2,h2:1,h3:3"), 6)
+    assert plan.assign_slots(["h1", "h1", "h2", "h3", "h3", "h3"]) == plan
 
 
 def test_logical_nodes_look_like_single_rank_nodes():
-    slots = cl.assign_slots(["node0", "node1"])
+    slots = plan.assign_slots(["node0", "node1"])
     assert [(s.local_rank, s.local_size, s.cross_rank, s.cross_size) for s in slots] == [(0, 1, 0, 2), (0, 1, 1, 2)]
 
 
 def test_rank_env_holds_what_horovodrun_exports():
-    slot = cl.assign_slots(["node0", "node1"])[1]
-    env = cl.rank_env(slot, addr="10.0.0.5", port=4242, iface="eth1", gloo_timeout=45, device_index=1)
+    slot = plan.assign_slots(["node0", "node1"])[1]
+    env = plan.rank_env(slot, addr="10.0.0.5", port=4242, iface="eth1", gloo_timeout=45, device_index=1)
     assert env == {
         "TF_USE_LEGACY_KERAS": "1", "HOROVOD_HOSTNAME": "node1", "HOROVOD_RANK": "1", "HOROVOD_SIZE": "2",
         "HOROVOD_LOCAL_RANK": "0", "HOROVOD_LOCAL_SIZE": "1", "HOROVOD_CROSS_RANK": "1", "HOROVOD_CROSS_SIZE": "2",
@@ -84,18 +85,18 @@ def test_rank_env_holds_what_horovodrun_exports():
 
 
 def test_cycle_time_longer_on_cpu_ranks_horovods_own_on_gpus_and_the_config_wins():
-    assert cl.plan.cycle_time_ms(nccl=False) == cl.plan.CPU_CYCLE_MS > 1
-    assert cl.plan.cycle_time_ms(nccl=True) is None          # Horovod's default on NCCL ranks
-    assert cl.plan.cycle_time_ms(nccl=True, configured=2.5) == 2.5
-    slot = cl.assign_slots(["a"])[0]
-    assert "HOROVOD_CYCLE_TIME" not in cl.rank_env(slot, addr="127.0.0.1", port=1, iface="lo", nccl=True)
-    assert cl.rank_env(slot, addr="127.0.0.1", port=1, iface="lo", cycle_ms=12)["HOROVOD_CYCLE_TIME"] == "12"
+    assert plan.cycle_time_ms(nccl=False) == plan.CPU_CYCLE_MS > 1
+    assert plan.cycle_time_ms(nccl=True) is None          # Horovod's default on NCCL ranks
+    assert plan.cycle_time_ms(nccl=True, configured=2.5) == 2.5
+    slot = plan.assign_slots(["a"])[0]
+    assert "HOROVOD_CYCLE_TIME" not in plan.rank_env(slot, addr="127.0.0.1", port=1, iface="lo", nccl=True)
+    assert plan.rank_env(slot, addr="127.0.0.1", port=1, iface="lo", cycle_ms=12)["HOROVOD_CYCLE_TIME"] == "12"
     assert config.load("tiny").cluster.cycle_time_ms == 0  # auto unless set
 
 
 def test_every_rank_of_a_two_host_plan_sends_nccl_over_the_gloo_interface():
-    slots = cl.assign_slots(["h1", "h1", "h2", "h2"])
-    envs = [cl.rank_env(s, addr="10.0.0.1", port=5000, iface="ens5", nccl=True) for s in slots]
+    slots = plan.assign_slots(["h1", "h1", "h2", "h2"])
+    envs = [plan.rank_env(s, addr="10.0.0.1", port=5000, iface="ens5", nccl=True) for s in slots]
     assert [e["HOROVOD_LOCAL_RANK"] for e in envs] == ["0", "1", "0", "1"]
     assert [e["HOROVOD_CROSS_RANK"] for e in envs] == ["0", "0", "1", "1"]
     for env in envs:
@@ -105,22 +106,22 @@ def test_every_rank_of_a_two_host_plan_sends_nccl_over_the_gloo_interface():
 
 
 def test_gpu_operations_only_when_asked():
-    env = cl.rank_env(cl.assign_slots(["a"])[0], addr="127.0.0.1", port=1, iface="lo")
+    env = plan.rank_env(plan.assign_slots(["a"])[0], addr="127.0.0.1", port=1, iface="lo")
     assert "HOROVOD_GPU_OPERATIONS" not in env and env["HOROVOD_CONTROLLER"] == "gloo"
 
 
 def test_controller_listens_on_loopback_or_the_one_route():
-    assert cl.controller_ip([]) == "127.0.0.1"
-    assert cl.controller_ip(["10.0.0.5", "10.0.0.6"], route_src=lambda h: "10.0.0.2") == "10.0.0.2"
+    assert plan.controller_ip([]) == "127.0.0.1"
+    assert plan.controller_ip(["10.0.0.5", "10.0.0.6"], route_src=lambda h: "10.0.0.2") == "10.0.0.2"
     with pytest.raises(ClusterError, match="10.0.0.5 via 10.0.0.2.*192.168.1.9 via 192.168.1.2.*cluster.listen"):
-        cl.controller_ip(["10.0.0.5", "192.168.1.9"],
+        plan.controller_ip(["10.0.0.5", "192.168.1.9"],
                          route_src={"10.0.0.5": "10.0.0.2", "192.168.1.9": "192.168.1.2"}.get)
 
 
 @pytest.mark.parametrize("addr", ["0.0.0.0", "::", "0:0:0:0:0:0:0:0", "::0", "[::]", "", "*", " 0.0.0.0 "])
 def test_every_any_address_is_refused_naming_cluster_listen(addr):
     with pytest.raises(ClusterError) as err:
-        cl.check_listen(addr)
+        plan.check_listen(addr)
     assert "cluster.listen" in str(err.value) and "cluster.iface" not in str(err.value)
     with pytest.raises(ClusterError, match="cluster.listen"):
         cl.Cluster(engines=1, listen_ip=addr)
@@ -131,7 +132,7 @@ def test_every_any_address_is_refused_naming_cluster_listen(addr):
 
 @pytest.mark.parametrize("addr", ["127.0.0.1", "10.0.0.2", "::1", "fe80::1", "node0", "[::1]"])
 def test_specific_addresses_are_accepted(addr):
-    assert cl.check_listen(addr) == addr.strip("[]")
+    assert plan.check_listen(addr) == addr.strip("[]")
 
 
 def test_listen_address_comes_from_cluster_listen_then_listen_ip():
@@ -164,8 +165,8 @@ def _facts(**over):
 
 def test_preflight_accepts_identical_nodes():
     facts = [_facts(rank=0, node="node0"), _facts(rank=1, node="node1")]
-    assert cl.preflight_problems(facts) == []
-    table = cl.preflight_table(facts)
+    assert preflight.preflight_problems(facts) == []
+    table = preflight.preflight_table(facts)
     assert list(table.index) == [0, 1] and table.loc[1, "node"] == "node1"
     assert table.loc[0, "data_dir"] == "/d"  # outside the workspace: shown as is
 
@@ -173,7 +174,7 @@ def test_preflight_accepts_identical_nodes():
 def test_preflight_table_shows_workspace_paths_relative(tmp_path, monkeypatch):
     monkeypatch.setenv("NMTKIT_WORKDIR", str(tmp_path))
     facts = [_facts(rank=0, node="node0", data_dir=str(tmp_path / "data" / "tiny"))]
-    assert cl.preflight_table(facts).loc[0, "data_dir"] == "<workspace>/data/tiny"
+    assert preflight.preflight_table(facts).loc[0, "data_dir"] == "<workspace>/data/tiny"
 
 
 @pytest.mark.parametrize("over,words", [
@@ -190,7 +191,7 @@ def test_preflight_table_shows_workspace_paths_relative(tmp_path, monkeypatch):
 ])
 def test_preflight_refuses_a_mismatch_naming_node_and_difference(over, words):
     facts = [_facts(rank=0, node="node0"), _facts(rank=1, node="node1", **over)]
-    problems = cl.preflight_problems(facts)
+    problems = preflight.preflight_problems(facts)
     assert problems, over
     text = " ".join(problems)
     for w in words:
@@ -229,10 +230,10 @@ def test_local_engines_pose_as_nodes(cluster):
 
 @pytest.mark.slow
 def test_each_rank_gets_its_environment_and_horovod_agrees(cluster):
-    results = cluster.submit(cl.rank_check).wait(timeout=180)
-    assert [r["rank"] for r in results] == [0, 1]
+    results = cluster.submit(remote.rank_check).wait(timeout=180)
+    assert [r.rank for r in results] == [0, 1]
     for rank, r in enumerate(results):
-        v = r["value"]
+        v = r.value
         assert v["hvd"] == (rank, 2, 0, 1, rank, 2)  # two single-rank "nodes"
         assert v["allreduce_sum"] == 3.0                        # 1 + 2: the allreduce crossed ranks
         env = v["env"]
@@ -251,10 +252,10 @@ def test_results_are_ordered_by_rank_not_engine_id_and_relaunch_works(cluster):
         engines = cluster.engines(refresh=True)
         assert [e.id for e in engines] == list(reversed(ids))
         # a second launch on engines that already ran hvd.init(): fresh rendezvous, hvd.shutdown() then init
-        results = cluster.submit(cl.rank_check).wait(timeout=180)
-        assert [r["rank"] for r in results] == [0, 1]
-        assert [r["value"]["pid"] for r in results] == [pid_of[ids[1]], pid_of[ids[0]]]
-        assert all(r["value"]["allreduce_sum"] == 3.0 for r in results)
+        results = cluster.submit(remote.rank_check).wait(timeout=180)
+        assert [r.rank for r in results] == [0, 1]
+        assert [r.value["pid"] for r in results] == [pid_of[ids[1]], pid_of[ids[0]]]
+        assert all(r.value["allreduce_sum"] == 3.0 for r in results)
     finally:
         cluster.ids = ids
         cluster.engines(refresh=True)
@@ -273,7 +274,7 @@ def test_preflight_refuses_an_engine_whose_data_dir_is_missing(cluster, tmp_path
 def test_preflight_table_and_unreachable_rendezvous_named(cluster, tmp_path):
     data = tmp_path / "data"
     data.mkdir()
-    for name in cl.DATA_MARKERS:
+    for name in remote.DATA_MARKERS:
         (data / name).write_text("x")
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))

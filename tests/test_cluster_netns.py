@@ -48,10 +48,10 @@ def test_two_namespaces_train_across_a_veth_link(tmp_path):
             after = [net.counters(i) for i in range(2)]
         finally:
             cluster.stop()
-    summaries = [r["value"] for r in results]
+    summaries = [r.value for r in results]
     assert [s["status"] for s in summaries] == ["finished", "finished"]
     assert summaries[0]["weights_checksum"] == summaries[1]["weights_checksum"]
-    assert sorted(r["value"]["host"] for r in results) == sorted(h.name for h in net.hosts)
+    assert sorted(r.value["host"] for r in results) == sorted(h.name for h in net.hosts)
     # launch() recorded the measured link in run.json, where question 5 reads it
     from nmtkit import runs
     status = runs.read_status(tmp_path / "run")

@@ -68,8 +68,8 @@ def test_two_ranks_lower_the_loss_with_identical_weights(cluster, cfg, tmp_path)
     table = cluster.preflight(cfg.data.dir)
     assert table["data_ok"].all() and table["rendezvous_ok"].all()
     results = cluster.launch(cfg, run, preflight=False).wait(timeout=240)
-    assert [r["rank"] for r in results] == [0, 1]
-    summaries = [r["value"] for r in results]
+    assert [r.rank for r in results] == [0, 1]
+    summaries = [r.value for r in results]
     assert all(s["status"] == "finished" and s["step"] == 30 and s["ranks"] == 2 for s in summaries)
     assert summaries[0]["weights_checksum"] == summaries[1]["weights_checksum"]
     assert "test_bleu" in summaries[0] and "test_bleu" not in summaries[1]  # only rank 0 evaluates
@@ -86,9 +86,9 @@ def test_one_rank_then_two_with_accumulated_gradients_fused_or_per_gradient_allr
     cfg = cfg.with_overrides({"train.steps": 3, "train.grad_accum": 2, "eval.every": 0})
     # Horovod re-initialised at another size on an engine (a grouped allreduce tried here killed the engine)
     one = cluster.launch(cfg, tmp_path / "one", preflight=False, ranks=1).wait(timeout=240)
-    assert one[0]["value"]["status"] == "finished"
+    assert one[0].value["status"] == "finished"
     results = cluster.launch(cfg, tmp_path / "run", preflight=False).wait(timeout=240)
-    summaries = [r["value"] for r in results]
+    summaries = [r.value for r in results]
     assert all(s["status"] == "finished" and s["step"] == 3 for s in summaries)
     assert summaries[0]["weights_checksum"] == summaries[1]["weights_checksum"]
     # CPU ranks average all gradients in one flattened allreduce; GPU ranks (NCCL) one allreduce per gradient.
@@ -100,11 +100,11 @@ def test_one_rank_then_two_with_accumulated_gradients_fused_or_per_gradient_allr
     fused(False)
     try:
         again = cluster.launch(cfg, tmp_path / "per-gradient", preflight=False).wait(timeout=240)
-        assert {r["value"]["fused_allreduce"] for r in again} == {False}
+        assert {r.value["fused_allreduce"] for r in again} == {False}
     finally:
         fused(True)
     assert {s["fused_allreduce"] for s in summaries} == {True}
-    assert again[0]["value"]["weights_checksum"] == summaries[0]["weights_checksum"]
+    assert again[0].value["weights_checksum"] == summaries[0]["weights_checksum"]
     assert _steps(tmp_path / "per-gradient", 1) == _steps(tmp_path / "run", 1)
 
 
@@ -115,9 +115,10 @@ def test_stop_relaunch_sigkill_and_resume_on_fewer_ranks(cluster, cfg, tmp_path)
     job = cluster.launch(long, run, preflight=False)
     _wait_for_step(job, 3)
     assert not job.done and list(job.progress()["state"]) == ["running", "running"]
-    page = job.panel_html()  # what nmtkit.notebook.panel(job) shows
+    from nmtkit.notebook import panel_html
+    page = panel_html(job)  # what nmtkit.notebook.panel(job) shows
     assert page.startswith("<p>2 ranks, ") and page.count("<tr>") >= 3 and "running" in page
-    summaries = [r["value"] for r in job.stop(timeout=120)]
+    summaries = [r.value for r in job.stop(timeout=120)]
     assert [s["status"] for s in summaries] == ["stopped", "stopped"]
     stopped = summaries[0]["step"]
     assert summaries[1]["step"] == stopped >= 3
@@ -135,7 +136,7 @@ def test_stop_relaunch_sigkill_and_resume_on_fewer_ranks(cluster, cfg, tmp_path)
         job.wait(timeout=60)  # a hang would raise TimeoutError instead
     print(f"SIGKILL -> RankFailedError in {time.time() - t0:.1f} s")
     msg = str(err.value)
-    assert job.done and "rank 0 on host" in job.panel_html()  # the failure, under the table
+    assert job.done and "rank 0 on host" in panel_html(job)  # the failure, under the table
     assert "rank 0" in msg and victim.host in msg and "node0" in msg and str(victim.pid) in msg
     status = json.loads((run / "run.json").read_text())
     assert status["status"] == "failed" and "rank 0" in status["error"]
@@ -150,7 +151,7 @@ def test_stop_relaunch_sigkill_and_resume_on_fewer_ranks(cluster, cfg, tmp_path)
     # 4. resume on ONE rank (a different count) for a few more steps
     resumed = cluster.launch(long.with_overrides({"train.steps": ckpt + 3}), run, preflight=False, ranks=1)
     (result,) = resumed.wait(timeout=400)
-    assert result["value"]["status"] == "finished" and result["value"]["ranks"] == 1
+    assert result.value["status"] == "finished" and result.value["ranks"] == 1
     assert len(cluster.ids) == 2 and victim.id not in cluster.ids  # the relaunch started two fresh engines
     assert set(cluster.client[cluster.ids].apply_sync(os.getpid)).isdisjoint(e.pid for e in job.engines)
     assert [s for s, _ in _steps(run, 0)][-3:] == [ckpt + 1, ckpt + 2, ckpt + 3]  # from the checkpoint on

@@ -85,8 +85,8 @@ class FakeJob:
         if self.fail_after is not None and self.checks > self.fail_after:
             raise RuntimeError("rank 1 on host <b>: engine died")
 
-    def panel_html(self):
-        return f"<p>checks {self.checks}</p>"
+    def headline(self):
+        return f"checks {self.checks}"
 
     def progress(self):
         return pd.DataFrame([{"rank": 0, "step": 5}]).set_index("rank")
@@ -95,11 +95,12 @@ class FakeJob:
 def test_refresh_stops_when_done_and_shows_failures_in_red():
     box = SimpleNamespace(value="")
     nb.refresh(FakeJob(done_after=3), box, interval=0)
-    assert box.value == "<p>checks 4</p>"  # the last refresh after the job was seen done
+    table = FakeJob().progress().to_html(na_rep="-", float_format=lambda v: f"{v:.4g}")
+    assert box.value == "<p>checks 4</p>" + table  # the last refresh after the job was seen done
     box = SimpleNamespace(value="")
     nb.refresh(FakeJob(fail_after=2), box, interval=0)
-    assert re.fullmatch(r"<p>checks 2</p><p style='color:#b00'><b>rank 1 on host &lt;b&gt;: engine died</b></p>",
-                        box.value)
+    assert box.value == ("<p>checks 2</p>" + table +
+                         "<p style='color:#b00'><b>rank 1 on host &lt;b&gt;: engine died</b></p>")
 
 
 def test_panel_outside_a_kernel_is_the_progress_text():

@@ -133,10 +133,10 @@ def test_short_4_rank_run_with_the_data_pushed(net, cluster, work):
     before = [net.counters(i) for i in range(2)]
     results = cluster.launch(cluster.cfg, work / "run", data_dir=data, preflight=False).wait(timeout=400)
     after = [net.counters(i) for i in range(2)]
-    summaries = [r["value"] for r in results]
+    summaries = [r.value for r in results]
     assert [s["status"] for s in summaries] == ["finished"] * 4
     assert len({s["weights_checksum"] for s in summaries}) == 1
-    assert sorted(r["host"] for r in results) == sorted(h.name for h in net.hosts for _ in range(2))
+    assert sorted(r.host for r in results) == sorted(h.name for h in net.hosts for _ in range(2))
     logs = [p.name for p in (work / "run" / runs.MONITOR_DIR).glob("*.jsonl")]
     assert all(any(x.startswith(h.name) for x in logs) for h in net.hosts), logs
     # every step's gradients crossed the data link: at least the ring's share per host per step
@@ -182,7 +182,7 @@ def test_remote_kill_named_within_60_s_and_the_relaunch_resumes(net, cluster, wo
     assert ckpt > 0, "no checkpoint to resume from: the short run's test writes it (run the whole module)"
     results = cluster.launch(cluster.cfg.with_overrides({"train.steps": ckpt + 2}), run, data_dir=data,
                              preflight=False).wait(timeout=600)
-    summaries = [r["value"] for r in results]
+    summaries = [r.value for r in results]
     assert [s["status"] for s in summaries] == ["finished"] * 4
     assert len({s["weights_checksum"] for s in summaries}) == 1
     assert [r["step"] for r in read_jsonl(runs.rank_log(run, 0))][-2:] == [ckpt + 1, ckpt + 2]  # from the checkpoint

@@ -11,12 +11,12 @@ from nmtkit import runs
 def test_running_with_a_dead_pid_reads_failed(tmp_path):
     p = subprocess.Popen([sys.executable, "-c", "pass"])
     p.wait()
-    runs.update_status(tmp_path, status="running", pid=p.pid, host=socket.gethostname(), step=12)
+    runs._write_status(tmp_path, status="running", pid=p.pid, host=socket.gethostname(), step=12)
     state = runs.live_status(tmp_path)
     assert state["status"] == "failed" and f"pid {p.pid}" in state["error"]
-    runs.update_status(tmp_path, pid=os.getpid())
+    runs._write_status(tmp_path, pid=os.getpid())
     assert runs.live_status(tmp_path)["status"] == "running"
-    runs.update_status(tmp_path, pid=p.pid, host="some-other-vm")  # not checkable from here: as written
+    runs._write_status(tmp_path, pid=p.pid, host="some-other-vm")  # not checkable from here: as written
     assert runs.live_status(tmp_path)["status"] == "running"
 
 
@@ -44,17 +44,17 @@ def test_a_run_is_followed_from_its_files(tmp_path):
     from nmtkit.analysis.live import RunFailed, RunWatch
     from nmtkit.files import append_jsonl
     w = RunWatch(tmp_path)
-    assert not w.done and w.progress().empty and "not started" in w.panel_html()
-    runs.update_status(tmp_path, status="running", pid=os.getpid(), host=socket.gethostname(), step=5,
+    assert not w.done and w.progress().empty and "not started" in w.headline()
+    runs._write_status(tmp_path, status="running", pid=os.getpid(), host=socket.gethostname(), step=5,
                        total_steps=10, ranks=2)
     for r in (0, 1):
         append_jsonl(runs.rank_log(tmp_path, r), {"step": 5, "wall_time": 1.0, "step_time": 0.2, "loss": 3.0,
                                                   "tokens": 1000, "rank": r, "host": f"node{r}"})
     table = w.progress()
     assert list(table.index) == [0, 1] and table.loc[1, "tok/s"] == 5000 and table.loc[0, "ms/step"] == 200.0
-    assert not w.done and "running, step 5 of 10" in w.panel_html()
+    assert not w.done and "running, step 5 of 10" in w.headline()
     w.check()
-    runs.update_status(tmp_path, status="failed", error="rank 1 on node1 died")
+    runs._write_status(tmp_path, status="failed", error="rank 1 on node1 died")
     assert w.done
     try:
         w.check()

@@ -7,6 +7,8 @@ nmtkit.analysis.questions, drawings in nmtkit.analysis.figures.
 """
 from __future__ import annotations
 
+from nmtkit.errors import NmtkitError
+
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +20,7 @@ from nmtkit.analysis.logs import Run, checkpoint_info
 from nmtkit.config import profile
 
 
-class Missing(Exception):
+class Missing(NmtkitError):
     """The logs cannot answer a question; the message says what would be needed."""
 
 

@@ -10,11 +10,13 @@ hint that points at the mistake students make most often. TensorFlow-free.
 """
 from __future__ import annotations
 
+from nmtkit.errors import NmtkitError
+
 import math
 from dataclasses import dataclass
 
 
-class ExerciseError(AssertionError):
+class ExerciseError(NmtkitError, AssertionError):
     """A wrong exercise answer; the message says what nmtkit measured and gives a hint."""
 
 

@@ -1,12 +1,13 @@
 """A run followed from its files alone: what the live panel shows for a run started anywhere (`nmtkit train --np`
 under nohup, another kernel, this kernel before a restart). The same interface as a cluster Job (`done`,
-`check()`, `progress()`, `panel_html()`), so `nmtkit.notebook.panel` shows either.
+`check()`, `progress()`, `headline()`), so `nmtkit.notebook.panel` shows either.
 
     nb.attach("workspace/runs/horovod")     # in a notebook; or RunWatch(run).progress() anywhere
 """
 from __future__ import annotations
 
-import html
+from nmtkit.errors import NmtkitError
+
 import time
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pandas as pd
 from nmtkit import runs
 
 
-class RunFailed(RuntimeError):
+class RunFailed(NmtkitError, RuntimeError):
     """run.json says the run failed (or its process died); the message is its reason."""
 
 
@@ -46,9 +47,8 @@ class RunWatch:
         cols = ["rank", "host", "step", "loss", "ms/step", "tok/s", "age (s)"]
         return pd.DataFrame(rows, columns=cols).set_index("rank")
 
-    def panel_html(self) -> str:
+    def headline(self) -> str:
         state = self.status()
-        head = (f"<p>{html.escape(self.run.name)}: {html.escape(str(state.get('status', 'not started')))}, step "
-                f"{state.get('step', '-')} of {state.get('total_steps', '-')}, {state.get('ranks', '?')} rank(s) "
-                f"(pid {state.get('pid', '-')} on {html.escape(str(state.get('host', '-')))})</p>")
-        return head + self.progress().to_html(na_rep="-", float_format=lambda v: f"{v:.4g}")
+        return (f"{self.run.name}: {state.get('status', 'not started')}, step {state.get('step', '-')} of "
+                f"{state.get('total_steps', '-')}, {state.get('ranks', '?')} rank(s) (pid {state.get('pid', '-')} "
+                f"on {state.get('host', '-')})")

@@ -5,6 +5,8 @@ half-way, load the same way. `load_run(dir)` is the entry point; `load_runs([...
 """
 from __future__ import annotations
 
+from nmtkit.errors import NmtkitError
+
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +20,7 @@ from nmtkit.data.stats import DataStats
 from nmtkit.files import read_jsonl
 
 
-class AnalysisError(ValueError):
+class AnalysisError(NmtkitError, ValueError):
     """The logs cannot be read as asked (not a run directory, a bad file); the message names the file."""
 
 

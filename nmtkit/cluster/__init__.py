@@ -1,35 +1,38 @@
-"""Horovod across ipyparallel engines, driven from the notebook: no horovodrun, no mpirun, no SSH between nodes.
-
-The notebook's process (the *driver*) owns an ipyparallel controller and the engines that stand for nodes:
+"""Horovod across ipyparallel engines, driven from one process (the *driver*: a notebook's kernel or
+`nmtkit train --np`). No horovodrun and no mpirun; the driver may reach the nodes over SSH to start their engines
+(`cluster.launcher=ssh`), but the nodes never SSH each other: Horovod's ranks meet through the driver's rendezvous.
 
     cluster = Cluster(cfg).start()          # (a) local engines, (b) SSH hosts, or (c) engines started by hand
     cluster.preflight(data_dir)             # same software and data on every node? (a DataFrame; refuses mismatches)
+    cluster.check_ranks()                   # Horovod across the nodes: an allreduce, each rank's view
     job = cluster.launch(cfg, run_dir)      # Horovod rendezvous here, HOROVOD_* env on each engine, train() on each
-    job.progress(); job.wait()              # per-rank progress; results ordered by Horovod rank
+    job.progress(); job.wait()              # per-rank progress; RankResults ordered by Horovod rank
     cluster.stop()
 
 How Horovod starts without horovodrun: the driver runs Horovod's HTTP rendezvous server and plans the slots (rank,
 local rank, cross rank per engine) from the engines' host names with horovod.runner's own helpers; each engine
-receives the variables horovodrun's Gloo launcher would have exported and calls hvd.init(). Engine ids are not
-ranks: everything the driver returns is ordered by Horovod rank.
+receives the variables horovodrun's Gloo launcher would have exported (listed, with why, in docs/architecture.md,
+"What a rank's environment holds") and calls hvd.init(). Engine ids are not ranks: results come in Horovod rank order.
 
 Local engines standing for nodes share one real host name; with `cluster.logical_hosts` each engine gets its own
 logical host name node0, node1, ... so that Horovod's local and cross ranks look like N single-rank nodes, as on
 the homework's VMs. On a real multi-GPU machine turn it off, so the engines of one machine share a host and pin
 distinct GPUs.
 
-Modules: plan (host list, slots, per-rank environment, listen address), preflight (node facts compared),
-remote (what runs on the engines), rendezvous (the store Gloo meets in), engines (Cluster), jobs (Job).
+Modules:
+    plan.py        host list, slots, each rank's environment, the listen address; the Engine record (no TensorFlow)
+    preflight.py   the facts every node reports, compared; the data copy to a node that lacks it
+    link.py        the measured link between nodes, and the compression trials
+    remote.py      what runs on the engines (rank_main, rank_check, train_rank)
+    rendezvous.py  the store Gloo meets in
+    engines.py     Cluster: controller + engines, preflight, submit, launch; the EngineControl its Jobs use
+    jobs.py        Job (results, stop, failures, progress) and RankResult; knows engines only via EngineControl
+    lifeline.py    no orphans: engines and controller end when the driver dies, however it dies
+    driver.py      `nmtkit train --np N`: the same path in the foreground, for nohup and days-long runs
 """
-from nmtkit.cluster.engines import Cluster, Engine, start
-from nmtkit.cluster.jobs import Job, RankFailedError
-from nmtkit.cluster.plan import (LOOPBACK, ClusterError, assign_slots, check_listen, controller_ip, iface_for,
-                                 parse_hosts, rank_env, source_address)
-from nmtkit.cluster.preflight import PreflightError, preflight_problems, preflight_table, reachability_listener
-from nmtkit.cluster.remote import DATA_MARKERS, engine_identity, node_facts, rank_check, rank_main, train_rank
-from nmtkit.cluster.rendezvous import Rendezvous
+from nmtkit.cluster.engines import Cluster
+from nmtkit.cluster.jobs import Job, RankFailedError, RankResult
+from nmtkit.cluster.plan import ClusterError
+from nmtkit.cluster.preflight import PreflightError
 
-__all__ = ["Cluster", "Engine", "start", "Job", "RankFailedError", "ClusterError", "PreflightError", "LOOPBACK",
-           "assign_slots", "check_listen", "controller_ip", "iface_for", "parse_hosts", "rank_env", "source_address",
-           "preflight_problems", "preflight_table", "reachability_listener", "DATA_MARKERS", "engine_identity",
-           "node_facts", "rank_check", "rank_main", "train_rank", "Rendezvous"]
+__all__ = ["Cluster", "Job", "RankResult", "ClusterError", "RankFailedError", "PreflightError"]

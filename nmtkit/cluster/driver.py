@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from nmtkit.runlock import RunLock
+from nmtkit.cluster.plan import ClusterError, parse_hosts
+from nmtkit.runs import RunDir
 
 
 class _Signals:
@@ -58,29 +59,41 @@ class _Echo:
             self.seen = len(text)
 
 
+def check_ranks(np: int, hosts: str = "") -> None:
+    """Refuse a rank count the hosts cannot hold, naming both numbers (before any engine or SSH starts)."""
+    if np < 1:
+        raise ClusterError(f"--np {np}: the number of ranks must be at least 1")
+    slots = sum(h.slots for h in parse_hosts(hosts)) if hosts else None
+    if slots is not None and np > slots:
+        raise ClusterError(f"--np {np} asks for {np} ranks but --hosts {hosts} give {slots} slots: lower --np to "
+                           f"{slots} or add slots (host:slots, e.g. {hosts.split(',')[0].split(':')[0]}:{np})")
+
+
 def train_distributed(cfg, run_dir: str | Path, *, np: int, hosts: str = "", launcher: str = "auto",
                       data_dir: str | Path | None = None, resume: bool = True, out: TextIO = sys.stdout,
                       poll: float = 0.5) -> int:
     """Run (or resume) a multi-rank training from the command line; returns the process exit code."""
-    from nmtkit.cluster import Cluster, RankFailedError
+    from nmtkit.cluster.engines import Cluster
+    from nmtkit.cluster.jobs import RankFailedError
 
     def say(text: str) -> None:
         print(f"[nmtkit] {text}", file=out, flush=True)
 
+    check_ranks(np, hosts)  # before anything starts: no engine, no SSH
     overrides = {"cluster.engines": np, "cluster.launcher": launcher}
     if hosts:
         overrides["cluster.hosts"] = hosts
     cfg = cfg.with_overrides(overrides)
-    run = Path(run_dir).resolve()
+    run = RunDir(Path(run_dir).resolve())
     data = Path(data_dir or cfg.data.dir).resolve()
-    with RunLock(run) as lock, _Signals() as signals:
+    with run.lock() as lock, _Signals() as signals:
         say(lock.message)
         cluster = Cluster(cfg)
         say(f"starting {np} engines ({cluster.launcher} launcher{', hosts ' + hosts if hosts else ''})")
         cluster.start()
         try:
             job = cluster.launch(cfg, run, data_dir=data, resume=resume, ranks=np, lock=lock)
-            say(f"{np} ranks training into {run}")
+            say(f"{np} ranks training into {run.path}")
             echo = _Echo(job.output_of_rank(0), out)
             while not job.done:
                 echo.flush()
@@ -96,6 +109,6 @@ def train_distributed(cfg, run_dir: str | Path, *, np: int, hosts: str = "", lau
             raise
         finally:
             cluster.stop()
-    summary = results[0]["value"]
-    say(f"run {summary.get('status')} at step {summary.get('step')}: {run}")
+    summary = results[0].value
+    say(f"run {summary.get('status')} at step {summary.get('step')}: {run.path}")
     return 0 if summary.get("status") in ("finished", "stopped") else 1

@@ -1,5 +1,6 @@
 """The Cluster: an ipyparallel controller plus engines, one engine per Horovod rank, owned by the driver (the
-notebook's process). Start and stop, the rank plan of the engines, preflight, data push, and jobs."""
+notebook's process). Start and stop, the rank plan of the engines, preflight, data push, and jobs. It is the
+EngineControl its Jobs use (alive ids, signal, release, is-local)."""
 from __future__ import annotations
 
 import glob
@@ -8,39 +9,26 @@ import socket
 import stat
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 import ipyparallel as ipp
 import pandas as pd
-from horovod.runner.common.util.hosts import SlotInfo
 
 import nmtkit
 from nmtkit.cluster.jobs import Job
 from nmtkit.cluster.lifeline import Lifeline, hold
-from nmtkit.cluster.plan import (ClusterError, assign_slots, check_listen, controller_ip, iface_for, parse_hosts,
+from nmtkit.cluster.plan import (ClusterError, Engine, assign_slots, check_listen, controller_ip, iface_for, parse_hosts,
                                  rank_env)
 from nmtkit.cluster.preflight import (PreflightError, gather_facts, link_status, measure_link, preflight_problems,
                                       copy_to_node, preflight_table, reachability_listener)
-from nmtkit.cluster.remote import engine_identity, rank_main, train_rank
+from nmtkit.cluster.remote import engine_identity, rank_check, rank_main, train_rank
 from nmtkit.cluster.rendezvous import Rendezvous
 from nmtkit.config import ClusterConfig, Config
 from nmtkit.runlock import RunLock
-from nmtkit.runs import update_status
+from nmtkit.runs import RunDir
 
 LAUNCHERS = ("auto", "local", "ssh", "manual")
-
-
-@dataclass
-class Engine:
-    """One engine as the driver sees it (ordered by rank once a plan exists)."""
-    id: int
-    host: str          # the real host name
-    node: str          # the host name Horovod sees (a logical nodeN for local engines posing as nodes)
-    pid: int
-    slot: SlotInfo
-    device_index: int = 0  # its index among the engines of its real host: the GPU it pins
 
 
 class Cluster:
@@ -161,6 +149,24 @@ class Cluster:
         self.ids = [i for i in self.ids if i not in gone]
         self._engines = None
 
+    # EngineControl: what a Job may do to its engines
+    def alive_ids(self) -> set[int]:
+        return set(self.client.ids)
+
+    def signal(self, ids: list[int], name: str) -> None:
+        self.client.send_signal(name, targets=ids, block=True)
+
+    def release(self, ids: list[int]) -> None:
+        """End a failed job's engines at once: SIGKILL via each engine's nanny (it acts while the engine is stuck in
+        Gloo; no SSH round trip), then forget them. Hand-started engines are not ours to kill: abort their task."""
+        live = [i for i in ids if i in self.alive_ids()]
+        if self.launcher == "manual":
+            self.client.abort(targets=live, block=False)
+            return
+        if live:
+            self.client.send_signal("SIGKILL", targets=live, block=False)
+        self.forget(ids)
+
     def _replace_missing(self) -> None:
         """Restart the engines when fewer than planned are alive. Lazily, at the next use rather than when a rank
         dies: over SSH a restart takes a minute or two, and the error naming the dead rank must not wait for it."""
@@ -223,7 +229,6 @@ class Cluster:
                 os.chmod(f, stat.S_IRUSR | stat.S_IWUSR)
 
     # engines and their plan
-
     def engines(self, refresh: bool = False) -> list[Engine]:
         """The engines in rank order, with their Horovod slots."""
         self._replace_missing()
@@ -257,7 +262,6 @@ class Cluster:
                       key=lambda e: e.slot.rank)
 
     # preflight and data
-
     def preflight(self, data_dir: str | os.PathLike | None = None, *, push_data: bool = True,
                   rendezvous: tuple[str, int] | None = None, raise_on_problems: bool = True) -> pd.DataFrame:
         """Check every node before training; returns the per-rank DataFrame, raises PreflightError on a mismatch.
@@ -292,12 +296,12 @@ class Cluster:
         return gather_facts(self.client, engines, data, rendezvous, self.start_timeout) if missing else facts
 
     # jobs
-
-    def submit(self, fn: Callable, *args, ranks: int | None = None, **kwargs) -> Job:
+    def submit(self, fn: Callable, *args, ranks: int | None = None, lock: RunLock | None = None,
+               run: RunDir | None = None, **kwargs) -> Job:
         """Run fn(*args, **kwargs) on every engine (or the first `ranks`) as one Horovod job: a fresh rendezvous,
-        each engine's HOROVOD_* environment, hvd.init(), then fn. Returns a Job at once."""
-        engines = self._first(ranks)
-        t0 = time.time()
+        each engine's HOROVOD_* environment, hvd.init(), then fn. Returns a Job at once (which releases `lock`,
+        if given, at its end, and marks `run` failed when a rank fails)."""
+        engines, t0 = self._first(ranks), time.time()
         rdv = Rendezvous(self.listen_ip, [e.slot for e in engines])
         facts = {f["rank"]: f for f in self.facts}  # NCCL and GPUs per rank, when a preflight ran
         pending = []
@@ -309,7 +313,7 @@ class Cluster:
                            gloo_timeout=self.gloo_timeout, device_index=e.device_index,
                            cycle_ms=self.cycle_time_ms)
             pending.append(self.client[e.id].apply_async(rank_main, env, fn, args, kwargs))
-        return Job(self, engines, pending, rdv, t0)
+        return Job(self, engines, pending, rdv, t0, lock=lock, run=run)
 
     def launch(self, cfg: Config, run_dir: str | os.PathLike, *, data_dir: str | os.PathLike | None = None,
                resume: bool = True, preflight: bool = True, ranks: int | None = None,
@@ -318,21 +322,26 @@ class Cluster:
         once, naming the holder), preflight, then train() on every rank (or the first `ranks`; a run resumes from
         its last checkpoint with any number of ranks). Returns a Job at once; the job releases the lock it took."""
         data = Path(data_dir or cfg.data.dir).resolve()
-        run = Path(run_dir).resolve()
-        own = lock is None
-        lock = lock or RunLock(run).acquire()
+        run = RunDir(Path(run_dir).resolve())
+        own, lock = lock is None, lock or run.lock().acquire()
         try:
             if preflight:
                 self.preflight(data)
-            if self.link:  # before the ranks start: rank 0 merges its own fields into run.json afterwards
-                update_status(run, **link_status(self.link))
-            job = self.submit(train_rank, cfg.to_dict(), str(run), str(data), resume, lock.token, ranks=ranks)
+            if self.link:  # before the ranks start: rank 0's "running" transition keeps these fields
+                run.record(**link_status(self.link))
+            return self.submit(train_rank, cfg.to_dict(), str(run.path), str(data), resume, lock.token, ranks=ranks,
+                               lock=lock if own else None, run=run)
         except BaseException:
             if own:
                 lock.release()
             raise
-        job.lock, job.run = (lock if own else None), run
-        return job
+
+    def check_ranks(self, timeout: float = 300) -> pd.DataFrame:
+        """Horovod across the engines: each rank's node, an allreduce of rank+1 (1+2+...+N on every rank) and
+        (rank, size, local rank, local size, cross rank, cross size) as Horovod sees it."""
+        rows = [dict(rank=r.rank, node=r.host, allreduce_sum=r.value["allreduce_sum"],
+                     hvd_rank_size_local_cross=r.value["hvd"]) for r in self.submit(rank_check).wait(timeout=timeout)]
+        return pd.DataFrame(rows).set_index("rank")
 
 
 def start(cfg: Config) -> Cluster:

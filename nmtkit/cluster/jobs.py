@@ -1,24 +1,43 @@
 """A distributed job in flight: results in rank order, stop, failures (a dead or raising rank is named and the
-others are released), and the per-rank progress each engine publishes (a DataFrame, or an HTML table).
+others are released), and the per-rank progress each engine publishes (a DataFrame).
 
-No display code here: `nmtkit.notebook.panel(job)` is the live widget, built on done, check() and panel_html().
+A Job knows the engines only through `EngineControl` (which are alive, signal, release, is-local), which the
+Cluster implements; it never imports the Cluster. No display code here: `nmtkit.notebook.panel(job)` is the
+live widget, built on done, check(), headline() and progress().
 """
 from __future__ import annotations
 
-import html
 import threading
 import time
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import pandas as pd
 import psutil
 
-from nmtkit.cluster.plan import ClusterError
+from nmtkit.cluster.plan import ClusterError, Engine
 from nmtkit.cluster.rendezvous import Rendezvous
-from nmtkit.runs import update_status
+from nmtkit.runlock import RunLock
+from nmtkit.runs import RunDir
 
-if TYPE_CHECKING:  # engines.py imports this module
-    from nmtkit.cluster.engines import Cluster, Engine
+
+class EngineControl(Protocol):
+    """What a Job needs of the engines it runs on (the Cluster provides it)."""
+
+    def alive_ids(self) -> set[int]: ...          # engines the controller still has
+    def is_local(self, engine: Engine) -> bool: ...  # its pid can be checked from this host
+    def signal(self, ids: list[int], name: str) -> None: ...  # e.g. SIGINT: stop after a checkpoint
+    def release(self, ids: list[int]) -> None: ...  # kill (hand-started: abort) and forget them, without waiting
+
+
+@dataclass(frozen=True)
+class RankResult:
+    """What one rank's function returned, with where it ran; a job's results are these in rank order."""
+
+    rank: int
+    host: str
+    pid: int
+    value: Any
 
 
 DIED = "its engine process died (killed, or out of memory) while training"
@@ -29,14 +48,15 @@ class RankFailedError(ClusterError):
 
 
 class Job:
-    """wait() -> per-rank results in rank order; stop(); check(); done; progress(); panel_html()."""
+    """wait() -> per-rank RankResults in rank order; stop(); check(); done (a property); progress(); headline()."""
 
-    def __init__(self, cluster: Cluster, engines: list[Engine], pending: list, rendezvous: Rendezvous, t0: float):
-        self.cluster, self.engines, self.pending, self.rendezvous, self.t0 = cluster, engines, pending, rendezvous, t0
+    def __init__(self, control: EngineControl, engines: list[Engine], pending: list, rendezvous: Rendezvous,
+                 t0: float, *, lock: RunLock | None = None, run: RunDir | None = None):
+        self.control, self.engines, self.pending, self.rendezvous, self.t0 = control, engines, pending, rendezvous, t0
         self.error: RankFailedError | None = None
         self.stop_requested = False
-        self.lock = None               # the run-directory lock launch() took for this job (released at its end)
-        self.run = None                # the run directory of a training job: its run.json learns of a failure
+        self.lock = lock               # the run-directory lock taken for this job (released at its end), or None
+        self.run = run                 # the run directory of a training job: its run.json learns of a failure
         self._lock = threading.Lock()  # check() may run in a panel's thread and in wait() at once
 
     @property
@@ -48,9 +68,9 @@ class Job:
         """Raise RankFailedError if a rank died or raised (and release the others); otherwise return."""
         with self._lock:
             if self.error is None:
-                live = set(self.cluster.client.ids)
+                live = self.control.alive_ids()
                 for e, p in zip(self.engines, self.pending):
-                    dead = e.id not in live or (self.cluster.is_local(e) and not _pid_alive(e.pid))
+                    dead = e.id not in live or (self.control.is_local(e) and not _pid_alive(e.pid))
                     if dead and not p.ready():
                         self._fail(e, DIED)
                     elif p.ready() and not p.successful():
@@ -62,7 +82,7 @@ class Job:
             if self.error is not None:
                 raise self.error
 
-    def wait(self, timeout: float | None = None, poll: float = 0.5) -> list[dict]:
+    def wait(self, timeout: float | None = None, poll: float = 0.5) -> list[RankResult]:
         """Block until every rank returns; their results ordered by Horovod rank. Raises RankFailedError."""
         deadline = None if timeout is None else time.time() + timeout
         while not all(p.ready() for p in self.pending):
@@ -73,7 +93,7 @@ class Job:
         self.check()
         self.rendezvous.stop()
         self._release_lock()
-        return sorted((p.get() for p in self.pending), key=lambda r: r["rank"])
+        return sorted((RankResult(**p.get()) for p in self.pending), key=lambda r: r.rank)
 
     def _release_lock(self) -> None:
         if self.lock is not None:
@@ -86,14 +106,19 @@ class Job:
 
     def results(self) -> list:
         """The per-rank return values (e.g. train()'s summaries), in rank order."""
-        return [r["value"] for r in self.wait()]
+        return [r.value for r in self.wait()]
+
+    def summary(self) -> pd.DataFrame:
+        """Every rank's returned record (e.g. train()'s summary) as a row, indexed by rank."""
+        results = self.wait()
+        return pd.DataFrame([r.value for r in results], index=[r.rank for r in results]).rename_axis("rank")
 
     def request_stop(self) -> None:
         """Ask every rank to stop (SIGINT: the training loop agrees across ranks, rank 0 checkpoints); at once."""
         self.stop_requested = True
-        self.cluster.client.send_signal("SIGINT", targets=[e.id for e in self.engines], block=True)
+        self.control.signal([e.id for e in self.engines], "SIGINT")
 
-    def stop(self, timeout: float = 120) -> list[dict]:
+    def stop(self, timeout: float = 120) -> list[RankResult]:
         """request_stop(), then wait for every rank's result."""
         self.request_stop()
         return self.wait(timeout=timeout)
@@ -108,7 +133,7 @@ class Job:
                                          f"resume from its last checkpoint with cluster.launch(...), which starts "
                                          f"fresh engines (same or different number of ranks)")
             if self.run is not None:  # rank 0, which keeps run.json, may be the one that died
-                update_status(self.run, status="failed", error=str(self.error)[:500])
+                self.run.failed(str(self.error))
             self._release()
             self._release_lock()
 
@@ -118,15 +143,8 @@ class Job:
         ZMQ message, no SSH round trip). Fresh engines start at the next launch (Cluster.engines), so the error
         naming the rank comes first."""
         self.rendezvous.stop()
-        live = set(self.cluster.client.ids)
-        ids = [e.id for e in self.engines if e.id in live]
         try:
-            if self.cluster.launcher == "manual":  # engines started by hand: not ours to kill or restart
-                self.cluster.client.abort(targets=ids, block=False)
-            else:
-                if ids:
-                    self.cluster.client.send_signal("SIGKILL", targets=ids, block=False)
-                self.cluster.forget([e.id for e in self.engines])
+            self.control.release([e.id for e in self.engines])
         except Exception as err:  # noqa: BLE001  the error we raise is about the rank; note this one
             self.error.args = (self.error.args[0] + f" (releasing the other engines failed: {_short(err)})",)
 
@@ -145,12 +163,8 @@ class Job:
                          "tok/s": rec.get("tokens_per_sec")})
         return pd.DataFrame(rows).set_index("rank")
 
-    def panel_html(self) -> str:
-        """progress() as an HTML table under a one-line heading, plus the failure when there is one."""
-        head = f"<p>{len(self.engines)} ranks, {time.time() - self.t0:.0f} s</p>"
-        table = self.progress().to_html(na_rep="-", float_format=lambda v: f"{v:.4g}")
-        failure = "" if self.error is None else f"<p style='color:#b00'><b>{html.escape(str(self.error))}</b></p>"
-        return head + table + failure
+    def headline(self) -> str:
+        return f"{len(self.engines)} ranks, {time.time() - self.t0:.0f} s"
 
 
 def _pid_alive(pid: int) -> bool:

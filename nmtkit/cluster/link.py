@@ -190,14 +190,14 @@ def compression_trials(cluster, cfg, run_root, compressions=("none", "fp16"), *,
                                      preflight=False).wait(timeout=timeout)
         ends = {r["step"]: r["wall_time"] for r in read_jsonl(runs.rank_log(run, 0))}
         t = steady_traffic(nic.samples, ends, first)
-        params, n = results[0]["value"]["params"], len(results)
+        params, n = results[0].value["params"], len(results)
         per_rank = ring_bytes(params, n, 2 if comp == "fp16" else 4)
         model = per_rank * (n if iface == "lo" else 1)
         rows.append({"compression": comp, "ranks": n, "params": params, "steps measured": t["steps"],
                      f"bytes/step on {iface}": round(t["bytes_per_step"]), "ring model": round(model),
                      "measured / model": round(t["bytes_per_step"] / model, 2),
                      "bytes/step per rank (model)": round(per_rank), "step time (ms)": round(1000 * t["step_time_s"], 1),
-                     "same weights": len({r["value"]["weights_checksum"] for r in results}) == 1})
+                     "same weights": len({r.value["weights_checksum"] for r in results}) == 1})
     return pd.DataFrame(rows).set_index("compression")
 
 

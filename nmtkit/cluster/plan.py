@@ -6,10 +6,13 @@ HOROVOD_* variables, and NCCL_SOCKET_IFNAME next to the Gloo interface). Pure Py
 """
 from __future__ import annotations
 
+from nmtkit.errors import NmtkitError
+
 import ipaddress
 import re
 import socket
 import subprocess
+from dataclasses import dataclass
 from typing import Callable
 
 import psutil
@@ -20,7 +23,7 @@ from horovod.runner.gloo_run import create_run_env_vars, create_slot_env_vars
 LOOPBACK = "127.0.0.1"
 
 
-class ClusterError(RuntimeError):
+class ClusterError(NmtkitError, RuntimeError):
     """The cluster could not start, reach a node, or run the job; the message names the node and what to do."""
 
 
@@ -37,6 +40,17 @@ def parse_hosts(text: str) -> list[HostInfo]:
     if len({h.hostname for h in hosts}) != len(hosts):
         raise ClusterError(f"cluster.hosts: {text!r} names a host twice; give each host once with its slot count")
     return hosts
+
+
+@dataclass
+class Engine:
+    """One engine as the driver sees it (ordered by rank once a plan exists)."""
+    id: int
+    host: str          # the real host name
+    node: str          # the host name Horovod sees (a logical nodeN for local engines posing as nodes)
+    pid: int
+    slot: SlotInfo
+    device_index: int = 0  # its index among the engines of its real host: the GPU it pins
 
 
 def assign_slots(node_of_engine: list[str]) -> list[SlotInfo]:

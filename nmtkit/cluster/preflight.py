@@ -140,7 +140,7 @@ def measure_link(client, engines: list, facts: list[dict], *, tries: int = 5, nb
 
 
 def link_status(measured: dict) -> dict:
-    """The run.json fields for a measured link (runs.update_status(run, **link_status(m))); question 5 reads them."""
+    """The run.json fields for a measured link (RunDir.record(**link_status(m))); question 5 reads them."""
     return {"link_measured_mbit_s": measured["mbit_s"],
             "link_measured": {k: measured[k] for k in ("from", "to", "at", "pairs")}}
 

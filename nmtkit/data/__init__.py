@@ -8,8 +8,10 @@ import TensorFlow:
 """
 from __future__ import annotations
 
+from nmtkit.errors import NmtkitError
 
-class DataError(ValueError):
+
+class DataError(NmtkitError, ValueError):
     """Bad or missing data; the message names the file (and line) and says what to do."""
 
 

@@ -22,6 +22,8 @@ away on exit with the namespaces, the bridge, /etc/netns/<ns> and every process 
 """
 from __future__ import annotations
 
+from nmtkit.errors import NmtkitError
+
 import fcntl
 import os
 import secrets
@@ -39,7 +41,7 @@ INSTALL = "apt-get install -y openssh-server iproute2"
 DATA_IFACE = "nmt0"
 
 
-class NetnsError(RuntimeError):
+class NetnsError(NmtkitError, RuntimeError):
     """The two hosts could not be set up; the message says which command failed."""
 
 

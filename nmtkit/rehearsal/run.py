@@ -181,7 +181,7 @@ class Rehearsal:
             results = job.wait(timeout=900)
             wall = time.time() - t
             time.sleep(idle + 0.3)
-        return [r["value"] for r in results], logs, wall
+        return [r.value for r in results], logs, wall
 
     def trial(self, net, cluster, data, run_dir: Path, compression: str, rate: str) -> tuple[dict, list[dict]]:
         """One short run at a tc rate with a compression: the bytes each host sent per step on the data link in

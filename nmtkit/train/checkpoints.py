@@ -6,6 +6,8 @@ A TF checkpoint is `checkpoint` (a text index naming the latest), `<prefix>.inde
 """
 from __future__ import annotations
 
+from nmtkit.errors import NmtkitError
+
 import os
 import re
 import shutil
@@ -24,7 +26,7 @@ RESUMABLE_CHANGES = ("dropout", "label_smoothing")
 DATA_DIR = f"{runs.CHECKPOINTS}/data"  # the input pipelines' positions (DataPosition)
 
 
-class TrainError(RuntimeError):
+class TrainError(NmtkitError, RuntimeError):
     """Training cannot start or continue as asked; the message says why and what to do."""
 
 
