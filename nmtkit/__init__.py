@@ -1,8 +1,25 @@
 """nmtkit: a Jupyter course kit for distributed Transformer training (WMT16 en->de) with Horovod.
 
-Importing nmtkit selects the Keras 2 API (tf-keras) for this process: Horovod 0.28.1 fails under Keras 3,
-and TensorFlow reads TF_USE_LEGACY_KERAS when tf.keras is first touched.
+Students reach the kit through one name, `import nmtkit as nk`:
+
+    set-up       nk.setup(run_name=...) -> (cfg, run), nk.workspace(), nk.profile(name), nk.config_table(cfg, ...)
+    data         nk.prepare(cfg), nk.read_split(dir, split), nk.Tokenizer, nk.make_dataset(dir, split, cfg.data)
+    model        nk.build_model(cfg.model, vocab), nk.count_params(model), nk.transformer_lr(step, d_model, ...)
+    training     nk.train(cfg, run) -> summary, nk.restore(run) -> Restored(model, tokenizer, config, checkpoint),
+                 nk.checkpoint_files(run), nk.Translator(model, tokenizer, beam_size=...)
+    many nodes   nk.Cluster(cfg).start() (.preflight, .check_ranks, .launch -> Job, .stop), nk.panel(job),
+                 nk.attach(run), nk.assign_slots(nodes), nk.rank_env(slot, ...), nk.compression_trials(...)
+    analysis     nk.analyse(["baseline", "horovod"]) -> Analysis (.figure, .answer, .evidence, .comparison, .run,
+                 .write), nk.check(rep, question, value), nk.check_lr(fn, cfg), nk.check_plan(plan)
+    serving      nk.export(run) -> path, nk.load_export(path), nk.translate_in_fresh_process(path, sentences),
+                 nk.latency(fn, sentences), nk.translation_box(fn)
+    errors       nk.NmtkitError: the root of every error the kit raises on purpose
+
+Names load on first use, so `import nmtkit` stays light (no TensorFlow until a name needs it). Importing nmtkit
+selects the Keras 2 API (tf-keras) for this process: Horovod 0.28.1 fails under Keras 3, and TensorFlow reads
+TF_USE_LEGACY_KERAS when tf.keras is first touched.
 """
+import importlib
 import os
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
@@ -10,3 +27,40 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 __version__ = "0.1.0"
+
+# name -> (module, attribute): the student namespace (see the docstring for what each is for)
+_FRONT = {
+    "setup": ("nmtkit.notebook", "setup"), "workspace": ("nmtkit.runs", "workspace"),
+    "profile": ("nmtkit.config", "profile"), "config_table": ("nmtkit.notebook", "config_table"),
+    "prepare": ("nmtkit.data.prepare", "prepare"), "read_split": ("nmtkit.data.pipeline", "read_split"),
+    "Tokenizer": ("nmtkit.data.bpe", "Tokenizer"), "make_dataset": ("nmtkit.data.pipeline", "make_dataset"),
+    "build_model": ("nmtkit.model.transformer", "build"), "count_params": ("nmtkit.model.transformer", "count_params"),
+    "transformer_lr": ("nmtkit.lr", "transformer_lr"),
+    "train": ("nmtkit.train.loop", "train"), "restore": ("nmtkit.train.checkpoints", "load_model"),
+    "checkpoint_files": ("nmtkit.train.checkpoints", "checkpoint_files"),
+    "Translator": ("nmtkit.model.decode", "Translator"),
+    "Cluster": ("nmtkit.cluster.engines", "Cluster"), "panel": ("nmtkit.notebook", "panel"),
+    "attach": ("nmtkit.notebook", "attach"), "assign_slots": ("nmtkit.cluster.plan", "assign_slots"),
+    "rank_env": ("nmtkit.cluster.plan", "rank_env"), "compression_trials": ("nmtkit.cluster.link", "compression_trials"),
+    "analyse": ("nmtkit.notebook", "analyse"), "check": ("nmtkit.analysis.exercises", "check"),
+    "check_lr": ("nmtkit.analysis.exercises", "check_lr"), "check_plan": ("nmtkit.analysis.exercises", "check_plan"),
+    "align_steps_to_network": ("nmtkit.analysis.machines", "align_steps_to_network"),
+    "export": ("nmtkit.export", "export"), "load_export": ("nmtkit.export", "load"),
+    "translate_in_fresh_process": ("nmtkit.export", "translate_in_fresh_process"),
+    "latency": ("nmtkit.export", "latency"), "translation_box": ("nmtkit.notebook", "translation_box"),
+    "NmtkitError": ("nmtkit.errors", "NmtkitError"),
+}
+__all__ = sorted(_FRONT)
+
+
+def __getattr__(name: str):
+    if name in _FRONT:
+        module, attr = _FRONT[name]
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value  # the next lookup is a plain attribute
+        return value
+    raise AttributeError(f"module 'nmtkit' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_FRONT))

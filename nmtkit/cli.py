@@ -206,12 +206,12 @@ def _log_traceback(args) -> Path | None:
         return None
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM outside the training loop (which handles it itself: stop at the next step, checkpoint)."""
+_terminated = threading.Event()  # SIGTERM outside the training loop (which handles it itself: stop, checkpoint)
 
 
 def _terminate(signum, frame):
-    raise Terminated
+    _terminated.set()
+    raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -220,14 +220,14 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, _terminate)
     try:
         return args.func(args)
-    except Terminated:
-        print("nmtkit: stopped by SIGTERM before the work could start or finish; run the same command again to "
-              "resume", file=sys.stderr)
-        return 143
     except config_mod.ConfigError as e:
         print(f"nmtkit: config error: {_one_line(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        if _terminated.is_set():
+            print("nmtkit: stopped by SIGTERM before the work could start or finish; run the same command again to "
+                  "resume", file=sys.stderr)
+            return 143
         print("nmtkit: interrupted", file=sys.stderr)
         return 130
     except NmtkitError as e:  # the kit's own: the message says what and what to do; the traceback in a log file

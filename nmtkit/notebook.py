@@ -1,10 +1,11 @@
-"""What the notebooks call to show things: the one module that imports IPython and ipywidgets.
+"""What the notebooks call to show things: the one module that imports IPython and ipywidgets. Students reach it
+through `import nmtkit as nk` (nk.setup, nk.analyse, nk.panel, nk.translation_box, ...).
 
-    from nmtkit import notebook as nb
-    cfg, run = nb.setup(run_name="baseline")     # the preamble: config, data directory, run directory
-    nb.show_figure(rep, "loss"); nb.show_answer(rep, 10)
-    nb.panel(job)                                # a cluster Job's live progress
-    nb.translation_box(translator.translate)
+    cfg, run = nk.setup(run_name="baseline")     # the preamble: config, data directory, run directory
+    rep = nk.analyse(["baseline", "horovod"])    # a Report (figures, answers) or, with no runs, one that says so
+    rep.figure("loss"); rep.answer(10)
+    nk.panel(job)                                # a cluster Job's live progress
+    nk.translation_box(translator.translate)
 
 Everything else the notebooks use lives in the layers below and never needs a display.
 """
@@ -19,7 +20,10 @@ import ipywidgets as widgets
 from IPython import get_ipython
 from IPython.display import Image, Markdown, display
 
+import pandas as pd
+
 from nmtkit import config
+import nmtkit.analysis.report as report
 from nmtkit.analysis.report import NO_RUNS, Report
 from nmtkit.runs import workspace
 
@@ -39,7 +43,63 @@ def setup(profile: str | None = None, run_name: str | None = None,
     return cfg, run
 
 
+def config_table(cfg: config.Config, *sections: str, exclude=("data.dir",)) -> pd.DataFrame:
+    """The config's values in `sections` (e.g. "data", or "model", "train"), one row per key."""
+    rows = [r for r in config.table(cfg) if r[0].split(".")[0] in sections and r[0] not in exclude]
+    return pd.DataFrame(rows, columns=["key", "value"]).set_index("key")
+
+
 # --- the analysis report -----------------------------------------------------------------------------------
+
+class Analysis:
+    """A Report for the notebooks: every method works, and says why there is nothing, when no run was found."""
+
+    def __init__(self, rep: Report | None, found: list[Path]):
+        self.report, self.found = rep, found
+
+    def __bool__(self) -> bool:
+        return self.report is not None
+
+    @property
+    def runs(self) -> list:
+        return self.report.runs if self.report else []
+
+    @property
+    def run(self):
+        """The last run analysed (notebook 04: the Horovod run), or None."""
+        return self.runs[-1] if self.runs else None
+
+    def comparison(self):
+        return report.readable(self.report.comparison) if self.report else NO_RUNS
+
+    def monitor(self, columns: str = "time|host|rank|cpu|gpu|net_lo|net_eth", rows: int = 5):
+        """The first sampler records of the last run (the columns matching `columns`)."""
+        return report.readable(self.run.monitor.filter(regex=columns).head(rows)) if self.report else NO_RUNS
+
+    def figure(self, title: str) -> None:
+        show_figure(self.report, title)
+
+    def answer(self, number: int) -> None:
+        show_answer(self.report, number)
+
+    def evidence(self, number: int):
+        return report.evidence(self.report, number)
+
+    def checkpoint_names(self):
+        return report.checkpoint_names(self.report) if self.report else NO_RUNS
+
+    def write(self, out_dir: str | Path | None = None) -> Path | None:
+        """report.md (and report.json) for these runs; None when there are none."""
+        return report.write_report(self.found, out_dir or self.report.out_dir) if self.report else None
+
+
+def analyse(runs=("baseline", "horovod"), out_dir: str | Path | None = None) -> Analysis:
+    """Figures and answers for runs: directories, or names under <workspace>/runs (each said found or MISSING
+    with how to make it). Figures go under out_dir (default: the first run)."""
+    names = [r for r in runs if not isinstance(r, Path)]
+    found = [Path(r) for r in runs if isinstance(r, Path)] + (report.find_runs(names) if names else [])
+    return Analysis(report.analyse(found, out_dir) if found else None, found)
+
 
 def show_figure(rep: Report | None, title: str) -> None:
     """One of the report's overview figures ("loss", "BLEU", "learning rate", ...), or why there is none."""

@@ -22,7 +22,7 @@ def test_saved_model_round_trip(exported, trained_run, nmt_data):
     run, _ = trained_run
     src, _ = read_split(nmt_data, "test")
     src = src[:12]
-    model, tok, cfg, _ = load_model(run)
+    model, tok, cfg, _ = (r := load_model(run)).model, r.tokenizer, r.config, r.checkpoint
     python = Translator(model, tok, cfg.eval.beam_size, cfg.eval.length_penalty, cfg.eval.max_extra_len).translate(src)
     in_process = load(exported)(src)
     assert in_process == python

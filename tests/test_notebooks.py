@@ -60,7 +60,7 @@ def module_file(module: str) -> Path | None:
 
 
 def top_level_names(module: str) -> set[str]:
-    """Names a module defines, imports or lazily exports (a `_LAZY` dict), plus its submodules."""
+    """Names a module defines, imports or lazily exports (a `_LAZY` or `_FRONT` dict), plus its submodules."""
     path = module_file(module)
     tree = ast.parse(path.read_text())
     names = {p.stem for p in path.parent.glob("*.py")} | {p.name for p in path.parent.iterdir() if p.is_dir()} \
@@ -74,7 +74,7 @@ def top_level_names(module: str) -> set[str]:
             for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
                 if isinstance(target, ast.Name):
                     names.add(target.id)
-                    if target.id == "_LAZY" and isinstance(node.value, ast.Dict):
+                    if target.id in ("_LAZY", "_FRONT") and isinstance(node.value, ast.Dict):
                         names.update(k.value for k in node.value.keys if isinstance(k, ast.Constant))
     return names
 

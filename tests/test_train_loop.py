@@ -67,7 +67,7 @@ def test_beam_search_vs_greedy_on_trained_model(trained_run, nmt_data):
     from nmtkit.model.decode import Translator
     from nmtkit.train.evaluate import evaluate_translations
     run, _ = trained_run
-    model, tok, cfg, _ = load_model(run)
+    model, tok, cfg, _ = (r := load_model(run)).model, r.tokenizer, r.config, r.checkpoint
     src, ref = read_split(nmt_data, "test")
     greedy = evaluate_translations(Translator(model, tok, beam_size=1), src, ref)
     beam = evaluate_translations(Translator(model, tok, beam_size=4, length_penalty=0.6), src, ref)

@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nmtkit.analysis import evidence as E, figures, machines as M
+import nmtkit.analysis.evidence as E
+import nmtkit.analysis.figures as figures
+import nmtkit.analysis.machines as M
 from nmtkit.analysis.evidence import Missing, Options  # noqa: F401  Options is part of this module's API
 from nmtkit.analysis.logs import Run
 

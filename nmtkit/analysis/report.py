@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from nmtkit import runs as rundir
-from nmtkit.analysis import figures
+import nmtkit.analysis.figures as figures
 from nmtkit.analysis.evidence import Options, steady_steps, tokens_per_s
 from nmtkit.analysis.logs import AnalysisError, Run, load_runs
 from nmtkit.analysis.questions import Answer, answer_all

@@ -16,7 +16,7 @@ from typing import Iterator
 
 import pandas as pd
 
-from nmtkit.cluster import link
+import nmtkit.cluster.link as link
 from nmtkit.cluster.plan import ClusterError
 from nmtkit.cluster.remote import DATA_MARKERS, node_facts, write_file_chunk
 from nmtkit.runs import workspace

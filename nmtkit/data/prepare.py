@@ -15,8 +15,10 @@ from pathlib import Path
 import numpy as np
 
 from nmtkit.data import DataError
-from nmtkit.data import bpe as bpe_mod
-from nmtkit.data import owncorpus, pipeline, synthetic
+import nmtkit.data.bpe as bpe_mod
+import nmtkit.data.owncorpus as owncorpus
+import nmtkit.data.pipeline as pipeline
+import nmtkit.data.synthetic as synthetic
 from nmtkit.data.clean import clean_pairs
 from nmtkit.data.stats import FILE as STATS_FILE
 from nmtkit.data.stats import DataStats

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from nmtkit.cluster import link as _link
+import nmtkit.cluster.link as _link
 from nmtkit.cluster.link import (NBYTES, NicCounters, best_of, counter_at, listen, measure_engines, receive,  # noqa: F401
                                  ring_bytes, send, steady_traffic)
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from nmtkit import config, runs
 from nmtkit.files import atomic_write_json, atomic_write_text, read_jsonl
 from nmtkit.cluster.link import ring_bytes, steady_traffic
-from nmtkit.rehearsal import link
+import nmtkit.rehearsal.link as link
 from nmtkit.rehearsal.netns import DATA_IFACE, CounterLog, TwoHosts
 from nmtkit.rehearsal.ssh import launcher_traits, start_cluster
 

@@ -22,7 +22,7 @@ import json
 import sys
 from pathlib import Path
 
-from nmtkit.cluster import Cluster
+from nmtkit.cluster.engines import Cluster
 
 
 def launcher_traits(ssh_config: str | Path, code_root: str | Path, remote_profile_dir: str | Path,

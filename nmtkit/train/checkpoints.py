@@ -11,6 +11,7 @@ from nmtkit.errors import NmtkitError
 import os
 import re
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 from nmtkit import runs
@@ -88,8 +89,18 @@ def restore(ckpt, path: str, expect_partial: bool = False):
     return status
 
 
-def load_model(run: str | os.PathLike, which: str = "best"):
-    """(model, tokenizer, cfg, checkpoint path) from a run: `which` is "best" (falls back to latest) or "latest"."""
+@dataclass(frozen=True)
+class Restored:
+    """A trained model back from a run's checkpoint, with what it needs to translate."""
+
+    model: object        # the Transformer (tf.keras.Model)
+    tokenizer: object    # nmtkit.data.bpe.Tokenizer: the run's own spm.model
+    config: Config       # the run's config.json
+    checkpoint: str      # the checkpoint's path prefix (…/ckpt-N)
+
+
+def load_model(run: str | os.PathLike, which: str = "best") -> Restored:
+    """A run's model from its checkpoint: `which` is "best" (falls back to latest) or "latest"."""
     run = Path(run)
     cfg = runs.load_config(run)
     tok = tokenizer_for(run)
@@ -99,7 +110,7 @@ def load_model(run: str | os.PathLike, which: str = "best"):
         latest = tf.train.latest_checkpoint(str(d)) if d.is_dir() else None
         if latest:
             restore(tf.train.Checkpoint(model=model), latest, expect_partial=True)
-            return model, tok, cfg, latest
+            return Restored(model, tok, cfg, latest)
     raise TrainError(f"{run}: no checkpoint in {runs.BEST}/ or {runs.CHECKPOINTS}/ (train first)")
 
 

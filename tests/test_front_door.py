@@ -1,0 +1,169 @@
+"""One front door (`import nmtkit as nk`), one error root, one writer of run.json, no import cycle, and the
+CLI's one-line refusals of bad input."""
+import ast
+import importlib
+import inspect
+import json
+import pkgutil
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import nmtkit
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+SOURCES = sorted((ROOT / "nmtkit").rglob("*.py"))
+
+
+def module_name(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+
+
+def test_notebooks_reach_the_kit_only_as_nk():
+    bad = []
+    for path in NOTEBOOKS:
+        for cell in json.loads(path.read_text())["cells"]:
+            if cell["cell_type"] != "code":
+                continue
+            for line in "".join(cell["source"]).splitlines():
+                if re.search(r"\bnmtkit\b", line) and line.strip() != "import nmtkit as nk":
+                    bad.append(f"{path.name}: {line.strip()}")
+    assert not bad, bad
+
+
+def test_every_front_door_name_resolves_and_import_stays_light():
+    code = ("import sys, nmtkit as nk; assert 'tensorflow' not in sys.modules; "
+            "missing = [n for n in nk.__all__ if not hasattr(nk, n)]; print(missing)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+    assert 20 <= len(nmtkit.__all__) <= 40 and "NmtkitError" in nmtkit.__all__
+
+
+def test_every_exception_class_of_the_kit_derives_from_nmtkit_error():
+    from nmtkit.errors import NmtkitError
+    bad, seen = [], 0
+    for info in pkgutil.walk_packages(nmtkit.__path__, "nmtkit."):
+        if info.name.endswith("__main__"):
+            continue
+        mod = importlib.import_module(info.name)
+        for name, obj in vars(mod).items():
+            if inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__ == mod.__name__:
+                seen += 1
+                if not issubclass(obj, NmtkitError):
+                    bad.append(f"{mod.__name__}.{name}")
+    assert seen >= 20 and not bad, bad
+
+
+WRITERS = {"atomic_write_json", "atomic_write_text", "write_text", "open", "update_status", "_write_status"}
+
+
+def test_only_the_rundir_module_writes_run_json():
+    bad = []
+    for path in SOURCES:
+        if path.name == "runs.py" and path.parent.name == "nmtkit":
+            continue
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Name, ast.Attribute)) and getattr(node, "id", getattr(node, "attr", "")) in (
+                    "_write_status", "update_status"):
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno} names {ast.unparse(node)}")
+            if isinstance(node, ast.Call):
+                fn = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+                text = ast.unparse(node)
+                if fn in WRITERS and ("run.json" in text or re.search(r"\bSTATUS\b", text)):
+                    bad.append(f"{path.relative_to(ROOT)}:{node.lineno} {text[:80]}")
+    assert not bad, bad
+
+
+def test_rundir_writes_through_one_function(tmp_path, monkeypatch):
+    from nmtkit import runs
+    calls = []
+    real = runs._write_status
+    monkeypatch.setattr(runs, "_write_status", lambda run, **f: calls.append(f) or real(run, **f))
+    rd = runs.RunDir(tmp_path / "r")
+    rd.started(step=0, total_steps=10)
+    rd.progress(5)
+    rd.ended("stopped", 5, reason="budget")
+    assert [c.get("status") for c in calls] == ["running", None, "stopped"]
+    assert rd.status()["reason"] == "budget" and rd.status()["step"] == 5
+    rd.failed("rank 1 died")
+    assert rd.live_status()["status"] == "failed"
+
+
+def test_the_import_graph_of_nmtkit_has_no_cycle():
+    names = {module_name(p) for p in SOURCES}
+    graph = {}
+    for path in SOURCES:
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = []
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("nmtkit"):
+                targets = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names if a.name.startswith("nmtkit")]
+            deps |= {t for t in targets if t in names}
+        me = module_name(path)
+        graph[me] = {d for d in deps if d != me and d != "nmtkit"}
+    state, cycle = {}, []
+
+    def visit(m, stack):
+        state[m] = 1
+        for d in sorted(graph.get(m, ())):
+            if state.get(d) == 1:
+                cycle.append(stack + [d])
+            elif d not in state:
+                visit(d, stack + [d])
+        state[m] = 2
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    assert len(graph) > 40 and not cycle, cycle
+
+
+def nmtkit_cli(*args, cwd):
+    t0 = time.time()
+    p = subprocess.run([sys.executable, "-m", "nmtkit.cli", *args], capture_output=True, text=True, cwd=cwd,
+                       timeout=120)
+    return p, time.time() - t0
+
+
+@pytest.mark.parametrize("np_", ["0", "-2"])
+def test_np_below_one_is_refused_in_one_line(tmp_path, np_):
+    p, _ = nmtkit_cli("train", "--np", np_, "--logdir", str(tmp_path / "run"), cwd=tmp_path)
+    assert p.returncode != 0 and "Traceback" not in p.stderr
+    assert p.stderr.strip().count("\n") == 0 and f"--np {np_}" in p.stderr and "at least 1" in p.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_more_ranks_than_slots_is_refused_before_any_engine_starts(tmp_path):
+    p, _ = nmtkit_cli("train", "--np", "8", "--hosts", "localhost:2", "--logdir", str(tmp_path / "run"), cwd=tmp_path)
+    line = p.stderr.strip()
+    assert p.returncode != 0 and "\n" not in line and "Traceback" not in line
+    assert "--np 8" in line and "give 2 slots" in line
+    assert not (tmp_path / "run").exists()  # refused before the lock, the controller or any SSH
+
+
+def test_a_file_where_the_run_directory_belongs_is_named(tmp_path):
+    f = tmp_path / "notadir"
+    f.write_text("mine\n")
+    p, _ = nmtkit_cli("train", "--logdir", str(f), cwd=tmp_path)
+    line = p.stderr.strip()
+    assert p.returncode != 0 and "\n" not in line and "a file, not a directory" in line and str(f) in line
+    assert f.read_text() == "mine\n"  # nothing lost
+
+
+def test_an_error_that_is_not_the_kits_is_called_a_bug_with_its_log(tmp_path, monkeypatch, capsys):
+    from nmtkit import cli
+
+    def boom(args):
+        raise KeyError("oops")
+    monkeypatch.setattr(cli, "cmd_report", boom)
+    assert cli.main(["report", "--run", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "internal error (a bug" in err and "KeyError" in err and "nmtkit-error.log" in err
+    assert "KeyError: 'oops'" in (tmp_path / "nmtkit-error.log").read_text()
