@@ -384,7 +384,8 @@ def markdown() -> str:
             out += ["", f"## {sec}", "", f"| key | type | {' | '.join(profiles)} | allowed | meaning |",
                     "|---" * (len(profiles) + 4) + "|"]
         values = " | ".join(f"`{json.dumps(p[sec][name])}`" for p in profiles.values())
-        out.append(f"| `{r.key}` | {r.type} | {values} | {r.rule} | {r.doc.replace('|', '&#124;')} |")
+        doc = r.doc.replace("|", "&#124;").replace("*", r"\*")  # literal, not table cells or emphasis
+        out.append(f"| `{r.key}` | {r.type} | {values} | {r.rule} | {doc} |")
     return "\n".join(out) + "\n"
 
 
