@@ -1,7 +1,9 @@
 """The typed config tree, the named profiles and the `--set a.b=value` overrides.
 
 One `Config` describes a run end to end; it is saved as `config.json` beside every run so that
-analysis can read what was asked for without importing the training code.
+analysis can read what was asked for without importing the training code. Each field declares its own rule
+(`rule(default, choices=..., ge=..., gt=..., lt=..., doc=...)`): the one source for `validate()`, for the
+choices other modules offer (`choices(key)`) and for docs/config.md (`rules()`, `markdown()`).
 """
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nmtkit.errors import NmtkitError
+from nmtkit.fieldrules import Rule, rule
 from nmtkit.files import atomic_write_text, read_json
 from nmtkit.lr import SCALINGS
 
@@ -19,112 +23,116 @@ PROFILE_ENV = "NMTKIT_PROFILE"
 DEFAULT_PROFILE = "tiny"
 
 
-class ConfigError(ValueError):
+class ConfigError(NmtkitError, ValueError):
     """A bad key, value or profile; the message names it."""
 
 
 @dataclass
 class DataConfig:
-    source: str = "synthetic"          # "synthetic" (embedded grammar), "wmt16" (the homework's corpus) or
-                                       # "files" (your own parallel text: data.train_src ... below)
-    dir: str = "data/tiny"             # where prepared data lives (relative to the working directory)
-    train_size: int = 50_000           # synthetic only: sentence pairs
-    dev_size: int = 1_000
-    test_size: int = 1_000
-    seed: int = 1234
-    vocab_size: int = 1_000            # joint sentencepiece BPE vocabulary
-    bpe_sample: int = 100_000          # sentences (both sides together) used to learn the BPE
-    min_len: int = 1                   # cleaning, in whitespace tokens (Moses clean-corpus-n)
-    max_len: int = 80
-    max_len_ratio: float = 3.0         # drop pairs whose token-count ratio exceeds this
-    max_tokens: int = 56               # training examples longer than this (in BPE tokens) are dropped
-    base_url: str = ""                 # WMT16 mirror; empty = the official URLs in nmtkit.data.wmt
-    batch_tokens: int = 0              # >0: token-based batching, counted as OpenNMT-tf's batch_type=tokens:
-                                       # sentences x the bucket's longest length (the longer side of an example,
-                                       # as the model sees it) <= batch_tokens; with bucket_width=1 a batch of
-                                       # length-L pairs holds batch_tokens // L of them
-    batch_sentences: int = 64          # per rank, like OpenSeq2Seq's batch_size_per_gpu
-    bucket_width: int = 8              # length-bucket width in tokens (OpenNMT-tf's length_bucket_width); with
-                                       # train.xla batches are padded to their bucket's length (bounded shapes)
-    # your own corpus (source="files"): one sentence per line, line i of *_src translates to line i of *_tgt
-    train_src: str = ""
-    train_tgt: str = ""
-    dev_src: str = ""
-    dev_tgt: str = ""
-    test_src: str = ""                 # optional: without a test split, dev is also the test set
-    test_tgt: str = ""
-    tokenized: str = "auto"            # Moses-tokenized input: "auto" (detect per file), "yes" or "no"
-    src_lang: str = "en"               # languages of the two sides, for the Moses detokenizer
-    tgt_lang: str = "de"
+    source: str = rule("synthetic", choices=("synthetic", "wmt16", "files"),
+                       doc="synthetic: the embedded grammar; wmt16: the homework's corpus; files: your own "
+                           "parallel text (data.train_src ...)")
+    dir: str = rule("data/tiny", doc="where prepared data lives (relative to the working directory)")
+    train_size: int = rule(50_000, ge=1, doc="synthetic only: training sentence pairs")
+    dev_size: int = rule(1_000, ge=1, doc="synthetic only: dev sentence pairs")
+    test_size: int = rule(1_000, ge=1, doc="synthetic only: test sentence pairs")
+    seed: int = rule(1234, doc="preparation's seed: the synthetic corpus, the BPE sample, the training-set order")
+    vocab_size: int = rule(1_000, ge=8, doc="joint sentencepiece BPE vocabulary")
+    bpe_sample: int = rule(100_000, ge=1, doc="sentences (both sides together) the BPE is learnt from")
+    min_len: int = rule(1, ge=0, doc="cleaning: shortest sentence kept, in whitespace tokens (Moses clean-corpus-n)")
+    max_len: int = rule(80, ge=1, doc="cleaning: longest sentence kept, in whitespace tokens; >= data.min_len")
+    max_len_ratio: float = rule(3.0, ge=1, doc="cleaning: drop pairs whose token-count ratio exceeds this")
+    max_tokens: int = rule(56, ge=1, doc="training examples longer than this many BPE tokens are dropped")
+    base_url: str = rule("", doc="WMT16 mirror (URL or local folder); empty: the official URLs in nmtkit.data.wmt")
+    batch_tokens: int = rule(0, ge=0, doc="> 0: token-based batching (OpenNMT-tf's batch_type=tokens): sentences x "
+                                          "the bucket's longest length <= batch_tokens; 0: data.batch_sentences")
+    batch_sentences: int = rule(64, ge=1, doc="sentences per batch per rank (OpenSeq2Seq's batch_size_per_gpu)")
+    bucket_width: int = rule(8, ge=1, doc="length-bucket width in tokens (OpenNMT-tf's length_bucket_width); "
+                                          "under train.xla batches are padded to their bucket's length")
+    train_src: str = rule("", doc="source=files: training source text, one sentence per line")
+    train_tgt: str = rule("", doc="source=files: training target text, line i translates line i of train_src")
+    dev_src: str = rule("", doc="source=files: dev source text")
+    dev_tgt: str = rule("", doc="source=files: dev target text")
+    test_src: str = rule("", doc="source=files: test source text; empty: dev is also the test set")
+    test_tgt: str = rule("", doc="source=files: test target text")
+    tokenized: str = rule("auto", choices=("auto", "yes", "no"),
+                          doc="is the input Moses-tokenized (then detokenized)? auto: detect per file")
+    src_lang: str = rule("en", doc="source language, for the Moses detokenizer")
+    tgt_lang: str = rule("de", doc="target language, for the Moses detokenizer")
 
 
 @dataclass
 class ModelConfig:
-    d_model: int = 128
-    encoder_layers: int = 2
-    decoder_layers: int = 2
-    num_heads: int = 4
-    d_ff: int = 512
-    dropout: float = 0.1
-    label_smoothing: float = 0.1
-    max_positions: int = 256           # longest sequence the sinusoidal table covers
-    attention_bias: bool = True        # biases on the q/k/v/output projections (OpenSeq2Seq's have none)
+    d_model: int = rule(128, ge=2, doc="width of every layer; even (sin/cos position pairs), a multiple of "
+                                       "model.num_heads")
+    encoder_layers: int = rule(2, ge=1, doc="encoder blocks")
+    decoder_layers: int = rule(2, ge=1, doc="decoder blocks")
+    num_heads: int = rule(4, ge=1, doc="attention heads; divides model.d_model")
+    d_ff: int = rule(512, ge=1, doc="inner width of each feed-forward layer")
+    dropout: float = rule(0.1, ge=0, lt=1, doc="dropout rate")
+    label_smoothing: float = rule(0.1, ge=0, lt=1, doc="probability mass spread over the other tokens")
+    max_positions: int = rule(256, ge=2, doc="longest sequence the sinusoidal position table covers")
+    attention_bias: bool = rule(True, doc="biases on the q/k/v/output projections (OpenSeq2Seq's have none)")
 
 
 @dataclass
 class TrainConfig:
-    steps: int = 600
-    lr_scale: float = 2.0              # lr = lr_scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
-    warmup_steps: int = 200
-    lr_scaling: str = "none"           # multi-rank rule: "none" (the homework's), "sqrt" or "linear" in ranks
-    beta1: float = 0.9
-    beta2: float = 0.997
-    epsilon: float = 1e-9
-    precision: str = "auto"            # "auto" (mixed_float16 on GPU, float32 on CPU), "float32", "mixed_float16",
-                                       # "mixed_bfloat16" (CPUs with AVX512_BF16/AMX; measured slower here, see
-                                       # bench/throughput.py --variant)
-    xla: bool = False                  # compile the step with XLA (one process only: Horovod's ops have no XLA
-                                       # kernel on CPU; batches then padded to their length bucket, so XLA
-                                       # compiles one program per bucket); off: not faster here (bench/throughput.py)
-    grad_accum: int = 1                # micro-batches per optimizer step
-    compression: str = "none"          # gradient allreduce on the wire: "none" (fp32) or "fp16" (Horovod's)
-    seed: int = 42
-    log_every: int = 20
-    ckpt_every: int = 200
-    keep_checkpoints: int = 3
+    steps: int = rule(600, ge=1, doc="optimizer steps")
+    lr_scale: float = rule(2.0, gt=0, doc="lr = lr_scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)")
+    warmup_steps: int = rule(200, ge=1, doc="steps of linear warm-up to the peak learning rate")
+    lr_scaling: str = rule("none", choices=SCALINGS, doc="what N ranks do to the learning rate: none (the "
+                                                         "homework's), x sqrt(N) or x N (linear)")
+    beta1: float = rule(0.9, ge=0, lt=1, doc="Adam's first-moment decay")
+    beta2: float = rule(0.997, ge=0, lt=1, doc="Adam's second-moment decay")
+    epsilon: float = rule(1e-9, gt=0, doc="Adam's epsilon")
+    precision: str = rule("auto", choices=("auto", "float32", "mixed_float16", "mixed_bfloat16"),
+                          doc="auto: mixed_float16 on GPU, float32 on CPU; mixed_bfloat16 needs AVX512_BF16/AMX "
+                              "CPUs (bench/README.md has how it compares)")
+    xla: bool = rule(False, doc="compile the step with XLA; one process only (Horovod's ops have no XLA kernel on "
+                                "CPU); one program per length bucket (bench/README.md has whether it pays)")
+    grad_accum: int = rule(1, ge=1, doc="micro-batches per optimizer step")
+    compression: str = rule("none", choices=("none", "fp16"),
+                            doc="gradient allreduce on the wire: none (float32) or fp16 (Horovod's, half the bytes)")
+    seed: int = rule(42, doc="initial weights, dropout and the batch order")
+    log_every: int = rule(20, ge=1, doc="steps between log lines")
+    ckpt_every: int = rule(200, ge=0, doc="steps between checkpoints (0: only at the end)")
+    keep_checkpoints: int = rule(3, ge=1, doc="newest checkpoints kept (the best is kept apart)")
 
 
 @dataclass
 class EvalConfig:
-    every: int = 100                   # dev BLEU every this many steps (0 = only at the end)
-    beam_size: int = 4
-    length_penalty: float = 0.6
-    max_extra_len: int = 10            # decode at most source length + this many tokens
-    dev_sentences: int = 200           # 0 = the whole dev set
-    test_sentences: int = 0            # 0 = the whole test set
+    every: int = rule(100, ge=0, doc="dev BLEU every this many steps (0: only at the end)")
+    beam_size: int = rule(4, ge=1, doc="beam search width (1: greedy)")
+    length_penalty: float = rule(0.6, ge=0, doc="beam search's length penalty alpha (GNMT's)")
+    max_extra_len: int = rule(10, ge=0, doc="decode at most source length + this many tokens")
+    dev_sentences: int = rule(200, ge=0, doc="dev sentences translated for BLEU (0: all)")
+    test_sentences: int = rule(0, ge=0, doc="test sentences translated for BLEU (0: all)")
 
 
 @dataclass
 class ClusterConfig:
-    engines: int = 2                   # local engines ("nodes") when hosts is empty
-    hosts: str = ""                    # e.g. "10.0.0.5:2,10.0.0.6:2": remote nodes, SSH-launched
-    iface: str = ""                    # NIC carrying Horovod traffic; empty = lo locally, else detected
-    listen: str = ""                   # address the controller and rendezvous listen on; empty = 127.0.0.1 for
-                                       # local engines, else the local address that routes to the hosts
-    rendezvous_timeout: int = 60       # seconds
-    start_timeout: int = 120           # seconds to wait for engines
-    launcher: str = "auto"             # "auto" (local, or SSH when hosts is set), "local", "ssh", "manual" (by hand)
-    logical_hosts: bool = True         # local engines pose as nodes node0, node1, ... (one rank per "node")
-    cycle_time_ms: float = 0.0         # Horovod's negotiation cycle (HOROVOD_CYCLE_TIME); 0 = auto: 10 on CPU
-                                       # ranks (Gloo), Horovod's own 1 on GPU ranks (NCCL)
+    engines: int = rule(2, ge=1, doc="local engines (\"nodes\") when cluster.hosts is empty")
+    hosts: str = rule("", doc="remote nodes and their slots, e.g. 10.0.0.5:2,10.0.0.6:2")
+    iface: str = rule("", doc="NIC carrying Horovod traffic; empty: lo locally, else detected")
+    listen: str = rule("", doc="address the controller and rendezvous listen on; empty: 127.0.0.1 for local "
+                               "engines, else the local address that routes to the hosts")
+    rendezvous_timeout: int = rule(60, ge=1, doc="seconds the ranks have to meet")
+    start_timeout: int = rule(120, ge=1, doc="seconds to wait for engines")
+    launcher: str = rule("auto", choices=("auto", "local", "ssh", "manual"),
+                         doc="how engines start: auto (local, or ssh when cluster.hosts is set), local processes, "
+                             "over ssh, or by hand (manual)")
+    logical_hosts: bool = rule(True, doc="local engines pose as nodes node0, node1, ... (one rank per \"node\")")
+    cycle_time_ms: float = rule(0.0, ge=0, doc="Horovod's negotiation cycle (HOROVOD_CYCLE_TIME); 0: 10 on CPU "
+                                               "ranks (Gloo), Horovod's own 1 on GPU ranks (NCCL)")
 
 
 @dataclass
 class MonitorConfig:
-    enabled: bool = True
-    interval: float = 1.0              # seconds between samples
-    link_gbps: float = 1.0             # inter-node link capacity (the homework's VMs: 1 Gbit/s)
-    price_per_node_hour: float = 3.06  # USD; a V100 cloud VM, for the cost projection
+    enabled: bool = rule(True, doc="sample CPU, memory, GPU and network on every rank")
+    interval: float = rule(1.0, gt=0, doc="seconds between samples")
+    link_gbps: float = rule(1.0, gt=0, doc="inter-node link capacity assumed when none was measured (the "
+                                           "homework's VMs: 1 Gbit/s)")
+    price_per_node_hour: float = rule(3.06, ge=0, doc="USD per node-hour for the cost projection (a V100 cloud VM)")
 
 
 @dataclass
@@ -208,37 +216,20 @@ def _type_of(cls, name: str):
     return typing.get_type_hints(cls)[name]
 
 
+_EXPECTED = {bool: "a boolean (true/false)", int: "an integer", float: "a number"}
+_BOOLS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
+
+
 def _coerce(key: str, typ, value):
     """Turn a value (a string from the command line, or JSON) into the field's type, or say why not."""
-    if isinstance(value, str):
-        text = value
-        if typ is bool:
-            low = text.lower()
-            if low in ("1", "true", "yes", "on"):
-                return True
-            if low in ("0", "false", "no", "off"):
-                return False
-            raise ConfigError(f"{key}: expected a boolean (true/false), got {text!r}")
-        if typ is int:
-            try:
-                return int(text.replace("_", ""))
-            except ValueError:
-                raise ConfigError(f"{key}: expected an integer, got {text!r}") from None
-        if typ is float:
-            try:
-                return float(text)
-            except ValueError:
-                raise ConfigError(f"{key}: expected a number, got {text!r}") from None
-        if typ is str:
-            return text
-    # JSON values
-    if typ is bool and isinstance(value, bool):
-        return value
-    if typ is int and isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if typ is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if typ is str and isinstance(value, str):
+    if isinstance(value, str) and typ is not str:
+        try:
+            return _BOOLS[value.lower()] if typ is bool else typ(value.replace("_", ""))
+        except (KeyError, ValueError):
+            raise ConfigError(f"{key}: expected {_EXPECTED[typ]}, got {value!r}") from None
+    if typ is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)  # JSON writes 1.0 as 1
+    if isinstance(value, typ) and not (typ is int and isinstance(value, bool)):
         return value
     raise ConfigError(f"{key}: expected {typ.__name__}, got {value!r} ({type(value).__name__})")
 
@@ -265,26 +256,14 @@ def _build(cls, d, where: str):
     return cls(**kwargs)
 
 
-# --- ranges ------------------------------------------------------------------------------------
+# --- rules ---------------------------------------------------------------------------------------
 
-CHOICES = {"data.source": ("synthetic", "wmt16", "files"), "data.tokenized": ("auto", "yes", "no"),
-           "train.lr_scaling": SCALINGS,
-           "train.precision": ("auto", "float32", "mixed_float16", "mixed_bfloat16"), "train.compression": ("none", "fp16"),
-           "cluster.launcher": ("auto", "local", "ssh", "manual")}
-AT_LEAST = {  # key -> smallest allowed value (what 0 means, where it is allowed, is in the field's comment)
-    "data.train_size": 1, "data.dev_size": 1, "data.test_size": 1, "data.vocab_size": 8, "data.bpe_sample": 1,
-    "data.min_len": 0, "data.max_len": 1, "data.max_len_ratio": 1, "data.max_tokens": 1, "data.batch_tokens": 0,
-    "data.batch_sentences": 1, "data.bucket_width": 1,
-    "model.d_model": 2, "model.encoder_layers": 1, "model.decoder_layers": 1, "model.num_heads": 1,
-    "model.d_ff": 1, "model.max_positions": 2,
-    "train.steps": 1, "train.warmup_steps": 1, "train.grad_accum": 1, "train.log_every": 1, "train.ckpt_every": 0,
-    "train.keep_checkpoints": 1,
-    "eval.every": 0, "eval.beam_size": 1, "eval.length_penalty": 0, "eval.max_extra_len": 0,
-    "eval.dev_sentences": 0, "eval.test_sentences": 0,
-    "cluster.engines": 1, "cluster.rendezvous_timeout": 1, "cluster.start_timeout": 1,
-    "monitor.price_per_node_hour": 0}
-UNIT_INTERVAL = ("model.dropout", "model.label_smoothing", "train.beta1", "train.beta2")  # in [0, 1)
-POSITIVE = ("train.lr_scale", "train.epsilon", "monitor.interval", "monitor.link_gbps")  # > 0
+def _leaves() -> typing.Iterator[tuple[str, type, dataclasses.Field]]:
+    """(section.name, type, field) of every value in a Config, in declaration order."""
+    for section, cls in typing.get_type_hints(Config).items():
+        if dataclasses.is_dataclass(cls):
+            types = typing.get_type_hints(cls)
+            yield from ((f"{section}.{f.name}", types[f.name], f) for f in dataclasses.fields(cls))
 
 
 def _validate(cfg: Config) -> None:
@@ -295,19 +274,11 @@ def _validate(cfg: Config) -> None:
     def bad(key, rule):
         raise ConfigError(f"{key}={get(key)!r}: {rule}; set another value (--set {key}=... or cfg.{key} = ...)")
 
-    for key, choices in CHOICES.items():
-        if get(key) not in choices:
-            bad(key, f"choose one of {', '.join(choices)}")
-    for key, low in AT_LEAST.items():
-        if get(key) < low:
-            bad(key, f"must be >= {low}")
-    for key in UNIT_INTERVAL:
-        if not 0 <= get(key) < 1:
-            bad(key, "must be in [0, 1)")
-    for key in POSITIVE:
-        if not get(key) > 0:
-            bad(key, "must be > 0")
-    m = cfg.model
+    for key, _, f in _leaves():
+        problem = f.metadata.get("rule", Rule()).problem(get(key))
+        if problem:
+            bad(key, problem)
+    m = cfg.model  # the rules between fields
     if m.d_model % 2:
         bad("model.d_model", "must be even (the sinusoidal position table pairs sin and cos)")
     if m.d_model % m.num_heads:
@@ -317,12 +288,34 @@ def _validate(cfg: Config) -> None:
         bad("data.max_len", f"must be >= data.min_len={cfg.data.min_len}")
 
 
+class RuleRow(typing.NamedTuple):
+    key: str        # section.name
+    type: str       # int, float, str or bool
+    default: object
+    rule: str       # Rule.text(): "" when any value of the type will do
+    doc: str
+
+
+def rules() -> list[RuleRow]:
+    """Every config value with its type, default, rule and meaning: what docs/config.md is made of."""
+    return [RuleRow(key, typ.__name__, f.default, f.metadata["rule"].text(), f.metadata["doc"])
+            for key, typ, f in _leaves()]
+
+
+def choices(key: str) -> tuple:
+    """The allowed values of a key that has choices, e.g. choices("cluster.launcher") for the CLI's --launcher."""
+    found = {k: f.metadata["rule"].choices for k, _, f in _leaves() if f.metadata["rule"].choices}
+    if key not in found:
+        raise ConfigError(f"{key!r} has no choices (keys with choices: {', '.join(found)})")
+    return found[key]
+
+
 # --- profiles ------------------------------------------------------------------------------------
 
 def _tiny() -> Config:
     """CPU practice: the embedded synthetic corpus and a small Transformer; the whole course in minutes."""
-    # lr_scale 0.5: the homework's 2.0 peaks at 1.3e-2 for d_model=128/warmup=200 and stalls at loss ~3;
-    # 0.5 (peak 3.1e-3) reaches dev BLEU ~89 at 500 steps, ~97 at 1000 (bench/quality.py runs the long schedule)
+    # lr_scale 0.5 (peak lr 3.1e-3 at d_model 128, warmup 200): the homework's 2.0 (peak 1.3e-2) stalls this
+    # small model; bench/README.md has the measured BLEU of both
     return Config(profile="tiny", train=TrainConfig(lr_scale=0.5))
 
 
@@ -372,3 +365,29 @@ def table(cfg: Config) -> list[tuple[str, str]]:
         else:
             rows.append((section, str(value)))
     return rows
+
+
+def markdown() -> str:
+    """docs/config.md: every key's type, each profile's value, rule and meaning, from rules()."""
+    profiles = {name: make().to_dict() for name, make in PROFILES.items()}
+    out = ["# Config reference", "",
+           "Generated from the rules declared at each field of `nmtkit/config.py` (`python -m nmtkit.config > "
+           "docs/config.md`; a test fails when this file is stale). Set a value with `--set section.key=value` "
+           "or, in a notebook, `cfg.section.key = value`. `Config.validate()` checks every value against its "
+           "*allowed* column, model.d_model against model.num_heads and data.max_len against data.min_len. "
+           f"The columns {', '.join(f'`{p}`' for p in profiles)} are the profiles' values (`--profile`)."]
+    section = None
+    for r in rules():
+        sec, name = r.key.split(".")
+        if sec != section:
+            section = sec
+            out += ["", f"## {sec}", "", f"| key | type | {' | '.join(profiles)} | allowed | meaning |",
+                    "|---" * (len(profiles) + 4) + "|"]
+        values = " | ".join(f"`{json.dumps(p[sec][name])}`" for p in profiles.values())
+        doc = r.doc.replace("|", "&#124;").replace("*", r"\*")  # literal, not table cells or emphasis
+        out.append(f"| `{r.key}` | {r.type} | {values} | {r.rule} | {doc} |")
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown(), end="")

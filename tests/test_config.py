@@ -1,9 +1,13 @@
 """The typed config tree: profiles, overrides, bad keys and types, round trip through config.json."""
 import json
+import re
+from pathlib import Path
 
 import pytest
 
 from nmtkit import config
+from nmtkit.errors import NmtkitError
+from nmtkit.lr import SCALINGS
 from nmtkit.cli import main as cli_main
 
 
@@ -144,3 +148,44 @@ def test_ranges_are_checked_on_every_path_in(tmp_path):
         good.validate()
     # a bad value fixed later in the same override list is fine: the check runs once, at the end
     assert config.load("tiny", ["train.steps=-1", "train.steps=3"], env={}).train.steps == 3
+
+
+def test_every_value_declares_its_meaning_and_the_rule_at_its_field_is_what_validate_checks():
+    rows = config.rules()
+    assert [r.key for r in rows] == [k for k, _ in config.table(config.Config()) if k != "profile"]
+    assert all(r.doc for r in rows), [r.key for r in rows if not r.doc]
+    for r in rows:  # one step outside each declared rule fails, naming the key and the rule's words
+        if r.rule.startswith("one of"):
+            bad = "nope"
+        elif r.rule.startswith(">= "):
+            bad = float(r.rule[3:]) - 1 if r.type == "float" else int(r.rule[3:]) - 1
+        elif r.rule.startswith("> ") or r.rule.startswith("in ["):
+            bad = -1 if r.type == "int" else -1.0
+        else:
+            assert r.rule == "", r
+            continue
+        with pytest.raises(config.ConfigError, match=rf"^{r.key}=.*: (must be|choose) {re.escape(r.rule)}; set"):
+            config.load("tiny", {r.key: bad}, env={})
+    assert config.load("tiny", {"train.lr_scale": 1e-9, "model.dropout": 0.0}, env={}).model.dropout == 0.0
+
+
+def test_choices_are_read_from_the_fields():
+    assert config.choices("cluster.launcher") == ("auto", "local", "ssh", "manual")
+    assert config.choices("train.compression") == ("none", "fp16")
+    assert config.choices("train.lr_scaling") == SCALINGS  # the LR formula's own list, declared at the field
+    with pytest.raises(config.ConfigError, match="'train.steps' has no choices.*cluster.launcher"):
+        config.choices("train.steps")
+
+
+def test_a_wrong_type_set_by_hand_is_a_config_error():
+    cfg = config.load("tiny", env={})
+    cfg.train.steps = "5"
+    with pytest.raises(config.ConfigError, match=r"^train.steps='5': must be a number >= 1"):
+        cfg.validate()
+    assert issubclass(config.ConfigError, NmtkitError) and issubclass(config.ConfigError, ValueError)
+
+
+def test_docs_config_md_is_what_the_rules_render():
+    doc = Path(__file__).resolve().parents[1] / "docs" / "config.md"
+    assert doc.read_text() == config.markdown(), "stale: python -m nmtkit.config > docs/config.md"
+    assert "| `cluster.launcher` | str | `\"auto\"` | `\"auto\"` | one of auto, local, ssh, manual |" in doc.read_text()

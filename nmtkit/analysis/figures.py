@@ -22,7 +22,7 @@ def _figure(nrows: int = 1, ncols: int = 1, size=(7.0, 3.6)):
     fig = Figure(figsize=(size[0] * (1 if ncols == 1 else 0.75 * ncols), size[1] * nrows))
     FigureCanvasAgg(fig)
     axes = fig.subplots(nrows, ncols, squeeze=False)
-    # Fixed margins: tight_layout would double the drawing time, and the report draws ~30 figures.
+    # Fixed margins, not tight_layout: its extra layout pass is paid on every figure of a report (bench/README.md).
     fig.subplots_adjust(left=0.12 / (1 if ncols == 1 else 0.75 * ncols) * 1.2, right=0.97, bottom=0.14 / nrows ** 0.5,
                         top=1 - 0.1 / nrows ** 0.5, hspace=0.35, wspace=0.3)
     return fig, axes

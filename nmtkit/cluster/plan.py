@@ -69,14 +69,14 @@ def assign_slots(node_of_engine: list[str]) -> list[SlotInfo]:
     return [free[node].pop(0) for node in node_of_engine]
 
 
-CPU_CYCLE_MS = 10.0  # bench/scaling.py (a): Horovod's background thread negotiates with the peers every cycle
+CPU_CYCLE_MS = 10.0  # HOROVOD_CYCLE_TIME on CPU (Gloo) ranks; why: cycle_time_ms below
 
 
 def cycle_time_ms(nccl: bool, configured: float = 0.0) -> float | None:
     """HOROVOD_CYCLE_TIME for a rank: cluster.cycle_time_ms when set (> 0); else CPU_CYCLE_MS where the allreduce
-    runs on CPUs over Gloo, where each cycle's negotiation takes CPU from the training on the same cores (two
-    ranks on 2 cores, measured per 500-650 ms step: Horovod's threads took 100-190 ms of CPU at its 1 ms cycle,
-    35-65 ms at 10 ms); None on NCCL ranks (Horovod's own 1 ms: GPU steps are short and the CPU is free)."""
+    runs on CPUs over Gloo, where each cycle's negotiation takes CPU from the training on the same cores (a
+    longer cycle negotiates less often; bench/README.md has what Horovod's threads took at 1 and 10 ms); None on
+    NCCL ranks (Horovod's own 1 ms: GPU steps are short and the CPU is free)."""
     if configured > 0:
         return configured
     return None if nccl else CPU_CYCLE_MS

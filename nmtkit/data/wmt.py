@@ -79,8 +79,25 @@ SOURCES: list[Source] = [
            md5="84c597844c1542e29c2aff23aaee4310", sacrebleu="wmt14"),
 ]
 RETRY_BACKOFF = 2.0  # seconds before the first retry of a failed download; doubles each time
-# Archives + extracted text + cleaned copies + encoded ids: about this many times the archives' size.
+# Preparing holds, at its peak, four copies of the corpus: the archives, the de-en text extracted from them (raw/),
+# the cleaned, shuffled text (train.*) and the encoded ids (int32 per BPE token), each about the archives' size
+# or less: an estimate with headroom, not a measurement. The one disk figure: data/README.md,
+# docs/instructors.md and nmtkit doctor quote DISK_NEED_GB (tests/test_data_wmt.py checks the docs).
 DISK_FACTOR = 4.0
+
+
+def download_bytes(sources: Optional[list[Source]] = None) -> int:
+    """What fetching the archives downloads (the pinned sizes; the test sets' approximate ones)."""
+    return sum(s.approx_bytes for s in (SOURCES if sources is None else sources))
+
+
+def disk_need_bytes(sources: Optional[list[Source]] = None) -> int:
+    """Free bytes preparing WMT16 needs from scratch: DISK_FACTOR x the archives' bytes."""
+    return int(DISK_FACTOR * download_bytes(sources))
+
+
+DOWNLOAD_GB = round(download_bytes() / 1e9, 1)     # 1.7: the figure the docs quote
+DISK_NEED_GB = round(disk_need_bytes() / 1e9, 1)   # 6.8: the figure the docs and nmtkit doctor quote
 
 
 def url_for(src: Source, base_url: str = "") -> str:
@@ -110,7 +127,7 @@ def check_disk(d: Path, sources: list[Source]) -> None:
     """Refuse to start when the disk cannot hold the corpus, saying how much is needed and free."""
     raw = d / "raw"
     present = sum((raw / s.archive).stat().st_size for s in sources if (raw / s.archive).exists())
-    need = int(DISK_FACTOR * sum(s.approx_bytes for s in sources)) - present
+    need = disk_need_bytes(sources) - present
     free = disk_free(d)
     if need > free:
         raise DiskSpaceError(f"{d}: preparing WMT16 needs about {need / 1e9:.1f} GB free but only "
