@@ -147,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hosts", default="", metavar="H1:2,H2:2",
                    help="nodes and their slots, e.g. 10.0.0.5:2,10.0.0.6:2 (the homework's mpirun -H); "
                         "default: local engines posing as nodes")
-    p.add_argument("--launcher", default="auto", choices=("auto", "local", "ssh", "manual"),
+    p.add_argument("--launcher", default="auto", choices=config_mod.choices("cluster.launcher"),
                    help="how engines start: local processes, over SSH to --hosts, or by hand (manual)")
     p.set_defaults(func=cmd_train)
 

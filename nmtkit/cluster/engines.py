@@ -24,11 +24,11 @@ from nmtkit.cluster.preflight import (PreflightError, gather_facts, link_status,
                                       copy_to_node, preflight_table, reachability_listener)
 from nmtkit.cluster.remote import engine_identity, rank_check, rank_main, train_rank
 from nmtkit.cluster.rendezvous import Rendezvous
-from nmtkit.config import ClusterConfig, Config
+from nmtkit.config import ClusterConfig, Config, choices
 from nmtkit.runlock import RunLock
 from nmtkit.runs import RunDir
 
-LAUNCHERS = ("auto", "local", "ssh", "manual")
+LAUNCHERS = choices("cluster.launcher")
 
 
 class Cluster:
