@@ -97,6 +97,8 @@ class TrainConfig:
     log_every: int = rule(20, ge=1, doc="steps between log lines")
     ckpt_every: int = rule(200, ge=0, doc="steps between checkpoints (0: only at the end)")
     keep_checkpoints: int = rule(3, ge=1, doc="newest checkpoints kept (the best is kept apart)")
+    max_hours: float = rule(0.0, ge=0, doc="budget in hours of training, all sessions of the run (0: none)")
+    max_cost: float = rule(0.0, ge=0, doc="budget in USD at monitor.price_per_node_hour x nodes (0: none)")
 
 
 @dataclass
@@ -107,6 +109,8 @@ class EvalConfig:
     max_extra_len: int = rule(10, ge=0, doc="decode at most source length + this many tokens")
     dev_sentences: int = rule(200, ge=0, doc="dev sentences translated for BLEU (0: all)")
     test_sentences: int = rule(0, ge=0, doc="test sentences translated for BLEU (0: all)")
+    early_stopping: int = rule(0, ge=0, doc="stop after this many dev evaluations without improvement (0: off)")
+    min_improvement: float = rule(0.0, ge=0, doc="dev BLEU points over the best that count as improvement")
 
 
 @dataclass

@@ -22,6 +22,7 @@ from nmtkit.config import Config
 from nmtkit.model.transformer import count_params
 from nmtkit.runlock import TOKEN_ENV
 from nmtkit.runs import MONITOR_DIR, RunDir
+from nmtkit.train.budget import Budget, Plateau, Projection, measured_step_s
 from nmtkit.train.checkpoints import (CheckpointError, Checkpoints, DataPosition, TrainError, _check_resumable,
                                       checkpoint_files, copy_data_files, finished_summary, load_model, tokenizer_for)
 from nmtkit.train.dist import Single, set_threads
@@ -53,12 +54,36 @@ def train(cfg: Config, run_dir: str | os.PathLike | RunDir, *, data_dir: str | o
 
 @dataclass
 class Progress:
-    """Where the loop is: the step, the last checkpointed step, the status it will end with and why."""
+    """Where the loop is: the step, the last checkpointed and evaluated steps, the status it will end with and why."""
 
     step: int
     last_saved: int
     status: str = "running"
     reason: str | None = None
+    evaluated: int = -1
+
+
+@dataclass
+class Spend:
+    """Rank 0's account of the run's time (all sessions) and pace, against its budget and plateau rule."""
+
+    budget: Budget
+    plateau: Plateau
+    prior_h: float                 # hours the run's earlier sessions trained
+    step_s: float | None = None    # this session's measured pace (or the last session's, until measured)
+    eval_s: float = 0.0            # the last dev evaluation's wall time: reserved twice (dev + test) for the finish
+    t0: float = 0.0
+    projected: bool = False
+
+    def hours(self) -> float:
+        return self.prior_h + (time.time() - self.t0) / 3600
+
+    def stop_reason(self, p: Progress, t) -> str | None:
+        if self.plateau.reached:
+            return "plateau"
+        if self.budget.exhausted(self.hours(), p.step, self.step_s, t.ckpt_every, t.steps, 2 * self.eval_s):
+            return "budget"
+        return None
 
 
 def _train(cfg: Config, rd: RunDir, data_dir, dist, on_log, resume: bool, progress: bool | None) -> dict:
@@ -82,6 +107,7 @@ def _train(cfg: Config, rd: RunDir, data_dir, dist, on_log, resume: bool, progre
                   flush=True)
         return done
     params = count_params(trainer.model)
+    spend = _spend(cfg, rd, dist) if chief else None
     if chief:
         _start_run(rd, cfg, data_dir, dist, trainer, start, params)
     peak = peak_flops(trainer.precision)  # before the input pipeline's threads start
@@ -101,10 +127,13 @@ def _train(cfg: Config, rd: RunDir, data_dir, dist, on_log, resume: bool, progre
         evaluator = Evaluator(cfg, rd.path, data_dir, trainer, tok, scalars, ckpts) if chief else None
         reporter = Reporter(cfg, dist, rd.path, trainer, tok.vocab_size, peak, scalars, bar, on_log)
         stack.callback(reporter.flush)  # a failing run still leaves its finished steps in the rank log
+        if spend is not None:
+            spend.t0 = time.time()
         try:
             while p.step < t.steps:
-                if dist.any(flag.requested):  # every rank agrees to stop at the same step
-                    p.status, p.reason = "stopped", flag.signal or "interrupt"
+                why = spend.stop_reason(p, t) if spend is not None else None  # rank 0: budget or plateau
+                if dist.any(flag.requested or why is not None):  # every rank agrees to stop at the same step
+                    p.status, p.reason = "stopped", (flag.signal or "interrupt") if flag.requested else why
                     break
                 t0 = time.perf_counter()
                 micro = [next(data.iterator) for _ in range(trainer.accum)]
@@ -115,6 +144,7 @@ def _train(cfg: Config, rd: RunDir, data_dir, dist, on_log, resume: bool, progre
                     reporter.log(p.step)
                     if chief:
                         rd.check_ours()
+                        _project(spend, rd, p, t, reporter)
                 if t.ckpt_every and p.step % t.ckpt_every == 0:
                     reporter.flush()  # the rank log holds every step a checkpoint covers
                     data.save(p.step)  # every rank: its own input position
@@ -123,7 +153,7 @@ def _train(cfg: Config, rd: RunDir, data_dir, dist, on_log, resume: bool, progre
                         p.last_saved = p.step
                         rd.progress(p.step)
                 if chief and cfg.eval.every and p.step % cfg.eval.every == 0 and p.step < t.steps:
-                    evaluator.dev(p.step)
+                    _evaluate(evaluator, spend, rd, p)
             else:
                 p.status = "finished"
         except KeyboardInterrupt:  # a second Ctrl-C, or no handler (not the main thread): still leave a checkpoint
@@ -134,23 +164,64 @@ def _train(cfg: Config, rd: RunDir, data_dir, dist, on_log, resume: bool, progre
         data.save(p.step)
         summary = {"status": p.status, "step": p.step, "total_steps": t.steps, "params": params,
                    "precision": trainer.precision, "ranks": dist.size, **reporter.summary()}
-        return _finish(p, rd, ckpts, evaluator, summary) if chief else summary
+        if spend is not None:
+            summary.update(reason=p.reason, spent_hours=spend.hours())
+        return _finish(p, rd, ckpts, evaluator, summary, spend) if chief else summary
 
 
-def _finish(p: Progress, rd: RunDir, ckpts: Checkpoints, evaluator: Evaluator, summary: dict) -> dict:
-    """Rank 0, after the loop: the last checkpoint, final dev and test evaluation, run.json with the summary."""
+def _finish(p: Progress, rd: RunDir, ckpts: Checkpoints, evaluator: Evaluator, summary: dict, spend: Spend) -> dict:
+    """Rank 0, after the loop: the last checkpoint; a finished run, or one its budget or plateau stopped, gets its
+    final dev and test evaluation; run.json records how it ended."""
     rd.check_ours()
     if p.step != p.last_saved or not ckpts.latest.latest_checkpoint:
         ckpts.save(p.step)
     if p.status == "stopped":
-        print(f"stopped at step {p.step} ({p.reason}); checkpoint saved, "
-              f"train again with the same run directory to resume", flush=True)
-    if p.status == "finished":
-        evaluator.dev(p.step)
+        more = {"budget": f" by its budget ({spend.budget.describe()})",
+                "plateau": f": dev BLEU did not improve by {spend.plateau.min_improvement:g} for "
+                           f"{spend.plateau.patience} evaluations"}.get(p.reason, f" ({p.reason})")
+        print(f"stopped at step {p.step} of {summary['total_steps']}{more}; checkpoint saved, train again with the "
+              f"same run directory to resume", flush=True)
+    if p.status == "finished" or p.reason in ("budget", "plateau"):
+        if p.evaluated != p.step:
+            evaluator.dev(p.step)
         summary.update(evaluator.test(p.step))
     summary.update(evaluator.summary())
     rd.ended(p.status, p.step, reason=p.reason, summary=summary)
     return summary
+
+
+def _spend(cfg: Config, rd: RunDir, dist) -> Spend:
+    """Rank 0 at the start: the budget (refused here when it cannot buy a step at the last session's pace) and the
+    plateau record, continuing what earlier sessions left in run.json."""
+    status = rd.status()
+    budget = Budget.of(cfg, nodes=max(1, dist.size // getattr(dist, "local_size", 1)))
+    prior_h, step_s = status.get("spent_hours") or 0.0, (status.get("projection") or {}).get("step_s")
+    budget.check_affordable(prior_h, step_s)
+    return Spend(budget, Plateau.of(cfg, status), prior_h, step_s)
+
+
+def _project(spend: Spend, rd: RunDir, p: Progress, t, reporter: Reporter) -> None:
+    """Rank 0 at each log interval: the measured pace, and where it takes the run (a line the first time)."""
+    step_s = measured_step_s(reporter.step_times[-1000:] if len(reporter.step_times) > 1000 else reporter.step_times)
+    if step_s is None:
+        rd.progress(p.step, spent_hours=spend.hours())
+        return
+    spend.step_s = step_s
+    proj = Projection(p.step, t.steps, step_s, spend.hours(), spend.budget.nodes, spend.budget.price)
+    if not spend.projected:
+        print(proj.line(spend.budget), flush=True)
+        spend.projected = True
+    rd.progress(p.step, spent_hours=proj.spent_h, **proj.fields())
+
+
+def _evaluate(evaluator: Evaluator, spend: Spend, rd: RunDir, p: Progress) -> None:
+    """Rank 0: a dev evaluation, timed (the budget keeps room for the final one) and fed to the plateau rule."""
+    t0 = time.time()
+    ev = evaluator.dev(p.step)
+    p.evaluated, spend.eval_s = p.step, time.time() - t0
+    if spend.plateau.patience:
+        spend.plateau.add(p.step, ev["bleu"])
+        rd.record(**spend.plateau.fields())
 
 
 def _interactive() -> bool:
