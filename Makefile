@@ -30,7 +30,7 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 
 # Records a non-default env for the next make (atomically: temp file + rename); the default .venv clears the record.
 setup:
-	@$(if $(VENV_FROM),echo "[make] environment $(VENV) (from $(VENV_FROM)); \`make setup VENV=.venv\` to go back to .venv")
+	@$(if $(VENV_FROM),echo "[make] environment $(VENV) (from $(VENV_FROM)); \`make setup VENV=.venv\` goes back")
 	@VENV='$(VENV)' bash scripts/setup.sh
 	@$(if $(filter $(abspath .venv),$(abspath $(VENV))),rm -f '$(RECORD)',\
 		printf '%s\n' '$(abspath $(VENV))' > '$(RECORD).tmp' && mv -f '$(RECORD).tmp' '$(RECORD)')

@@ -43,8 +43,9 @@ def _tensorflow_text():
     except (ImportError, tf.errors.NotFoundError, OSError) as e:
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise ExportError(f"export needs tensorflow-text for in-graph sentencepiece and cannot import it ({first}); "
-                          f"`pip install {TF_TEXT_PIN}` (no wheel for this platform: export on Linux x86-64; "
-                          f"training and the Python Translator work without it)") from None
+                          f"`pip install {TF_TEXT_PIN}`, built for TensorFlow 2.18 (wheels: Linux x86-64/aarch64, "
+                          f"macOS arm64; elsewhere export on such a machine); training and translating work without it"
+                          ) from None
     return tensorflow_text
 
 

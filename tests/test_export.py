@@ -75,8 +75,9 @@ def test_exported_ids_equal_the_tokenizer_on_unseen_words(exported, translator):
     assert ids == want
     assert all(row[-1] == 3 and 3 not in row[:-1] and 0 not in row and 2 not in row for row in ids)
     assert any(1 in row for row in ids), "some characters are outside the 400-piece vocabulary: UNK"
-    long = ["the dog " * 200]
-    assert load(exported).ids(long) == translator.encode(long)  # cut to max_positions - 1, then EOS
+    long = ["the dog " * 200]  # more pieces than the model has positions: cut to max_positions - 1, then EOS
+    assert load(exported).ids(long) == translator.encode(long)
+    assert len(translator.encode(long)[0]) == translator.model.cfg.max_positions
 
 
 def test_exported_translations_equal_the_translator_on_unseen_words(exported, translator):
