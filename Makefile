@@ -3,18 +3,37 @@
 #   make test   the same set-up, then the unit tests and the notebooks under nbval (what CI runs)
 #   make lab    JupyterLab on 127.0.0.1 with the 'nmtkit' kernel
 #   make student  course staff: student copies of the notebooks (solutions removed) in student/
-VENV ?= .venv
+#
+# The Python environment every target uses, the first that applies: VENV=dir (command line or environment); the
+# one `make setup` last set up, recorded in .nmtkit-venv; an active conda env holding the kit ($CONDA_PREFIX/bin/nmtkit,
+# as environment.yml installs it); else .venv. So after `make setup VENV=$CONDA_PREFIX`, a plain `make lab` uses that
+# env instead of setting up a second stack in .venv.
+RECORD := $(dir $(abspath $(lastword $(MAKEFILE_LIST)))).nmtkit-venv
+ifeq ($(filter command line environment,$(origin VENV)),)
+VENV := $(shell cat '$(RECORD)' 2>/dev/null)
+VENV_FROM := $(if $(VENV),$(RECORD))
+ifeq ($(VENV),)
+VENV := $(if $(CONDA_PREFIX),$(patsubst %/bin/nmtkit,%,$(wildcard $(CONDA_PREFIX)/bin/nmtkit)))
+VENV_FROM := $(if $(VENV),the active conda env)
+endif
+VENV := $(or $(VENV),.venv)
+endif
 PY := $(VENV)/bin/python
 export NMTKIT_PROFILE ?= tiny
 export TF_USE_LEGACY_KERAS := 1
-export TF_CPP_MIN_LOG_LEVEL ?= 2
+# No TF_CPP_MIN_LOG_LEVEL here: set for every process make starts, it hid TensorFlow's "Cannot dlopen some GPU
+# libraries", one of the two clues a broken GPU driver gives. `import nmtkit` sets its own default.
 # the venv's tools (tensorboard, ipengine, jupyter) for kernels and engines, without activating it
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
 .PHONY: setup demo test unit notebooks lab trust student doctor bench clean rehearsal
 
+# Records a non-default env for the next make (atomically: temp file + rename); the default .venv clears the record.
 setup:
-	@bash scripts/setup.sh
+	@$(if $(VENV_FROM),echo "[make] environment $(VENV) (from $(VENV_FROM)); \`make setup VENV=.venv\` goes back")
+	@VENV='$(VENV)' bash scripts/setup.sh
+	@$(if $(filter $(abspath .venv),$(abspath $(VENV))),rm -f '$(RECORD)',\
+		printf '%s\n' '$(abspath $(VENV))' > '$(RECORD).tmp' && mv -f '$(RECORD).tmp' '$(RECORD)')
 
 demo: setup
 	$(VENV)/bin/nmtkit course

@@ -1,21 +1,17 @@
 """Export a trained run as a SavedModel whose signature maps a batch of English strings to German strings.
 
-Tokenisation must live inside the graph, but sentencepiece has no TensorFlow ops here (no tensorflow-text) and a
-`tf.py_function` is not serialisable. So the BPE is *precomputed*: sentencepiece never merges across
-whitespace, so a sentence's pieces are the concatenation of its words' pieces, and every word seen on the source
-side of the training corpus (up to `max_words`, most frequent first) is encoded once, here, with the real
-sentencepiece model. The SavedModel holds that word -> ids table (`tf.lookup.StaticHashTable`) and splits input
-on whitespace with `tf.strings`. A word not in the table falls back to "▁" + one piece per character, a valid
-segmentation that the model understands, though not always the one sentencepiece would pick (it would merge
-known character pairs). Detokenisation is exact: a gather of piece strings, joined, "▁" -> space.
-Sentencepiece's NFKC normalisation is not reproduced (input is expected as clean text, like the corpus).
+Tokenisation lives inside the graph as sentencepiece itself: `tensorflow_text.SentencepieceTokenizer`, built from
+the bytes of the run's own `spm.model`, tokenises and detokenises with the same model file as training (same
+pieces, same NFKC normalisation, any word). `tensorflow-text` is imported only here, when exporting or loading:
+the rest of the kit works without it. The SavedModel also holds the beam search, so serving is strings -> strings;
+a reader needs `import tensorflow_text` (it registers the sentencepiece ops) before `tf.saved_model.load`.
 
     path = export("runs/baseline")                 # -> runs/baseline/saved_model
-    out = tf.saved_model.load(str(path)).signatures["serving_default"](sentences=tf.constant(["Hello ."]))
+    translate = load(path); translate(["Hello ."])
+    exported_ids(path, ["Hello ."])                # the ids the exported graph feeds its encoder
 """
 from __future__ import annotations
 
-import collections
 import json
 import os
 import subprocess
@@ -25,79 +21,61 @@ from pathlib import Path
 from typing import Sequence
 
 from nmtkit import runs
+from nmtkit.errors import NmtkitError
 from nmtkit.files import atomic_write_json
 from nmtkit.model.decode import search
-from nmtkit.model.transformer import BOS, EOS, PAD, UNK
+from nmtkit.model.transformer import BOS, EOS, PAD
 from nmtkit.keras2 import import_tf
 
 tf = import_tf()
 
-WORD_BOUNDARY = "\u2581"  # sentencepiece's "▁"
+TF_TEXT_PIN = "tensorflow-text==2.18.1"  # the release built for TensorFlow 2.18 (pyproject.toml pins the same)
 
 
-class ExportError(RuntimeError):
-    """The run cannot be exported (no checkpoint, no BPE model); the message says what to do."""
+class ExportError(NmtkitError):
+    """The run cannot be exported or the export cannot be loaded; the message says what to do."""
 
 
-def _vocabulary_words(data_dir: Path, max_words: int) -> list[str]:
-    """Most frequent whitespace-separated words of the training sources."""
-    path = Path(data_dir) / "train.en"
-    if not path.exists():
-        raise ExportError(f"{path}: missing; the export precomputes the BPE of the training words. Pass the "
-                          "prepared data directory (data_dir=..., or run from where config.json's data.dir points)")
-    counts: collections.Counter = collections.Counter()
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            counts.update(line.split())
-    return [w for w, _ in counts.most_common(max_words)]
+def _tensorflow_text():
+    """tensorflow_text, or an ExportError in one line (no wheel for this platform, or a build for another TF)."""
+    try:
+        import tensorflow_text
+    except (ImportError, tf.errors.NotFoundError, OSError) as e:
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise ExportError(f"export needs tensorflow-text for in-graph sentencepiece and cannot import it ({first}); "
+                          f"`pip install {TF_TEXT_PIN}`, built for TensorFlow 2.18 (wheels: Linux x86-64/aarch64, "
+                          f"macOS arm64; elsewhere export on such a machine); training and translating work without it"
+                          ) from None
+    return tensorflow_text
 
 
 class Exported(tf.Module):
-    """What the SavedModel holds: the Transformer, the word -> ids table, the piece strings."""
+    """What the SavedModel holds: the Transformer, the sentencepiece model (as tensorflow-text ops), the search."""
 
-    def __init__(self, model, tokenizer, words: Sequence[str], beam_size: int, alpha: float, max_extra_len: int):
+    def __init__(self, model, spm_proto: bytes, beam_size: int, alpha: float, max_extra_len: int):
         super().__init__()
+        text = _tensorflow_text()
         self.model = model
-        sp = tokenizer.sp
-        pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
-        keys = list(words)
-        values = [" ".join(str(i) for i in tokenizer.encode(w)) for w in keys]
-        self.words = tf.lookup.StaticHashTable(
-            tf.lookup.KeyValueTensorInitializer(tf.constant(keys or [""], tf.string),
-                                                tf.constant(values or [""], tf.string)), default_value="")
-        # single characters for the fallback; "▁" + char for a word's first character when the vocab has it
-        chars = {p: i for i, p in enumerate(pieces) if len(p) == 1 and i > EOS}
-        self.chars = tf.lookup.StaticHashTable(
-            tf.lookup.KeyValueTensorInitializer(tf.constant(list(chars), tf.string),
-                                                tf.constant([str(i) for i in chars.values()], tf.string)),
-            default_value=str(UNK))
-        self.boundary_id = str(sp.piece_to_id(WORD_BOUNDARY))
-        text = [p for p in pieces]
-        for special in (PAD, BOS, EOS):
-            text[special] = ""
-        text[UNK] = " \u2047 "  # what sentencepiece prints for <unk>
-        self.pieces = tf.constant(text, tf.string)
+        # the same encoding as Tokenizer.encode: no BOS/EOS from sentencepiece, EOS appended below (as in training)
+        self.sp = text.SentencepieceTokenizer(model=spm_proto, out_type=tf.int32, add_bos=False, add_eos=False)
         self.beam_size, self.alpha = beam_size, alpha
         self.max_extra_len, self.max_positions = max_extra_len, model.cfg.max_positions
 
     def encode(self, sentences):
-        words = tf.strings.split(sentences)                       # ragged [B, W]
-        flat = words.flat_values
-        known = self.words.lookup(flat)
-        chars = tf.strings.unicode_split(flat, "UTF-8")
-        fallback = tf.strings.reduce_join(self.chars.lookup(chars), axis=-1, separator=" ")
-        fallback = tf.strings.join([tf.fill(tf.shape(flat), self.boundary_id), fallback], separator=" ")
-        ids_text = tf.where(tf.not_equal(known, ""), known, fallback)
-        per_sentence = tf.strings.reduce_join(words.with_flat_values(ids_text), axis=1, separator=" ")
-        ids = tf.strings.to_number(tf.strings.split(per_sentence), tf.int32)[:, :self.max_positions - 1]
-        eos = tf.fill([tf.shape(sentences)[0], 1], EOS)
-        return tf.concat([ids, tf.RaggedTensor.from_tensor(eos)], axis=1).to_tensor(PAD)
+        """[B] strings -> [B, S] int32: pieces cut to max_positions - 1, then EOS, PAD-padded (Translator.encode)."""
+        ids = self.sp.tokenize(sentences)[:, :self.max_positions - 1]
+        eos = tf.RaggedTensor.from_tensor(tf.fill([tf.shape(sentences)[0], 1], EOS))
+        return tf.concat([ids, eos], axis=1).to_tensor(PAD)
 
     def decode(self, ids):
+        """[B, T] ids -> [B] strings as Tokenizer.decode: stop at the first EOS, drop PAD and BOS, sentencepiece."""
         before_eos = tf.equal(tf.cumsum(tf.cast(tf.equal(ids, EOS), tf.int32), axis=1), 0)
-        text = tf.where(before_eos, tf.gather(self.pieces, ids), "")
-        text = tf.strings.regex_replace(tf.strings.reduce_join(text, axis=1), WORD_BOUNDARY, " ")
-        return tf.strings.strip(tf.strings.regex_replace(text, " +", " "))
+        keep = before_eos & tf.not_equal(ids, PAD) & tf.not_equal(ids, BOS)
+        return self.sp.detokenize(tf.ragged.boolean_mask(ids, keep))
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
+    def tokenize(self, sentences):
+        return {"ids": self.encode(sentences)}
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
     def translate(self, sentences):
@@ -129,11 +107,9 @@ def _check_out(run: Path, out: Path) -> None:
                           f"changed. Choose a new directory, or move that one away yourself")
 
 
-def export(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None, *, which: str = "best",
-           data_dir: str | os.PathLike | None = None, max_words: int = 200_000) -> Path:
-    """Write `<run>/saved_model` (or `out_dir`) from the run's best checkpoint; returns its path.
+def export(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None, *, which: str = "best") -> Path:
+    """Write `<run>/saved_model` (or `out_dir`) from the run's best checkpoint and its own spm.model; returns its path.
 
-    `data_dir`: the prepared data (for the training words); default the run's config data.dir.
     `out_dir` may be new, empty or a previous export (replaced: rename aside, rename into place, delete the old);
     anything else, the run directory and other places inside it are refused with ExportError."""
     import shutil
@@ -144,12 +120,14 @@ def export(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None,
         raise ExportError(f"{run}/{runs.CONFIG}: not a run directory (train first, or pass the run's --logdir)")
     out = Path(out_dir) if out_dir else run / "saved_model"
     _check_out(run, out)  # before the slow part
+    _tensorflow_text()  # before loading the model: say at once when it cannot serve here
     try:
-        model, tok, cfg, ckpt = load_model(run, which)
+        r = load_model(run, which)
+        model, tok, cfg, ckpt = r.model, r.tokenizer, r.config, r.checkpoint
     except TrainError as e:
         raise ExportError(str(e)) from None
-    words = _vocabulary_words(Path(data_dir or cfg.data.dir), max_words)
-    module = Exported(model, tok, words, cfg.eval.beam_size, cfg.eval.length_penalty, cfg.eval.max_extra_len)
+    module = Exported(model, tok.model_path.read_bytes(), cfg.eval.beam_size, cfg.eval.length_penalty,
+                      cfg.eval.max_extra_len)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
     os.chmod(tmp, 0o755)  # mkdtemp's 0700 would hide the model from the other users of a shared machine
@@ -157,11 +135,14 @@ def export(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None,
     logger, level = tf.get_logger(), tf.get_logger().level
     logger.setLevel("ERROR")  # INFO "Assets written to <absolute path>"; WARNING about get_config we do not use
     try:
-        tf.saved_model.save(module, str(tmp), signatures={"serving_default": module.translate})
+        tf.saved_model.save(module, str(tmp), signatures={"serving_default": module.translate,
+                                                          "tokenize": module.tokenize})
         atomic_write_json(tmp / "nmtkit_export.json", {
-            "checkpoint": os.path.relpath(ckpt, run), "words_in_table": len(words), "beam_size": cfg.eval.beam_size,
-            "length_penalty": cfg.eval.length_penalty, "vocab_size": tok.vocab_size,
-            "signature": "serving_default(sentences: string[batch]) -> translations: string[batch], log_prob"})
+            "checkpoint": os.path.relpath(ckpt, run), "beam_size": cfg.eval.beam_size,
+            "length_penalty": cfg.eval.length_penalty, "vocab_size": tok.vocab_size, "spm_sha256": tok.sha256,
+            "tokenizer": f"tensorflow_text.SentencepieceTokenizer ({TF_TEXT_PIN}); import tensorflow_text to load",
+            "signatures": {"serving_default": "sentences: string[batch] -> translations: string[batch], log_prob",
+                           "tokenize": "sentences: string[batch] -> ids: int32[batch, len] (pieces, EOS, PAD)"}})
         atomic_write_json(tmp / MARKER, {"run": str(run.resolve()), "checkpoint": os.path.relpath(ckpt, run)})
         _check_out(run, out)  # again: it may have changed during the export
         if out.exists():
@@ -179,27 +160,61 @@ def export(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None,
     return out
 
 
-def load(path: str | os.PathLike):
-    """The serving function of an exported model: fn(list[str]) -> list[str]."""
-    sig = tf.saved_model.load(str(path)).signatures["serving_default"]
+class Served:
+    """A loaded export: `served(sentences) -> list[str]` translates; `.ids(sentences)` gives its encoder input."""
 
-    def translate(sentences: Sequence[str]) -> list[str]:
-        out = sig(sentences=tf.constant(list(sentences), tf.string))["translations"]
+    def __init__(self, path: str | os.PathLike):
+        _tensorflow_text()  # registers the sentencepiece ops the SavedModel uses
+        if not (Path(path) / "saved_model.pb").is_file():
+            raise ExportError(f"{path}: no saved_model.pb; export first (nmtkit export --run <run dir>)")
+        self.path = Path(path)
+        self._loaded = tf.saved_model.load(str(path))
+        self._translate = self._loaded.signatures["serving_default"]
+        self._tokenize = self._loaded.signatures.get("tokenize")
+
+    def __call__(self, sentences: Sequence[str]) -> list[str]:
+        out = self._translate(sentences=tf.constant(list(sentences), tf.string))["translations"]
         return [s.decode("utf-8") for s in out.numpy()]
-    return translate
+
+    def ids(self, sentences: Sequence[str]) -> list[list[int]]:
+        """The ids the exported graph feeds its encoder, up to and including EOS (compare: Translator.encode)."""
+        if self._tokenize is None:
+            raise ExportError(f"{self.path}: an export from an older kit (no tokenize signature); export it again")
+        rows = self._tokenize(sentences=tf.constant(list(sentences), tf.string))["ids"].numpy().tolist()
+        return [row[:row.index(EOS) + 1] for row in rows]
+
+
+def load(path: str | os.PathLike) -> Served:
+    """The serving function of an exported model: fn(list[str]) -> list[str] (with `.ids`, the token ids)."""
+    return Served(path)
+
+
+def exported_ids(path: str | os.PathLike, sentences: Sequence[str]) -> list[list[int]]:
+    """The exported model's token ids for `sentences` (pieces + EOS), to compare with `Translator.encode`."""
+    return load(path).ids(sentences)
+
+
+# A plain serving process: TensorFlow and tensorflow_text only (checked: no nmtkit module loaded), Keras 3 default.
+_FRESH = """\
+import json, os, sys
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+import tensorflow as tf
+import tensorflow_text  # registers the sentencepiece ops
+f = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
+out = f(sentences=tf.constant(json.loads(sys.stdin.read()), tf.string))["translations"].numpy()
+assert not [m for m in sys.modules if m.split(".")[0] == "nmtkit"], "nmtkit was imported"
+print("\\n@@" + json.dumps([x.decode("utf-8") for x in out]))
+"""
 
 
 def translate_in_fresh_process(path: str | os.PathLike, sentences: Sequence[str]) -> list[str]:
-    """Load the SavedModel in a new Python process (no nmtkit model code) and translate: the round-trip check."""
-    code = ("import os, sys, json; os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3'); import tensorflow as tf; "
-            "f = tf.saved_model.load(sys.argv[1]).signatures['serving_default']; "
-            "s = json.loads(sys.stdin.read()); "
-            "out = f(sentences=tf.constant(s))['translations'].numpy(); "
-            "print('\\n@@' + json.dumps([x.decode('utf-8') for x in out]))")
-    proc = subprocess.run([sys.executable, "-c", code, str(path)], input=json.dumps(list(sentences)),
-                          capture_output=True, text=True, timeout=600)
+    """Load the SavedModel in a new Python process (TensorFlow + tensorflow_text, no nmtkit) and translate."""
+    env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
+    proc = subprocess.run([sys.executable, "-c", _FRESH, str(path)], input=json.dumps(list(sentences)),
+                          capture_output=True, text=True, timeout=600, env=env)
     if proc.returncode != 0:
-        raise ExportError(f"{path}: loading the SavedModel in a fresh process failed:\n{proc.stderr[-2000:]}")
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ExportError(f"{path}: loading the SavedModel in a fresh process failed: {last}")
     return json.loads(proc.stdout.rsplit("\n@@", 1)[1])
 
 

@@ -54,10 +54,19 @@ def test_doctor_verified_versions_match_the_pins():
     assert "pynvml" not in pins and "nvidia-ml-py" in pins
 
 
+def test_tensorflow_text_moves_with_tensorflow():
+    """tensorflow-text's ops are compiled for one TensorFlow minor release; export names the same pin in its error."""
+    from nmtkit.export import TF_TEXT_PIN
+    pins = _pyproject_pins()
+    series = lambda spec: spec.removeprefix("==").rsplit(".", 1)[0]  # noqa: E731
+    assert series(pins["tensorflow-text"]) == series(pins["tensorflow"]) == "2.18"
+    assert TF_TEXT_PIN == "tensorflow-text" + pins["tensorflow-text"]
+
+
 def test_installed_stack_is_the_pinned_one():
     from importlib.metadata import version
     pins = _pyproject_pins()
-    for name in ("tensorflow", "tf-keras", "horovod"):
+    for name in ("tensorflow", "tf-keras", "horovod", "tensorflow-text"):
         assert f"=={version(name)}" == pins[name], f"{name} {version(name)} installed, pinned {pins[name]}"
 
 
