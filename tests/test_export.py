@@ -41,8 +41,9 @@ def exported(trained_run, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def translator(trained_run):
-    model, tok, cfg, _ = load_model(trained_run[0])
-    return Translator(model, tok, cfg.eval.beam_size, cfg.eval.length_penalty, cfg.eval.max_extra_len)
+    r = load_model(trained_run[0])
+    return Translator(r.model, r.tokenizer, r.config.eval.beam_size, r.config.eval.length_penalty,
+                      r.config.eval.max_extra_len)
 
 
 def test_saved_model_round_trip(exported, translator, nmt_data):
