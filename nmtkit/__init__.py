@@ -21,10 +21,13 @@ TF_USE_LEGACY_KERAS when tf.keras is first touched.
 """
 import importlib
 import os
+import shutil
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-# Quiet TensorFlow's C++ start-up banner unless the user asked for it.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Quiet TensorFlow's C++ start-up banner on CPU machines unless the user asked for it. Not where a GPU driver is
+# installed: there its warnings ("Cannot dlopen some GPU libraries") are the clue to a broken CUDA set-up.
+if shutil.which("nvidia-smi") is None:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 __version__ = "0.1.0"
 
