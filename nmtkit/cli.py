@@ -3,6 +3,7 @@
     nmtkit doctor [--json]
     nmtkit prepare [--profile P] [--set k=v ...] [--data DIR] [--force]
     nmtkit train   [--profile P] [--set k=v ...] [--data DIR] --logdir DIR [--np N [--hosts H:2,H:2] [--launcher L]]
+                   [--max-hours H] [--max-cost USD]
     nmtkit report  --run DIR [--run DIR2] [--out DIR]
     nmtkit export  --run DIR [--out DIR]
     nmtkit course  [--out DIR]
@@ -72,13 +73,16 @@ def cmd_train(args) -> int:
         raise config_mod.ConfigError(f"--np {args.np}: the number of ranks must be at least 1")
     run = RunDir(args.logdir)  # a file where the run directory belongs is named as such
     cfg = _config(args)
+    budget = {k: v for k, v in (("train.max_hours", args.max_hours), ("train.max_cost", args.max_cost)) if v is not None}
+    cfg = cfg.with_overrides(budget) if budget else cfg
     if args.np > 1 or args.hosts or args.launcher in ("ssh", "manual"):
         from nmtkit.cluster.driver import train_distributed
         return train_distributed(cfg, run.path, np=args.np, hosts=args.hosts, launcher=args.launcher,
                                  resume=not args.fresh)
     from nmtkit.train.loop import train
     summary = train(cfg, run, resume=not args.fresh)
-    print(f"run {summary.get('status', 'finished')} at step {summary.get('step')}: {args.logdir}")
+    why = f" ({summary['reason']})" if summary.get("reason") else ""
+    print(f"run {summary.get('status', 'finished')}{why} at step {summary.get('step')}: {args.logdir}")
     return 0 if summary.get("status") in ("finished", "stopped") else 1
 
 
@@ -147,6 +151,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hosts", default="", metavar="H1:2,H2:2",
                    help="nodes and their slots, e.g. 10.0.0.5:2,10.0.0.6:2 (the homework's mpirun -H); "
                         "default: local engines posing as nodes")
+    p.add_argument("--max-hours", type=float, default=None, metavar="H",
+                   help="budget: stop cleanly (checkpoint, dev and test evaluation, status stopped, reason budget) "
+                        "before the run's training time, all sessions together, would pass H hours; relaunch with "
+                        "a larger budget to resume (train.max_hours)")
+    p.add_argument("--max-cost", type=float, default=None, metavar="USD",
+                   help="budget in dollars at monitor.price_per_node_hour x nodes, as --max-hours (train.max_cost)")
     p.add_argument("--launcher", default="auto", choices=config_mod.choices("cluster.launcher"),
                    help="how engines start: local processes, over SSH to --hosts, or by hand (manual)")
     p.set_defaults(func=cmd_train)

@@ -37,7 +37,7 @@ class Report:
                f"Generated {time.strftime('%Y-%m-%d %H:%M')} by `nmtkit report` from the runs' own logs "
                f"(nothing here is taken from the training code). Runs:", ""]
         for r in self.runs:
-            out.append(f"- **{r.name}**: status {r.status.get('status', 'unknown')}, step {r.last_step}, "
+            out.append(f"- **{r.name}**: {ending(r.status)}, step {r.last_step}, "
                        f"{r.n_ranks} rank(s), scalars from {r.scalars_source or 'nowhere'}"
                        + (f"; config: {r.config_problem}" if r.config_problem else ""))
         if not self.comparison.empty:
@@ -55,6 +55,18 @@ class Report:
                     out += ["<details><summary>evidence</summary>", "", "```json",
                             json.dumps(a.evidence, indent=1, default=_jsonable), "```", "</details>", ""]
         return "\n".join(out) + "\n"
+
+
+def ending(status: dict) -> str:
+    """How a run ended, in words: "stopped by its budget at step 20 of 100000", "finished", ... (run.json)."""
+    state, reason = status.get("status", "unknown"), status.get("reason")
+    where = f" at step {status.get('step')} of {status.get('total_steps')}" if state == "stopped" else ""
+    why = {"budget": " by its budget", "plateau": " on a plateau of dev BLEU (early stopping)"}.get(
+        reason, f" ({reason})" if reason else "")
+    proj = status.get("projection") or {}
+    pace = (f"; projected {proj['total_hours']:.2f} h to train.steps" + (f", ${proj['total_cost']:,.2f}"
+            if proj.get("total_cost") is not None else "")) if proj.get("total_hours") is not None else ""
+    return f"status {state}{why if state == 'stopped' else ''}{where}{pace}"
 
 
 def _jsonable(x):

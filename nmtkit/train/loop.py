@@ -166,17 +166,19 @@ def _train(cfg: Config, rd: RunDir, data_dir, dist, on_log, resume: bool, progre
                    "precision": trainer.precision, "ranks": dist.size, **reporter.summary()}
         if spend is not None:
             summary.update(reason=p.reason, spent_hours=spend.hours())
-        return _finish(p, rd, ckpts, evaluator, summary, spend) if chief else summary
+        return _finish(p, t, rd, ckpts, evaluator, summary, spend) if chief else summary
 
 
-def _finish(p: Progress, rd: RunDir, ckpts: Checkpoints, evaluator: Evaluator, summary: dict, spend: Spend) -> dict:
+def _finish(p: Progress, t, rd: RunDir, ckpts: Checkpoints, evaluator: Evaluator, summary: dict, spend: Spend) -> dict:
     """Rank 0, after the loop: the last checkpoint; a finished run, or one its budget or plateau stopped, gets its
     final dev and test evaluation; run.json records how it ended."""
     rd.check_ours()
     if p.step != p.last_saved or not ckpts.latest.latest_checkpoint:
         ckpts.save(p.step)
     if p.status == "stopped":
-        more = {"budget": f" by its budget ({spend.budget.describe()})",
+        nxt = min(t.steps, p.step + t.ckpt_every - p.step % t.ckpt_every) if t.ckpt_every else t.steps
+        more = {"budget": f" by its budget ({spend.budget.describe()}: going on to the next checkpoint, step {nxt}, "
+                          f"and the final evaluation would pass it)",
                 "plateau": f": dev BLEU did not improve by {spend.plateau.min_improvement:g} for "
                            f"{spend.plateau.patience} evaluations"}.get(p.reason, f" ({p.reason})")
         print(f"stopped at step {p.step} of {summary['total_steps']}{more}; checkpoint saved, train again with the "
