@@ -172,6 +172,16 @@ class RunDir:
         return _write_status(self.path, **fields)
 
 
+def projection_text(status: dict) -> str:
+    """run.json's projection in a few words for a live panel ("" before there is one)."""
+    proj = status.get("projection") or {}
+    if proj.get("total_hours") is None:
+        return ""
+    cost = proj.get("total_cost")
+    return (f"{1000 * proj['step_s']:.0f} ms/step, {proj['total_hours']:.2f} h to the last step"
+            + (f", ${cost:,.2f}" if cost is not None else ""))
+
+
 def read_best(run: str | Path) -> dict | None:
     """checkpoints/best/best.json: {"step", "bleu", "chrf"} of the best dev BLEU so far, or None."""
     return read_json(Path(run) / BEST_JSON, RunDirError, missing=None)

@@ -18,7 +18,7 @@ import psutil
 from nmtkit.cluster.plan import ClusterError, Engine
 from nmtkit.cluster.rendezvous import Rendezvous
 from nmtkit.runlock import RunLock
-from nmtkit.runs import RunDir
+from nmtkit.runs import RunDir, projection_text
 
 
 class EngineControl(Protocol):
@@ -164,7 +164,8 @@ class Job:
         return pd.DataFrame(rows).set_index("rank")
 
     def headline(self) -> str:
-        return f"{len(self.engines)} ranks, {time.time() - self.t0:.0f} s"
+        proj = projection_text(self.run.status()) if self.run is not None else ""
+        return f"{len(self.engines)} ranks, {time.time() - self.t0:.0f} s" + (f"; projection: {proj}" if proj else "")
 
 
 def _pid_alive(pid: int) -> bool:
