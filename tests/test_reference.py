@@ -1,0 +1,153 @@
+"""The frozen reference run shipped in the package (nmtkit/reference/, made by nmtkit.rehearsal.reference): small,
+from 2 hosts x 2 ranks over a shaped and measured link, and analysed the same way every time without TensorFlow."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import nmtkit  # noqa: F401
+from nmtkit.analysis import AnalysisError, load_run, reference_run
+from nmtkit.analysis.logs import Run, checkpoint_info
+from nmtkit.analysis.machines import link_iface
+from nmtkit.analysis.reference import manifest
+from nmtkit.errors import NmtkitError
+from nmtkit.files import sha256_file
+
+ROOT = Path(__file__).resolve().parents[1]
+REF = reference_run()
+
+# Analyse the reference run in a fresh process and print every answer as JSON (figures too, into argv[1]).
+ANALYSE = """
+import json, sys
+from nmtkit.analysis import answer_all, load_run, reference_run
+answers = answer_all(load_run(reference_run()), fig_dir=sys.argv[1])
+assert "tensorflow" not in sys.modules, "the analysis imported TensorFlow"
+print(json.dumps([{"number": a.number, "answered": a.answered, "answer": a.answer, "missing": a.missing,
+                   "evidence": a.evidence, "figure": a.figure and a.figure.name} for a in answers],
+                 sort_keys=True, default=str))
+"""
+
+
+def analyse_in_process(fig_dir: Path, hash_seed: str) -> list[dict]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONHASHSEED=hash_seed)
+    out = subprocess.run([sys.executable, "-c", ANALYSE, str(fig_dir)], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout)
+
+
+@pytest.fixture(scope="module")
+def answers(tmp_path_factory):
+    """Two analyses in two processes with different hash seeds (set and dict iteration orders differ)."""
+    a = analyse_in_process(tmp_path_factory.mktemp("figs1"), "1")
+    b = analyse_in_process(tmp_path_factory.mktemp("figs2"), "2")
+    return a, b
+
+
+def test_under_2_mb_and_manifest_matches_the_files():
+    files = [p for p in REF.rglob("*") if p.is_file()]
+    total = sum(p.stat().st_size for p in files)
+    assert total < 2_000_000, f"{total:,} B"
+    listed = manifest()["files"]
+    assert set(listed) == {str(p.relative_to(REF)) for p in files} - {"manifest.json"}
+    for name, rec in listed.items():
+        assert (REF / name).stat().st_size == rec["bytes"] and sha256_file(REF / name) == rec["sha256"], name
+
+
+def test_no_paths_of_the_making_machine():
+    for p in REF.rglob("*"):
+        if p.is_file():
+            text = p.read_text(encoding="utf-8")
+            assert not [f for f in ("/work/", "/tmp/", "/root/", "/home/") if f in text], p.relative_to(REF)
+
+
+def test_two_hosts_two_ranks_each():
+    run = load_run(REF)
+    assert run.n_ranks == 4 and run.status.get("ranks") == 4
+    per_host = run.ranks.groupby("host")["rank"].unique()
+    assert len(per_host) == 2 and sorted(len(r) for r in per_host) == [2, 2]
+    assert sorted(run.monitor["host"].unique()) == sorted(per_host.index), "a monitor log per host"
+    m = manifest()
+    assert sorted(m["hosts"]) == sorted(per_host.index)
+    assert {(r["rank"], r["host"]) for r in m["ranks"]} == {(int(r), h) for h, rs in per_host.items() for r in rs}
+
+
+def test_link_was_shaped_and_measured():
+    m, status = manifest(), load_run(REF).status
+    assert m["tc_rate"] == "200mbit"
+    assert [x["tc_rate"] for x in m["link_between_namespaces"]] == ["200mbit"]
+    assert 170 <= m["link_between_namespaces"][0]["measured_mbit_s"] <= 210
+    # preflight's transfer between an engine on each host, recorded in run.json where question 5 reads it
+    assert 170 <= status["link_measured_mbit_s"] <= 210
+    assert status["link_measured"]["from"] != status["link_measured"]["to"]
+    assert all(m["checks"].values()), m["checks"]
+
+
+def test_checkpoint_listing_stands_in_for_the_checkpoint():
+    assert not list((REF / "checkpoints").glob("*.index")), "the checkpoint data is not shipped"
+    info = checkpoint_info(REF)
+    assert info.prefix is not None and info.files and info.total_bytes > 0
+    assert info.weights_params == load_run(REF).status["params"]
+    assert info.optimizer_params >= 2 * info.weights_params  # Adam's m and v
+
+
+def test_q5_reports_measured_bytes_per_step_and_a_measured_link(answers):
+    q = {a["number"]: a for a in answers[0]}
+    q5 = q[5]
+    assert q5["answered"], q5["missing"]
+    ev = q5["evidence"]
+    assert ev["iface"] == "nmt0", ev["iface_choice"]
+    assert ev["link_source"].startswith("measured by preflight"), ev["link_source"]
+    assert abs(ev["link_gbps"] - 0.2) <= 0.03
+    assert len(ev["hosts"]) == 2
+    for h in ev["hosts"]:  # the gradients crossed the link: within 25% of the ring model, as the rehearsal checks
+        assert 0.75 <= h["bytes_per_step"] / h["expected_bytes_per_step"] <= 1.25, h
+        assert f"{h['bytes_per_step'] / 1e6:.2f} MB" in q5["answer"]
+    assert "measured by preflight" in q5["answer"]
+    # the monitor's 1 s samples agree with the rehearsal's own 0.1 s counters of the same link (manifest)
+    counters = manifest()["bytes_per_step_by_counters"]["tx_bytes_per_step_per_host"]
+    for h, c in zip(sorted(ev["hosts"], key=lambda h: h["host"]), counters):
+        assert abs(h["bytes_per_step"] / c - 1) <= 0.05, (h, c)
+        assert h["bytes_per_step_source"].startswith("the nmt0 counters"), h
+
+
+def test_every_question_answered_and_network_from_the_data_link(answers):
+    q = {a["number"]: a for a in answers[0]}
+    assert [n for n, a in q.items() if not a["answered"]] == [], {n: a["missing"] for n, a in q.items()}
+    assert q[11]["evidence"]["iface"] == "nmt0"
+    assert q[11]["evidence"]["pairs"] >= 5
+    assert {d["host"] for d in q[4]["evidence"]["devices"]} == set(load_run(REF).hosts)
+
+
+def test_two_analyses_are_identical(answers):
+    a, b = answers
+    assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def test_missing_reference_is_a_kit_error(monkeypatch, tmp_path):
+    from nmtkit.analysis import reference
+    monkeypatch.setattr(reference, "default_dir", lambda name=reference.NAME: tmp_path / name)
+    with pytest.raises(AnalysisError, match="not installed") as e:
+        reference.reference_run()
+    assert isinstance(e.value, NmtkitError)
+
+
+def _run(hosts: list[str]) -> tuple[Run, pd.DataFrame]:
+    """Two samples per host; loopback carries more than the data link (the ring edge between a host's ranks)."""
+    ranks = pd.DataFrame({"rank": range(2 * len(hosts)), "host": [h for h in hosts for _ in (0, 1)],
+                          "step": 1, "wall_time": 1.0})
+    mon = pd.DataFrame([{"time": t, "host": h, "rank": 2 * i, "net_lo_sent_Bps": 9e6, "net_lo_recv_Bps": 9e6,
+                         "net_nmt0_sent_Bps": 5e6, "net_nmt0_recv_Bps": 5e6, "net_ctl0_sent_Bps": 1e4,
+                         "net_ctl0_recv_Bps": 1e4} for i, h in enumerate(hosts) for t in (1.0, 2.0)])
+    return Run(path=Path("."), name="x", ranks=ranks, monitor=mon), mon
+
+
+def test_link_interface_is_never_loopback_across_hosts():
+    run, mon = _run(["vm1", "vm2"])
+    assert link_iface(run, mon)[0] == "nmt0"
+    run, mon = _run(["node0"])  # one machine: loopback is where the ranks' traffic went
+    assert link_iface(run, mon)[0] == "lo"
