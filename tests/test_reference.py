@@ -23,16 +23,16 @@ REF = reference_run()
 # Analyse the reference run in a fresh process and print every answer as JSON (figures too, into argv[1]).
 ANALYSE = """
 import json, sys
-from nmtkit.analysis import answer_all, load_run, reference_run
-answers = answer_all(load_run(reference_run()), fig_dir=sys.argv[1])
+from nmtkit.analysis import analyse, reference_run
+rep = analyse([reference_run()], out_dir=sys.argv[1])
 assert "tensorflow" not in sys.modules, "the analysis imported TensorFlow"
-print(json.dumps([{"number": a.number, "answered": a.answered, "answer": a.answer, "missing": a.missing,
-                   "evidence": a.evidence, "figure": a.figure and a.figure.name} for a in answers],
-                 sort_keys=True, default=str))
+answers = [{"number": a.number, "answered": a.answered, "answer": a.answer, "missing": a.missing,
+            "evidence": a.evidence, "figure": a.figure and a.figure.name} for a in rep.answers[rep.runs[0].name]]
+print(json.dumps({"answers": answers, "comparison": rep.comparison.to_dict("records")}, sort_keys=True, default=str))
 """
 
 
-def analyse_in_process(fig_dir: Path, hash_seed: str) -> list[dict]:
+def analyse_in_process(fig_dir: Path, hash_seed: str) -> dict:
     env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONHASHSEED=hash_seed)
     out = subprocess.run([sys.executable, "-c", ANALYSE, str(fig_dir)], env=env, capture_output=True, text=True,
                          timeout=300)
@@ -43,8 +43,10 @@ def analyse_in_process(fig_dir: Path, hash_seed: str) -> list[dict]:
 @pytest.fixture(scope="module")
 def answers(tmp_path_factory):
     """Two analyses in two processes with different hash seeds (set and dict iteration orders differ)."""
-    a = analyse_in_process(tmp_path_factory.mktemp("figs1"), "1")
-    b = analyse_in_process(tmp_path_factory.mktemp("figs2"), "2")
+    before = sorted(str(p) for p in REF.rglob("*"))
+    a = analyse_in_process(tmp_path_factory.mktemp("report1"), "1")
+    b = analyse_in_process(tmp_path_factory.mktemp("report2"), "2")
+    assert sorted(str(p) for p in REF.rglob("*")) == before, "the analysis wrote into the shipped directory"
     return a, b
 
 
@@ -96,7 +98,7 @@ def test_checkpoint_listing_stands_in_for_the_checkpoint():
 
 
 def test_q5_reports_measured_bytes_per_step_and_a_measured_link(answers):
-    q = {a["number"]: a for a in answers[0]}
+    q = {a["number"]: a for a in answers[0]["answers"]}
     q5 = q[5]
     assert q5["answered"], q5["missing"]
     ev = q5["evidence"]
@@ -116,7 +118,7 @@ def test_q5_reports_measured_bytes_per_step_and_a_measured_link(answers):
 
 
 def test_every_question_answered_and_network_from_the_data_link(answers):
-    q = {a["number"]: a for a in answers[0]}
+    q = {a["number"]: a for a in answers[0]["answers"]}
     assert [n for n, a in q.items() if not a["answered"]] == [], {n: a["missing"] for n, a in q.items()}
     assert q[11]["evidence"]["iface"] == "nmt0"
     assert q[11]["evidence"]["pairs"] >= 5
@@ -125,6 +127,7 @@ def test_every_question_answered_and_network_from_the_data_link(answers):
 
 def test_two_analyses_are_identical(answers):
     a, b = answers
+    assert len(a["answers"]) == 11 and len(a["comparison"]) == 1
     assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 
