@@ -2,6 +2,7 @@
 from 2 hosts x 2 ranks over a shaped and measured link, and analysed the same way every time without TensorFlow."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ import nmtkit  # noqa: F401
 from nmtkit.analysis import AnalysisError, load_run, reference_run
 from nmtkit.analysis.logs import Run, checkpoint_info
 from nmtkit.analysis.machines import link_iface
-from nmtkit.analysis.reference import manifest
+from nmtkit.analysis.reference import FORBIDDEN, manifest
 from nmtkit.errors import NmtkitError
 from nmtkit.files import sha256_file
 
@@ -64,7 +65,7 @@ def test_no_paths_of_the_making_machine():
     for p in REF.rglob("*"):
         if p.is_file():
             text = p.read_text(encoding="utf-8")
-            assert not [f for f in ("/work/", "/tmp/", "/root/", "/home/") if f in text], p.relative_to(REF)
+            assert not [f for f in FORBIDDEN if f in text], p.relative_to(REF)
 
 
 def test_two_hosts_two_ranks_each():
@@ -154,3 +155,51 @@ def test_link_interface_is_never_loopback_across_hosts():
     assert link_iface(run, mon)[0] == "nmt0"
     run, mon = _run(["node0"])  # one machine: loopback is where the ranks' traffic went
     assert link_iface(run, mon)[0] == "lo"
+
+
+def fake_rehearsal(tmp_path: Path, ok: bool = True) -> Path:
+    """A rehearsal's output directory whose run is a copy of the shipped one (its checkpoint listing stands in
+    for the checkpoint), with a data path inside the rehearsal's directory in config.json, as training writes."""
+    out = tmp_path / "rehearsal"
+    shutil.copytree(REF, out / "run")
+    (out / "run" / "manifest.json").unlink()
+    cfg = json.loads((out / "run" / "config.json").read_text())
+    cfg["data"]["dir"] = str(out / "node" / "data")
+    (out / "run" / "config.json").write_text(json.dumps(cfg))
+    report = json.loads(json.dumps({k: manifest()[k] for k in ("hosts", "ranks")}))
+    (out / "report.json").write_text(json.dumps({"ok": ok, "checks": {"a check": {"ok": ok, "detail": ""}},
+                                                 "hosts": [{"name": h} for h in report["hosts"]],
+                                                 "ranks": report["ranks"], "reference": {"rate": "200mbit"}}))
+    return out
+
+
+def test_freeze_copies_replaces_paths_and_lists_every_file(tmp_path):
+    from nmtkit.rehearsal.reference import freeze
+    dest = freeze(fake_rehearsal(tmp_path), tmp_path / "frozen")
+    assert json.loads((dest / "config.json").read_text())["data"]["dir"] == "<rehearsal>/node/data"
+    m = json.loads((dest / "manifest.json").read_text())
+    assert set(m["files"]) == {str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file()} - {"manifest.json"}
+    assert checkpoint_info(dest).weights_params == checkpoint_info(REF).weights_params
+    assert load_run(dest).n_ranks == 4
+    freeze(fake_rehearsal(tmp_path / "again"), dest)  # an earlier freeze is ours to replace
+
+
+def test_freeze_refuses(tmp_path):
+    from nmtkit.rehearsal.reference import ReferenceError, freeze
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    with pytest.raises(ReferenceError, match="not ours to replace"):
+        freeze(fake_rehearsal(tmp_path / "a"), foreign)
+    assert (foreign / "notes.txt").read_text() == "mine"
+    with pytest.raises(ReferenceError, match="not green"):
+        freeze(fake_rehearsal(tmp_path / "b", ok=False), tmp_path / "out-b")
+    out = fake_rehearsal(tmp_path / "c")
+    (out / "run" / "translations" / "dev.20.de").write_text("see " + "/".join(["", "root", "x"]) + "\n")
+    dest = freeze(fake_rehearsal(tmp_path / "d"), tmp_path / "out-c")
+    before = {p: p.read_bytes() for p in dest.rglob("*") if p.is_file()}
+    with pytest.raises(ReferenceError, match="translations/dev.20.de: still names a path"):
+        freeze(out, dest)
+    assert {p: p.read_bytes() for p in dest.rglob("*") if p.is_file()} == before, "a failed freeze changed dest"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".out-c")) == [], "staging left behind"
+    assert issubclass(ReferenceError, NmtkitError)

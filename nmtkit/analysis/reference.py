@@ -14,6 +14,9 @@ from nmtkit.files import read_json
 
 NAME = "rehearsal-200mbit"
 MANIFEST = "manifest.json"
+# No shipped file may name a directory of the machine that made it under one of these (written as names, not as
+# paths, so that this file itself names none).
+FORBIDDEN = tuple(f"/{d}/" for d in ("work", "tmp", "root", "home"))
 
 
 def default_dir(name: str = NAME) -> Path:

@@ -17,6 +17,7 @@ import os
 import platform
 import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -37,7 +38,6 @@ RATE = "200mbit"
 # listing, TensorBoard events by scalars.jsonl (the same values).
 COPY = (runs.STATUS, runs.CONFIG, runs.DATA_STATS, runs.SCALARS, runs.BEST_JSON)
 COPY_GLOBS = (f"{runs.RANKS_DIR}/rank*.jsonl", f"{runs.MONITOR_DIR}/*.jsonl", f"{runs.TRANSLATIONS}/*")
-FORBIDDEN = ("/work/", "/tmp/", "/root/", "/home/")  # a shipped file naming the making machine's paths
 
 
 class ReferenceError(NmtkitError):
@@ -99,23 +99,43 @@ def _machine() -> dict:
 
 
 def freeze(rehearsal_out: Path, dest: Path, *, command: str = "") -> Path:
-    """Copy the rehearsal's run (`<rehearsal_out>/run`) into `dest`, trimmed: see the module docstring."""
-    rehearsal_out, dest = Path(rehearsal_out).resolve(), Path(dest)
-    src = rehearsal_out / "run"
+    """Copy the rehearsal's run (`<rehearsal_out>/run`) into `dest`, trimmed: see the module docstring. Built in a
+    temporary sibling directory and renamed into place, so a failed freeze leaves `dest` as it was."""
+    rehearsal_out, dest = Path(rehearsal_out).resolve(), Path(dest).resolve()
     report = read_json(rehearsal_out / "report.json", ReferenceError, hint="written by the rehearsal")
     if not report.get("ok"):
         raise ReferenceError(f"{rehearsal_out}/report.md: the rehearsal was not green; freeze only a green one")
-    if dest.exists():
-        if not (dest / shipped.MANIFEST).exists():
-            raise ReferenceError(f"{dest}: exists and holds no {shipped.MANIFEST}; not ours to replace")
-        shutil.rmtree(dest)  # an earlier freeze: ours
+    if dest.exists() and not (dest / shipped.MANIFEST).is_file():
+        raise ReferenceError(f"{dest}: exists and holds no {shipped.MANIFEST}; not ours to replace")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.partial-"))
+    try:
+        total = _write(rehearsal_out, stage, report, command)
+        if total > MAX_BYTES:
+            raise ReferenceError(f"{rehearsal_out}/run: {total:,} B frozen, over the {MAX_BYTES:,} B budget; "
+                                 f"make a shorter run")
+        old = dest.with_name(f".{dest.name}.old") if dest.exists() else None
+        if old:
+            dest.rename(old)  # an earlier freeze (it has our manifest)
+        stage.rename(dest)
+        if old:
+            shutil.rmtree(old)
+    finally:
+        if stage.exists():
+            shutil.rmtree(stage)
+    return dest
+
+
+def _write(rehearsal_out: Path, dest: Path, report: dict, command: str) -> int:
+    """The frozen files into `dest` (empty); returns their total size."""
+    src = rehearsal_out / "run"
     places = {str(rehearsal_out): "<rehearsal>", str(CODE_ROOT): "<repo>", sys.prefix: "<venv>"}
     files = [src / f for f in COPY if (src / f).is_file()]
     files += [p for g in COPY_GLOBS for p in sorted(src.glob(g)) if p.is_file()]
     for p in files:
         rel = p.relative_to(src)
         text = _scrub(p.read_text(encoding="utf-8"), places)
-        bad = [f for f in FORBIDDEN if f in text]
+        bad = [f for f in shipped.FORBIDDEN if f in text]
         if bad:
             raise ReferenceError(f"{rel}: still names a path under {bad} after the placeholders; add one to freeze()")
         atomic_write_text(dest / rel, text)
@@ -125,13 +145,13 @@ def freeze(rehearsal_out: Path, dest: Path, *, command: str = "") -> Path:
     logs.write_checkpoint_listing(info, src, dest)
     atomic_write_text(dest / "README.md", readme(report, command))
     shipped_files = sorted(p for p in dest.rglob("*") if p.is_file())
-    total = sum(p.stat().st_size for p in shipped_files)
     traffic, link = report.get("traffic") or {}, report.get("link_engines") or {}
+    made = runs.read_status(src).get("updated")
     manifest = {
         "what": "a frozen reference run: the rehearsal's two SSH-reached hosts (network namespaces on one "
                 "machine), 2 ranks each, gradients over a tc-shaped data link; see docs/rehearsal.md",
         "command": command or "python -m nmtkit.rehearsal.reference --out <rehearsal>",
-        "made": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime((src / runs.STATUS).stat().st_mtime)),
+        "made": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(made)) if made else None,
         "machine": _machine(), "load_avg_1m_after": traffic.get("load_avg_1m"),
         "tc_rate": (report.get("reference") or {}).get("rate"),
         "hosts": [h["name"] for h in report.get("hosts", [])],
@@ -147,13 +167,9 @@ def freeze(rehearsal_out: Path, dest: Path, *, command: str = "") -> Path:
                     "scalars are in scalars.jsonl), spm.model/spm.vocab, the data-position checkpoints",
         "files": {str(p.relative_to(dest)): {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
                   for p in shipped_files},
-        "total_bytes": total,
     }
     atomic_write_json(dest / shipped.MANIFEST, manifest)
-    total = sum(p.stat().st_size for p in dest.rglob("*") if p.is_file())
-    if total > MAX_BYTES:
-        raise ReferenceError(f"{dest}: {total:,} B, over the {MAX_BYTES:,} B budget; make a shorter run")
-    return dest
+    return sum(p.stat().st_size for p in dest.rglob("*") if p.is_file())
 
 
 def readme(report: dict, command: str) -> str:
