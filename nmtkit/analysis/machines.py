@@ -51,14 +51,17 @@ def link_iface(run: Run, mon: pd.DataFrame) -> tuple[str | None, str]:
     # Ranks on several hosts: the link between them is never loopback, which carries the ring edges between ranks
     # of one host (traffic to a host's own address, its data-link address included, goes over lo) and can be the
     # busiest interface there.
-    if len(run.hosts) > 1 and len(ifaces) > 1:
+    hosts = len(run.hosts)
+    if hosts > 1 and len(ifaces) > 1:
         ifaces = [i for i in ifaces if i != "lo"]
     traffic = {i: float(net_total(mon, i).mean()) for i in ifaces}
     # Gradients dominate a distributed run's traffic, so the busiest interface is the one that carried them
     # (loopback when the "nodes" are engines on one machine).
     best = max(traffic, key=traffic.get)
-    return best, ("the busiest interface during training" if best != "lo" else
-                  "the busiest interface: loopback, the 'nodes' share one machine")
+    if best == "lo":
+        return best, "the busiest interface: loopback, the 'nodes' share one machine"
+    return best, ("the busiest interface during training" + (" apart from loopback, which carries only what "
+                                                            "stays within a host" if hosts > 1 else ""))
 
 
 def in_window(mon: pd.DataFrame, run: Run) -> pd.DataFrame:
