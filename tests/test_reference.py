@@ -140,20 +140,26 @@ def test_missing_reference_is_a_kit_error(monkeypatch, tmp_path):
     assert isinstance(e.value, NmtkitError)
 
 
-def _run(hosts: list[str]) -> tuple[Run, pd.DataFrame]:
-    """Two samples per host; loopback carries more than the data link (the ring edge between a host's ranks)."""
+def _run(hosts: list[str], link_Bps: float) -> tuple[Run, pd.DataFrame]:
+    """Two ranks a host, two samples each: loopback carries 18 MB/s (the ring edge between a host's ranks, or all
+    of them on one machine), nmt0 `link_Bps`."""
     ranks = pd.DataFrame({"rank": range(2 * len(hosts)), "host": [h for h in hosts for _ in (0, 1)],
                           "step": 1, "wall_time": 1.0})
     mon = pd.DataFrame([{"time": t, "host": h, "rank": 2 * i, "net_lo_sent_Bps": 9e6, "net_lo_recv_Bps": 9e6,
-                         "net_nmt0_sent_Bps": 5e6, "net_nmt0_recv_Bps": 5e6, "net_ctl0_sent_Bps": 1e4,
-                         "net_ctl0_recv_Bps": 1e4} for i, h in enumerate(hosts) for t in (1.0, 2.0)])
+                         "net_nmt0_sent_Bps": link_Bps / 2, "net_nmt0_recv_Bps": link_Bps / 2,
+                         "net_ctl0_sent_Bps": 1e4, "net_ctl0_recv_Bps": 1e4}
+                        for i, h in enumerate(hosts) for t in (1.0, 2.0)])
     return Run(path=Path("."), name="x", ranks=ranks, monitor=mon), mon
 
 
-def test_link_interface_is_never_loopback_across_hosts():
-    run, mon = _run(["vm1", "vm2"])
+def test_link_interface_is_not_loopback_across_hosts():
+    run, mon = _run(["vm1", "vm2"], 17e6)  # the link carried about what lo did: lo is set aside
+    assert link_iface(run, mon)[0] == "nmt0" and "apart from loopback" in link_iface(run, mon)[1]
+    run, mon = _run(["vm1", "vm2"], 5e6)  # 4 ranks a host: lo carries 3 ring edges to the link's one
     assert link_iface(run, mon)[0] == "nmt0"
-    run, mon = _run(["node0"])  # one machine: loopback is where the ranks' traffic went
+    run, mon = _run(["node0", "node1"], 2e4)  # local engines posing as nodes: everything went over lo
+    assert link_iface(run, mon)[0] == "lo"
+    run, mon = _run(["node0"], 17e6)  # one host: lo is a candidate like any interface
     assert link_iface(run, mon)[0] == "lo"
 
 

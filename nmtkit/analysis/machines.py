@@ -40,6 +40,9 @@ def busy_interfaces(mon: pd.DataFrame, top: int = 3, share: float = 0.05) -> lis
     return sorted((i for i in traffic if traffic[i] >= share * best), key=traffic.get, reverse=True)[:top]
 
 
+LINK_SHARE_OF_LO = 0.1  # up to 10 ranks a host; idle NICs beside loopback-only training carry far less
+
+
 def link_iface(run: Run, mon: pd.DataFrame) -> tuple[str | None, str]:
     """The interface that carries inter-node traffic, and why it was chosen."""
     ifaces = monitor.interfaces(mon.columns)
@@ -48,13 +51,16 @@ def link_iface(run: Run, mon: pd.DataFrame) -> tuple[str | None, str]:
     cfg_iface = run.config.cluster.iface if run.config else ""
     if cfg_iface and monitor.net_col(cfg_iface, "sent") in mon:
         return monitor.iface_key(cfg_iface), "cluster.iface in the config"
-    # Ranks on several hosts: the link between them is never loopback, which carries the ring edges between ranks
-    # of one host (traffic to a host's own address, its data-link address included, goes over lo) and can be the
-    # busiest interface there.
-    hosts = len(run.hosts)
-    if hosts > 1 and len(ifaces) > 1:
-        ifaces = [i for i in ifaces if i != "lo"]
     traffic = {i: float(net_total(mon, i).mean()) for i in ifaces}
+    # Ranks on several hosts: the link between them is not loopback, which carries the ring edges between ranks of
+    # one host (traffic to a host's own address, its data-link address included, goes over lo): with 2 ranks a
+    # host, as much as the link. But local engines posing as nodes (cluster.logical_hosts) are "hosts" too, and
+    # theirs is all on lo: so lo is set aside only when another interface carried a real share of its bytes
+    # (a link carries one ring edge each way per host; lo one per extra rank on the host).
+    hosts = len(run.hosts)
+    others = {i: b for i, b in traffic.items() if i != "lo"}
+    if hosts > 1 and "lo" in traffic and others and max(others.values()) >= LINK_SHARE_OF_LO * traffic["lo"]:
+        traffic = others
     # Gradients dominate a distributed run's traffic, so the busiest interface is the one that carried them
     # (loopback when the "nodes" are engines on one machine).
     best = max(traffic, key=traffic.get)
