@@ -198,7 +198,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, required=True, help="the rehearsal's directory (its run is <out>/run)")
     ap.add_argument("--rate", default=RATE, help="tc rate of the data link")
     ap.add_argument("--steps", type=int, default=STEPS, help="training steps")
-    ap.add_argument("--dest", type=Path, default=shipped.default_dir(), help="where the frozen copy goes")
+    ap.add_argument("--dest", type=Path, default=None,
+                    help="where the frozen copy goes (default: nmtkit/reference/rehearsal-<rate>)")
     ap.add_argument("--freeze-only", action="store_true", help="freeze an earlier rehearsal in --out")
     a = ap.parse_args(argv)
     if not a.freeze_only:
@@ -212,7 +213,7 @@ def main(argv=None) -> int:
         if not r["ok"]:
             return 1
     cmd = f"python -m nmtkit.rehearsal.reference --out <rehearsal> --rate {a.rate} --steps {a.steps}"
-    dest = freeze(a.out, a.dest, command=cmd)
+    dest = freeze(a.out, a.dest or shipped.default_dir(f"rehearsal-{a.rate}"), command=cmd)
     print(f"frozen: {dest} ({sum(p.stat().st_size for p in dest.rglob('*') if p.is_file()):,} B)")
     return 0
 
