@@ -133,7 +133,7 @@ def _train(cfg: Config, rd: RunDir, data_dir, dist, on_log, resume: bool, progre
             while p.step < t.steps:
                 why = spend.stop_reason(p, t) if spend is not None else None  # rank 0: budget or plateau
                 if dist.any(flag.requested or why is not None):  # every rank agrees to stop at the same step
-                    p.status, p.reason = "stopped", (flag.signal or "interrupt") if flag.requested else why
+                    p.status, p.reason = "stopped", why or flag.signal or "interrupt"  # a signal, maybe another rank's
                     break
                 t0 = time.perf_counter()
                 micro = [next(data.iterator) for _ in range(trainer.accum)]
