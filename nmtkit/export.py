@@ -145,9 +145,10 @@ def export(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None,
     out = Path(out_dir) if out_dir else run / "saved_model"
     _check_out(run, out)  # before the slow part
     try:
-        model, tok, cfg, ckpt = load_model(run, which)
+        restored = load_model(run, which)
     except TrainError as e:
         raise ExportError(str(e)) from None
+    model, tok, cfg, ckpt = restored.model, restored.tokenizer, restored.config, restored.checkpoint
     words = _vocabulary_words(Path(data_dir or cfg.data.dir), max_words)
     module = Exported(model, tok, words, cfg.eval.beam_size, cfg.eval.length_penalty, cfg.eval.max_extra_len)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -115,7 +115,7 @@ def test_the_link_verdict_states_the_figures_of_the_table_it_is_printed_with():
     assert "instructor" in cell["metadata"].get("tags", [])
     trials = next(c for c in nb if "nk.compression_trials(" in "".join(c["source"]))
     stream = "".join("".join(o.get("text", "")) for o in cell["outputs"] if o["output_type"] == "stream")
-    table = "".join(o["data"]["text/plain"] for o in cell["outputs"] if "data" in o)
+    table = "".join("".join(o["data"]["text/plain"]) for o in cell["outputs"] if "data" in o)
     numbers = [float(x) for x in re.findall(r"\d+\.\d+", table)]
     step_times = [float(x) for x in re.findall(r"\d+\.\d+", printed(trials))]
     rows = re.findall(r"(\w+): the allreduce would take ([\d.]+) ms on [\d.]+ Gbit/s, (\d+)% of the ([\d.]+) ms step",
