@@ -52,6 +52,14 @@ _FRONT = {
     "translate_in_fresh_process": ("nmtkit.export", "translate_in_fresh_process"),
     "latency": ("nmtkit.export", "latency"), "translation_box": ("nmtkit.notebook", "translation_box"),
     "NmtkitError": ("nmtkit.errors", "NmtkitError"),
+    # notebooks 01, 02, 03, 05: their exercises' checks, and the figures their prose quotes, computed
+    "check_file_size": ("nmtkit.analysis.practice", "check_file_size"),
+    "check_schedule": ("nmtkit.analysis.practice", "check_schedule"),
+    "check_link_share": ("nmtkit.analysis.practice", "check_link_share"),
+    "check_batching": ("nmtkit.analysis.practice", "check_batching"),
+    "wmt16_facts": ("nmtkit.analysis.prose", "wmt16_facts"), "link_table": ("nmtkit.analysis.prose", "link_table"),
+    "homework_exchange": ("nmtkit.analysis.prose", "homework_exchange"),
+    "draw_ring": ("nmtkit.analysis.prose", "draw_ring"),
 }
 __all__ = sorted(_FRONT)
 

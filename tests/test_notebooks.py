@@ -1,5 +1,6 @@
 """Static checks on the committed notebooks (nbval executes them in `make test`; these read them as files)."""
 import ast
+import builtins
 import re
 from pathlib import Path
 
@@ -112,3 +113,74 @@ def test_every_nmtkit_name_a_cell_uses_exists(path):
     assert not real, real
     if problems:
         pytest.xfail("; ".join(f"{why}: {PENDING[m]}" for m, why in problems))
+
+
+# --- the exercise convention (shared with notebook 04's): work, check, verdict; instructor cells droppable ------
+
+EXERCISE_NOTEBOOKS = [p for p in NOTEBOOKS if p.stem[:2] in ("01", "02", "03", "05")]  # 04: its own developer's
+GRADE_ID = re.compile(r"^(\d\d)-([a-z]+)-(work|check|verdict)$")
+MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
+
+
+def assigned(source: str) -> set[str]:
+    """Names a cell binds (assignments, imports, loop and with targets); magics left out."""
+    code = "\n".join(l for l in source.splitlines() if not l.lstrip().startswith(("%", "!")))
+    names = set()
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return names
+
+
+def loaded(source: str) -> set[str]:
+    code = "\n".join(l for l in source.splitlines() if not l.lstrip().startswith(("%", "!")))
+    return {n.id for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+@pytest.mark.parametrize("path", EXERCISE_NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_exercise_is_work_check_verdict(path):
+    cells = nbformat.read(path, as_version=4).cells
+    ids = [c.metadata["nbgrader"]["grade_id"] for c in cells if "nbgrader" in c.metadata]
+    assert len(ids) == len(set(ids)), f"grade_ids repeat: {ids}"
+    works = [i for i, c in enumerate(cells) if c.metadata.get("nbgrader", {}).get("grade_id", "").endswith("-work")]
+    assert works, f"{path.stem} has no exercise"
+    for i, c in enumerate(cells):
+        if any(m in c.source for m in MARKERS):
+            assert c.metadata.get("nbgrader", {}).get("solution"), f"cell {i}: a solution block outside an exercise"
+    for i in works:
+        work, check, verdict = cells[i:i + 3]
+        nb_, q, _ = GRADE_ID.match(work.metadata["nbgrader"]["grade_id"]).groups()
+        assert nb_ == path.stem[:2]
+        g = {k: c.metadata["nbgrader"] for k, c in (("work", work), ("check", check), ("verdict", verdict))}
+        assert work.cell_type == "code" and all(m in work.source for m in MARKERS)
+        assert (g["work"]["solution"], g["work"]["grade"], g["work"]["locked"]) == (True, False, False)
+        assert check.cell_type == "code" and g["check"]["grade_id"] == f"{nb_}-{q}-check"
+        assert (g["check"]["solution"], g["check"]["grade"], g["check"]["locked"]) == (False, True, True)
+        assert g["check"]["points"] > 0 and re.search(r"\bnk\.check_\w+\(", check.source)
+        assert not any(m in check.source for m in MARKERS)
+        assert verdict.cell_type == "markdown" and g["verdict"]["grade_id"] == f"{nb_}-{q}-verdict"
+        assert (g["verdict"]["solution"], g["verdict"]["grade"], g["verdict"]["locked"]) == (True, True, False)
+        assert g["verdict"]["points"] > 0 and all(m in verdict.source for m in MARKERS)
+        assert all(c.metadata["nbgrader"]["schema_version"] == 3 for c in (work, check, verdict))
+
+
+@pytest.mark.parametrize("path", EXERCISE_NOTEBOOKS, ids=lambda p: p.stem)
+def test_check_cells_rerun_on_the_students_variables_and_copies_run_without_instructor_cells(path):
+    """A grader re-runs a check cell against the student's kernel: everything it reads was bound by an earlier
+    cell a student copy keeps. Student copies drop the cells tagged "instructor": no kept cell may need them."""
+    cells = [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+    kept, instructor_only = {"nk"} | set(dir(builtins)), set()
+    for i, c in enumerate(cells):
+        is_instructor = "instructor" in c.metadata.get("tags", [])
+        if is_instructor:
+            assert not any(m in c.source for m in MARKERS) and "nbgrader" not in c.metadata
+            instructor_only |= assigned(c.source) - kept
+            continue
+        if c.metadata.get("nbgrader", {}).get("grade"):
+            missing = loaded(c.source) - kept
+            assert not missing, f"check cell {i} reads {missing}, bound by no earlier cell a student keeps"
+        needs = loaded(c.source) & instructor_only - assigned(c.source)
+        assert not needs, f"code cell {i} needs {needs}, bound only in an instructor cell"
+        kept |= assigned(c.source)

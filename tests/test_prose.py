@@ -34,7 +34,21 @@ WRONG = [  # (file, claim that must not appear, why)
     ("notebooks/02_single_gpu_baseline.ipynb", "2**20", "MB means 10^6 bytes throughout"),
     ("docs/instructors.md", "about 10 GB", "data/README.md says about 5 GB"),
     ("nmtkit/analysis/questions.py", "widening", "the verdict explains the sign and size of the gap"),
-]
+    # issue 22, item 5: prose written once about figures that change with every run, or simply wrong
+    ("notebooks/03_horovod_multinode.ipynb", "few percent of a step", "the committed table showed a 21% share"),
+    ("notebooks/03_horovod_multinode.ipynb", "differ only by noise", "the committed table showed 351 vs 160 ms"),
+    ("notebooks/03_horovod_multinode.ipynb", "hardly depends on the batch size",
+     "a bigger batch lowers the gradient noise and with it the RMS Adam divides by"),
+    ("notebooks/03_horovod_multinode.ipynb", "no SSH between nodes is needed",
+     "the SSH launcher needs keys from VM1 to every node (nodes never SSH each other)"),
+    ("notebooks/01_data_prep_bpe.ipynb", "about 1.2 GB", "the pinned archives sum to wmt.DOWNLOAD_GB"),
+    ("notebooks/01_data_prep_bpe.ipynb", "about 5 GB", "the disk need is wmt.DISK_NEED_GB"),
+    ("notebooks/01_data_prep_bpe.ipynb", "32,000-piece", "wmt16-base's data.vocab_size is 32,768"),
+    ("notebooks/02_single_gpu_baseline.ipynb", "about 61M", "the cell below prints the exact count"),
+    ("notebooks/05_inference_export.ipynb", "2**20", "MB means 10^6 bytes throughout"),
+    ("notebooks/02_single_gpu_baseline.ipynb", "check_lr(my_lr", "the exercise copied the formula shown above it"),
+] + [(doc, "60.5 M", "wmt16-base has 60,880,896 parameters (notebook 02 prints it)")
+     for doc in ("docs/instructors.md", "docs/terminal-lab.md", "notebooks/03_horovod_multinode.ipynb")]
 
 
 @pytest.mark.parametrize("rel, claim, why", WRONG)
@@ -46,3 +60,98 @@ def test_instructor_guide_does_not_pair_1_gbit_with_sub_second_steps():
     guide = text(ROOT / "docs/instructors.md")
     assert not ("0.6–1.7 s per step" in guide and "1 Gbit/s" in guide.split("0.6–1.7 s per step")[0][-400:]), \
         "60.5 M fp32 parameters over 4 ranks need ~2.9 s per step on 1 Gbit/s: the two figures contradict"
+
+
+# --- issue 22, item 5: a figure in prose is printed by a cell, or a reference figure with its source -----------
+
+import re  # noqa: E402
+
+FIGURE = re.compile(r"\d[\d,.]*(?:\s?[–-]\s?\d[\d,.]*)?\s?(?:ms|s|%|MB|MiB|GB|Gbit/s|M|k|parameters)(?![\w/])")
+# (notebook, figure): where it comes from. A doc path here must also be named in the cell that states the figure.
+REFERENCE = {
+    ("01", "1.049 MB"): "2^20 / 10^6, the units' definitions",
+    ("01", "5%"): "2^20 / 10^6, the units' definitions",
+    ("03", "10 ms"): "cluster.cycle_time_ms on CPU ranks (the rank_env table prints HOROVOD_CYCLE_TIME 10)",
+    ("03", "1 ms"): "Horovod's default HOROVOD_CYCLE_TIME",
+    ("03", "0.1 s"): "NicCounters' sampling interval in nmtkit/cluster/link.py",
+    ("03", "50%"): "the ring model: fp16 sends 2 bytes per value instead of 4",
+    ("03", "0.6–1.7 s"): "docs/instructors.md",
+}
+PROSE_NOTEBOOKS = ["01_data_prep_bpe", "02_single_gpu_baseline", "03_horovod_multinode", "05_inference_export"]
+
+
+def cells(name):
+    return json.loads((ROOT / "notebooks" / f"{name}.ipynb").read_text())["cells"]
+
+
+def printed(cell) -> str:
+    return " ".join("".join(o.get("text", "")) + "".join(o.get("data", {}).get("text/plain", ""))
+                    for o in cell.get("outputs", []))
+
+
+@pytest.mark.parametrize("name", PROSE_NOTEBOOKS)
+def test_every_figure_in_the_prose_is_printed_by_a_cell_or_a_sourced_reference(name):
+    nb = cells(name)
+    outputs = " ".join(" ".join(printed(c).split()) for c in nb if c["cell_type"] == "code")
+    unsourced = []
+    for i, c in enumerate(nb):
+        if c["cell_type"] != "markdown":
+            continue
+        prose = " ".join("".join(c["source"]).split())
+        for fig in FIGURE.findall(prose):
+            source = REFERENCE.get((name[:2], fig))
+            if source and (not source.startswith("docs/") or source in prose):
+                continue
+            if fig not in outputs:
+                unsourced.append(f"cell {i}: {fig!r}")
+    assert not unsourced, f"{name}: figures no cell prints and no source backs: {unsourced}"
+
+
+def test_the_link_verdict_states_the_figures_of_the_table_it_is_printed_with():
+    """Notebook 03 once said "a few percent of a step" under a table showing 21%: the words now come from the frame
+    the table shows (nk.link_table), and the committed output keeps them together."""
+    nb = cells("03_horovod_multinode")
+    cell = next(c for c in nb if "nk.link_table(" in "".join(c["source"]))
+    assert "instructor" in cell["metadata"].get("tags", [])
+    trials = next(c for c in nb if "nk.compression_trials(" in "".join(c["source"]))
+    stream = "".join("".join(o.get("text", "")) for o in cell["outputs"] if o["output_type"] == "stream")
+    table = "".join("".join(o["data"]["text/plain"]) for o in cell["outputs"] if "data" in o)
+    numbers = [float(x) for x in re.findall(r"\d+\.\d+", table)]
+    step_times = [float(x) for x in re.findall(r"\d+\.\d+", printed(trials))]
+    rows = re.findall(r"(\w+): the allreduce would take ([\d.]+) ms on [\d.]+ Gbit/s, (\d+)% of the ([\d.]+) ms step",
+                      stream)
+    assert {r[0] for r in rows} == {"none", "fp16"}, stream
+    near = lambda x, pool, tol: any(abs(x - y) <= tol for y in pool)  # noqa: E731
+    for comp, ms, pct, step in rows:
+        assert near(float(ms), numbers, 0.05) and near(float(step), numbers, 0.05), (comp, table)
+        assert near(int(pct) / 100, numbers, 0.006), (comp, pct, table)
+        assert near(float(step), step_times, 0.05), f"{comp}: {step} ms is not the trials' step time"
+    share_none = int(next(r[2] for r in rows if r[0] == "none"))
+    assert ("the network sets the pace" in stream) == (share_none >= 50), stream
+
+
+def test_the_wmt_figures_notebook_01_prints_are_the_pins():
+    from nmtkit.analysis.prose import wmt16_facts
+    cell = next(c for c in cells("01_data_prep_bpe") if "nk.wmt16_facts()" in "".join(c["source"]))
+    assert printed(cell).strip() == wmt16_facts()
+
+
+def test_the_homeworks_exchange_in_the_docs_is_computed_from_the_parameter_count():
+    """docs/instructors.md and docs/terminal-lab.md quote the wmt16-base parameter count and what follows from it;
+    notebook 02 prints the count, notebook 03 the exchange: all four agree with the model built here."""
+    from nmtkit import config
+    from nmtkit.analysis.prose import homework_exchange
+    from nmtkit.model.transformer import build, count_params
+    base = config.profile("wmt16-base")
+    params = count_params(build(base.model, base.data.vocab_size))
+    exchange = homework_exchange(params, 4, 1.0)
+    fp32, fp16 = (re.search(r"= ([\d.,]+) MB per rank per step, ([\d.]+) s", line).groups()
+                  for line in exchange.splitlines())
+    guide, lab = (" ".join(text(ROOT / doc).split()) for doc in ("docs/instructors.md", "docs/terminal-lab.md"))
+    assert f"{params:,} parameters" in guide and f"= {fp32[0]} MB per step" in guide
+    assert f"takes {fp32[1]} s" in guide and f"to {fp16[1]} s per step" in guide
+    assert f"3 × {params:,} × 4 B = {3 * params * 4 / 1e6:.1f} MB" in lab
+    nb02 = next(c for c in cells("02_single_gpu_baseline") if "nk.count_params(nk.build_model(base" in "".join(c["source"]))
+    assert f"wmt16-base: {params:,} parameters" in printed(nb02)
+    nb03 = next(c for c in cells("03_horovod_multinode") if "nk.homework_exchange(" in "".join(c["source"]))
+    assert printed(nb03).strip() == exchange

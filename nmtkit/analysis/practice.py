@@ -1,0 +1,103 @@
+"""Exercise checks for notebooks 01, 02, 03 and 05 (notebook 04's are in exercises.py). The student computes a
+decision from their own data; the check recomputes it from the same data (the data directory, the config, the
+table the student's cells produced), prints ✓, or raises ExerciseError with a hint that names the idea, never code.
+A grader re-running a check cell against the student's variables gets the same verdict.
+
+    check_file_size(name, mb, mib, data_dir)               01: the largest text file of the data, in MB and MiB
+    check_schedule(peak, last, kept, cfg)                  02: the homework's lr at its peak and at its last step,
+                                                           and the share of its peak this profile keeps at its end
+    check_link_share(share, network_bound, trials, gbps)   03: the exchange's share of a step on the link; the
+                                                           decision whether the network sets the pace
+    check_batching(speedup, batch_ms, lat)                 05: what batching buys per sentence, and what one call
+                                                           with a full batch costs its caller
+TensorFlow-free.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from nmtkit.analysis.exercises import ExerciseError
+from nmtkit.analysis.prose import BOUND_SHARE, link_table
+
+TEXT_FILES = [f"{split}.{lang}" for split in ("train", "dev", "test") for lang in ("en", "de")]
+
+
+def _close(value, ref: float, rel: float, abs_tol: float = 0.0) -> bool:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return False
+    return math.isfinite(value) and abs(value - ref) <= max(rel * abs(ref), abs_tol)
+
+
+def _require(ok: bool, message: str, hint: str) -> None:
+    if not ok:
+        raise ExerciseError(f"✗ {message}. Hint: {hint}")
+
+
+def check_file_size(name: str, mb: float, mib: float, data_dir) -> None:
+    """The largest of the six text files (train/dev/test x en/de) in `data_dir`, its size in MB and in MiB."""
+    sizes = {f: (Path(data_dir) / f).stat().st_size for f in TEXT_FILES if (Path(data_dir) / f).exists()}
+    _require(bool(sizes), f"no text files in {data_dir}", "run notebook 01's prepare cell first")
+    biggest = max(sizes, key=sizes.get)
+    _require(Path(str(name)).name == biggest, f"{name!r} is not the largest text file",
+             "compare the byte sizes of all six text files of the data directory, the training files of both "
+             "languages included")
+    b = sizes[biggest]
+    _require(_close(mb, b / 1e6, 0.005, 0.01), f"{biggest} in MB: you have {mb}", "a megabyte (MB) is 10^6 bytes")
+    _require(_close(mib, b / 2**20, 0.005, 0.01), f"{biggest} in MiB: you have {mib}",
+             "a mebibyte (MiB) is 2^20 bytes, about 5% more than a megabyte, so the same file is fewer MiB than MB")
+    print(f"✓ {biggest}: {b:,} bytes = {b / 1e6:.2f} MB = {b / 2**20:.2f} MiB")
+
+
+def check_schedule(peak: float, last: float, kept: float, cfg) -> None:
+    """peak, last: the homework's (wmt16-base) lr at its warm-up's end and at its last step; kept: this profile's
+    lr at its last step over its own peak."""
+    from nmtkit import config, lr
+    hw = config.profile("wmt16-base")
+    want_peak, want_last = lr.lr_for(hw, hw.train.warmup_steps), lr.lr_for(hw, hw.train.steps)
+    idea = ("the homework's values (d_model, the factor lr_scale, its warm-up and its step count) are not this "
+            "profile's; the schedule peaks where the warm-up ends")
+    _require(_close(peak, want_peak, 1e-3), f"the homework's peak: you have {peak}", idea)
+    _require(_close(last, want_last, 1e-3), f"the homework's lr at step {hw.train.steps:,}: you have {last}", idea)
+    want_kept = lr.lr_for(cfg, cfg.train.steps) / lr.lr_for(cfg, cfg.train.warmup_steps)
+    _require(_close(kept, want_kept, 1e-3), f"the share {cfg.profile} keeps: you have {kept}",
+             "this profile's lr at its last step divided by its lr at the end of its warm-up")
+    print(f"✓ homework: peak {want_peak:.3e} at step {hw.train.warmup_steps:,}, {want_last:.3e} at step "
+          f"{hw.train.steps:,} ({want_last / want_peak:.0%} of the peak); {cfg.profile} ends at {want_kept:.0%} of "
+          f"its peak")
+
+
+def check_link_share(share, network_bound: bool, trials, gbps: float) -> None:
+    """share: per compression, the ring allreduce's time on a `gbps` link over the measured step time;
+    network_bound: whether, with no compression, the exchange alone takes at least BOUND_SHARE of a step."""
+    want = link_table(trials, gbps)["share of the step"]
+    got = dict(share.items()) if hasattr(share, "items") else {}
+    for comp, ref in want.items():
+        _require(comp in got and _close(got[comp], ref, 0.02, 0.005), f"the share for {comp}: you have "
+                 f"{got.get(comp)}", "the bytes each rank sends per step (the model's, per rank) in bits over the "
+                 "link's bits per second is the exchange's time; divide by the step time in the same unit")
+    bound = bool(want["none"] >= BOUND_SHARE)
+    _require(bool(network_bound) == bound, f"network_bound = {network_bound}",
+             f"the network sets the pace when the exchange alone takes at least {BOUND_SHARE:.0%} of a step")
+    print(f"✓ shares {', '.join(f'{c} {v:.0%}' for c, v in want.items())} on {gbps:g} Gbit/s: "
+          f"{'the network' if bound else 'the compute'} sets the pace")
+
+
+def check_batching(speedup: float, batch_ms: float, lat) -> None:
+    """lat: nk.latency's rows at batch 1 and at a larger batch; speedup: ms per sentence at batch 1 over ms per
+    sentence at the larger batch; batch_ms: how long one call with a full larger batch takes."""
+    import pandas as pd
+    lat = pd.DataFrame(lat).set_index("batch_size")
+    _require(1 in lat.index and len(lat) >= 2, "the latency table needs batch 1 and a larger batch",
+             "measure both with the kit's latency function")
+    big = lat.index.max()
+    want_speedup = lat.loc[1, "ms_per_sentence"] / lat.loc[big, "ms_per_sentence"]
+    want_ms = lat.loc[big, "ms_per_sentence"] * big
+    _require(_close(speedup, want_speedup, 0.01), f"speedup: you have {speedup}",
+             f"compare the time per sentence, not the time per call, at batch 1 and at batch {big}")
+    _require(_close(batch_ms, want_ms, 0.01), f"one call at batch {big}: you have {batch_ms} ms",
+             "a call returns when its whole batch is translated: the time per sentence times the batch size")
+    print(f"✓ batch {big} translates {want_speedup:.1f}x as many sentences per second as batch 1; one call with "
+          f"{big} sentences takes {want_ms:.0f} ms against {lat.loc[1, 'ms_per_sentence']:.0f} ms for one alone")

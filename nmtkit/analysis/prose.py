@@ -1,0 +1,144 @@
+"""Figures the notebooks' prose states, computed here, so a sentence cannot contradict the table beside it.
+
+    wmt16_facts()                    notebook 01: the download, the disk need and the BPE size of wmt16-base
+    link_table(trials, gbps)         notebook 03: per compression, the ring allreduce's time on a link of `gbps`
+                                     against the measured step time; .attrs["verdict"] = link_verdict(that frame)
+    link_verdict(table)              the table in words: which of the two set the pace, what fp16 bought
+    homework_exchange(params, ...)   the homework's transformer-base exchange per step on its link (fp32, fp16)
+    ring_derivation(trials), draw_ring(trials)
+                                     the ring allreduce derived from the measured bytes, and drawn
+
+TensorFlow-free: parameter counts come from the caller (notebook 02/03 build the model and count).
+"""
+from __future__ import annotations
+
+import re
+
+from nmtkit.errors import NmtkitError
+
+# The exchange "sets the pace" when it alone would take at least this share of the measured step: then a step
+# cannot get shorter than the link allows, whatever the GPUs do. The check in practice.py uses the same rule.
+BOUND_SHARE = 0.5
+LINK_COL = re.compile(r"allreduce on ([\d.]+) Gbit/s \(ms\)")
+
+
+class ProseError(NmtkitError, ValueError):
+    """A table lacks what the wording needs (the message names the column)."""
+
+
+def wmt16_facts() -> str:
+    """One line with the WMT16 figures notebook 01 and docs/instructors.md quote (pins and profile, no guess)."""
+    from nmtkit import config
+    from nmtkit.data import wmt
+    base = config.profile("wmt16-base")
+    training = [s for s in wmt.SOURCES if any(k.startswith("train.") for k in s.members)]
+    return (f"wmt16-base: {len(wmt.SOURCES)} archives ({len(training)} of training text), {wmt.DOWNLOAD_GB} GB of "
+            f"downloads (nmtkit.data.wmt.DOWNLOAD_GB); {wmt.DISK_NEED_GB} GB of free disk while preparing "
+            f"(DISK_NEED_GB); joint BPE of {base.data.vocab_size:,} pieces (data.vocab_size)")
+
+
+def ring_bytes(params: int, ranks: int, bytes_per_value: int = 4) -> float:
+    """Bytes each rank sends per step in a ring allreduce: 2(N-1)/N x the gradient's bytes (the formula of
+    nmtkit.cluster.link.ring_bytes, restated: analysis/ imports nothing from the layers above it)."""
+    return 2 * (ranks - 1) / ranks * bytes_per_value * params
+
+
+def link_table(trials, gbps: float):
+    """compression_trials' table -> step time measured here, the model's allreduce time on `gbps`, its share."""
+    import pandas as pd
+    for col in ("bytes/step per rank (model)", "step time (ms)"):
+        if col not in trials:
+            raise ProseError(f"the trials table has no column {col!r}: pass what nk.compression_trials returned")
+    on_link_ms = trials["bytes/step per rank (model)"] * 8 / (gbps * 1e9) * 1000
+    table = pd.DataFrame({"step time here (ms)": trials["step time (ms)"], f"allreduce on {gbps:g} Gbit/s (ms)":
+                          on_link_ms, "share of the step": on_link_ms / trials["step time (ms)"]}).round(3)
+    table.attrs["verdict"] = link_verdict(table)  # the words come from this very frame, never from memory
+    return table
+
+
+def _link_col(table) -> tuple[str, float]:
+    for col in table.columns:
+        m = LINK_COL.fullmatch(col)
+        if m:
+            return col, float(m.group(1))
+    raise ProseError("the table has no 'allreduce on <rate> Gbit/s (ms)' column: build it with nk.link_table")
+
+
+def link_verdict(table) -> str:
+    """link_table's result in words; every figure in the text is read from `table`."""
+    col, gbps = _link_col(table)
+    rows = [f"{comp}: the allreduce would take {r[col]:.1f} ms on {gbps:g} Gbit/s, {r['share of the step']:.0%} of "
+            f"the {r['step time here (ms)']:.1f} ms step measured here" for comp, r in table.iterrows()]
+    none = table.loc["none"]
+    if none["share of the step"] >= BOUND_SHARE:
+        pace = (f"With no compression the exchange alone would take {none['share of the step']:.0%} of a step "
+                f"(at least {BOUND_SHARE:.0%}): the network sets the pace.")
+    else:
+        pace = (f"With no compression the exchange would take {none['share of the step']:.0%} of a step (under "
+                f"{BOUND_SHARE:.0%}): the compute sets the pace, not the network.")
+    out = rows + [pace]
+    if "fp16" in table.index:
+        fp16 = table.loc["fp16"]
+        saved = none[col] - fp16[col]
+        dt = fp16["step time here (ms)"] - none["step time here (ms)"]
+        word = "faster" if dt < 0 else "slower"
+        why = ("more than the link time it can save, so the difference is not the link's doing (the load on the "
+               "cores and the casts move the step time here)" if abs(dt) > saved else
+               "no more than the link time it can save")
+        out.append(f"fp16 halves the bytes, which saves {saved:.1f} ms of link time per step; its steps here were "
+                   f"{abs(dt):.1f} ms {word}: {why}.")
+    return "\n".join(out)
+
+
+def homework_exchange(params: int, ranks: int = 4, gbps: float = 1.0) -> str:
+    """The ring allreduce of `params` fp32 gradients over `ranks`, per rank per step, on a `gbps` link; and fp16."""
+    lines = []
+    for name, width in (("fp32 gradients", 4), ("fp16 compression", 2)):
+        b = ring_bytes(params, ranks, width)
+        lines.append(f"{name}: 2({ranks}-1)/{ranks} x {params:,} x {width} B = {b / 1e6:,.1f} MB per rank per step, "
+                     f"{b * 8 / (gbps * 1e9):.2f} s on {gbps:g} Gbit/s")
+    return "\n".join(lines)
+
+
+def ring_derivation(trials, compression: str = "none") -> dict:
+    """From the bytes measured on loopback (every rank's sends): each rank's share, the gradient it implies
+    (share x N / (2(N-1))), and the model's gradient (parameters x bytes per value)."""
+    row = trials.loc[compression]
+    col = next((c for c in trials.columns if c.startswith("bytes/step on ")), None)
+    if col is None:
+        raise ProseError("the trials table has no 'bytes/step on <iface>' column: pass nk.compression_trials' table")
+    n, params = int(row["ranks"]), int(row["params"])
+    if n < 2:
+        raise ProseError(f"a ring needs 2 ranks or more; the trials ran {n}")
+    on_lo = col == "bytes/step on lo"  # loopback sees every rank's sends; a node's NIC one ring edge
+    per_rank = row[col] / n if on_lo else row[col]
+    width = 2 if compression == "fp16" else 4
+    return {"ranks": n, "params": params, "bytes_per_rank": per_rank, "chunk": per_rank / (2 * (n - 1)),
+            "gradient_measured": per_rank * n / (2 * (n - 1)), "gradient_model": params * width,
+            "transfers": 2 * (n - 1)}
+
+
+def draw_ring(trials, compression: str = "none"):
+    """The ring of the trials' ranks: each sends its right neighbour 2(N-1) chunks of G/N per step (N-1 in the
+    reduce-scatter, N-1 in the allgather), labelled with the figures ring_derivation reads from the measurement."""
+    import math
+    import matplotlib.pyplot as plt
+    d = ring_derivation(trials, compression)
+    n = d["ranks"]
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    pos = [(math.cos(math.pi / 2 - 2 * math.pi * r / n), math.sin(math.pi / 2 - 2 * math.pi * r / n)) for r in range(n)]
+    for r, (x, y) in enumerate(pos):
+        ax.add_patch(plt.Circle((x, y), 0.3, color="#4c72b0"))
+        ax.text(x, y, f"rank {r}", ha="center", va="center", color="white", fontsize=8)
+        nx, ny = pos[(r + 1) % n]
+        bend = 0.3 if n == 2 else 0.15  # two ranks: two arcs, one each way, not one line drawn twice
+        ax.annotate("", xy=(nx, ny), xytext=(x, y), arrowprops=dict(arrowstyle="->", lw=1.5, shrinkA=22, shrinkB=22,
+                                                                      connectionstyle=f"arc3,rad={bend}"))
+    ax.set_xlim(-1.4, 4.6); ax.set_ylim(-1.5, 1.5); ax.set_aspect("equal"); ax.axis("off")
+    ax.set_title(f"ring allreduce, {n} ranks, {compression}: {d['transfers']} transfers of G/N per rank per step",
+                 fontsize=9)
+    ax.text(1.45, 0, f"measured per rank: {d['bytes_per_rank'] / 1e6:.2f} MB/step = {d['transfers']} x "
+            f"{d['chunk'] / 1e6:.2f} MB\nimplied gradient G = {d['gradient_measured'] / 1e6:.2f} MB\nmodel: "
+            f"{d['params']:,} x {d['gradient_model'] // d['params']} B = {d['gradient_model'] / 1e6:.2f} MB",
+            fontsize=8, va="center")
+    return fig
