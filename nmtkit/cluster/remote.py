@@ -112,6 +112,10 @@ def rank_main(env: dict, fn: Callable, args: tuple, kwargs: dict) -> dict:
     """Set this rank's environment, hvd.init(), call fn. Returns {'rank', 'host', 'pid', 'value'}."""
     os.environ.update(env)
     import_tf()  # TensorFlow with the Keras 2 API before Horovod loads it
+    from nmtkit.train.dist import pin_devices  # the TensorFlow layer: engines only
+    # this rank's GPU, memory growth and threads before anything (rank_check's allreduce included) runs an op;
+    # raises if an earlier call on this engine initialised TensorFlow with other devices
+    pin_devices(int(env["HOROVOD_LOCAL_RANK"]), int(env["HOROVOD_LOCAL_SIZE"]), env.get("NMTKIT_DEVICE_INDEX"))
     import horovod.tensorflow as hvd  # engines only
     if not hvd.gloo_built():
         raise ClusterError(f"Horovod on {env['HOROVOD_HOSTNAME']} was built without Gloo: rebuild it with "
