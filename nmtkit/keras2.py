@@ -33,7 +33,12 @@ def nvidia_driver_present() -> bool:
     return os.path.exists("/proc/driver/nvidia/version")
 
 
-_CUDA_PROBE_NOISE = re.compile(_PROBE) if nvidia_driver_present() else NOISE
+def probe_noise(driver: bool) -> re.Pattern:
+    """What to drop from TensorFlow's start-up chatter: with a driver, its cuInit failure is kept (a clue)."""
+    return re.compile(_PROBE) if driver else NOISE
+
+
+_CUDA_PROBE_NOISE = probe_noise(nvidia_driver_present())
 
 
 @contextlib.contextmanager

@@ -217,9 +217,10 @@ if os.environ["NMTKIT_GPU"] == "1" and not (hvd.nccl_built() and hvd.cuda_built(
 print("[setup] Horovod build verified: TensorFlow [X], Gloo [X]")
 PY
 
-# The 'nmtkit' Jupyter kernel sets TF_USE_LEGACY_KERAS=1 before any cell imports TensorFlow.
+# The 'nmtkit' Jupyter kernel sets TF_USE_LEGACY_KERAS=1 before any cell imports TensorFlow, and memory growth:
+# a kernel that trained on a GPU then holds what it uses, not the whole GPU until it shuts down.
 "$VPY" -m ipykernel install --sys-prefix --name nmtkit --display-name "Python 3 (nmtkit)" \
-  --env TF_USE_LEGACY_KERAS 1 >/dev/null
+  --env TF_USE_LEGACY_KERAS 1 --env TF_FORCE_GPU_ALLOW_GROWTH true >/dev/null
 say "Jupyter kernel 'nmtkit' installed in $VENV"
 # Trust the shipped notebooks (a signature per content, in the user's Jupyter data dir): untrusted, JupyterLab shows
 # their saved widgets as text (`HTML(value=...)`). `make lab` trusts them again after they change.
