@@ -153,6 +153,8 @@ if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] && [ "${NMTKIT_REBUILD_HOR
   say "already set up ($VENV); \`rm $STAMP\` to force"
   exit 0
 fi
+# --check: only say whether the fast path applies; never installs (tests run it against a shared venv)
+[ "${1:-}" = --check ] && { say "not set up for this checkout ($VENV): run \`make setup\`"; exit 1; }
 
 if [ ! -x "$VENV/bin/python" ]; then
   say "creating $VENV with $PY"
