@@ -5,8 +5,9 @@
 
 Both train on the same text (the tiny profile's synthetic training split, the same sentencepiece pieces), the same
 shapes, fp32, 2048-token batches, one after the other in this run; warm-up steps (tracing) are left out. Tokens are
-source + target non-padding tokens. MFU is against a 2048x2048 fp32 matmul peak measured in this run (train()'s
-own MFU is rescaled from its peak to this one). OpenNMT-tf runs in a bench-only venv (.cache/onmt-venv) built on
+source + target non-padding tokens. MFU is against the peak of the precision each variant runs in: on CPU a matmul
+in that dtype (fp32, bf16, fp16) timed in this run just after the shape's runs, on GPU the device's table figure
+(nmtkit.train.peaks; TF32 under float32). train()'s own MFU is rescaled from its peak to this one. OpenNMT-tf runs in a bench-only venv (.cache/onmt-venv) built on
 first use; if it cannot run, the reference table measured earlier is printed instead, with the reason.
 Both bucket by the longer side of each example with the same width (--bucket-width, OpenNMT-tf's
 length_bucket_width; 1 by default as OpenNMT-tf's Transformer recipes) and fill a 2048 budget the same way
@@ -32,6 +33,7 @@ import nmtkit  # noqa: F401  (Keras 2 API before TensorFlow)
 from nmtkit import config
 from nmtkit.data.pipeline import make_dataset
 from nmtkit.data.prepare import prepare
+from nmtkit.train import peaks
 from nmtkit.keras2 import import_tf
 
 import _onmt
@@ -49,20 +51,13 @@ REFERENCE = """reference (issue 14, quiet machine, one after the other; compare 
 | small | 4,468 tokens/s (628 ms/step) | 6,029 tokens/s (649 ms/step) | 0.74 |"""
 
 
-def matmul_peak(dtype, n: int = 2048, reps: int = 3, trials: int = 4) -> float:
-    """Best FLOP/s of an n x n matmul (tf.function), best of a few trials: the machine may be busy."""
-    a = tf.random.normal([n, n], dtype=tf.float32)
-    b = tf.random.normal([n, n], dtype=tf.float32)
-    a, b = tf.cast(a, dtype), tf.cast(b, dtype)
-    mm = tf.function(lambda a, b: tf.reduce_sum(tf.cast(tf.matmul(a, b), tf.float32)))
-    mm(a, b).numpy()
-    best = 0.0
-    for _ in range(trials):
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            mm(a, b).numpy()
-        best = max(best, reps * 2 * n ** 3 / (time.perf_counter() - t0))
-    return best
+def matmul_peak(precision: str) -> float:
+    """Peak FLOP/s of the compute dtype `precision` uses: the GPU table where there is a GPU, else a matmul
+    timed now (the machine may be busy: best of a few trials)."""
+    if tf.config.list_physical_devices("GPU"):
+        from nmtkit.train.metrics import peak_flops
+        return peak_flops(precision)[0]
+    return peaks.timed_matmul(tf, peaks.COMPUTE_DTYPE[precision], n=2048)
 
 
 def padding_fraction(data_dir: Path, cfg, batches: int) -> tuple[float, float, float]:
@@ -78,8 +73,7 @@ def padding_fraction(data_dir: Path, cfg, batches: int) -> tuple[float, float, f
     return 1 - real / total, total / batches, pairs / batches
 
 
-def run_nmtkit(base_cfg, data_dir: Path, shape: str, steps: int, warmup: int, peak: float, work: Path,
-               overrides: dict) -> dict:
+def run_nmtkit(base_cfg, data_dir: Path, shape: str, steps: int, warmup: int, work: Path, overrides: dict) -> dict:
     from nmtkit.train.loop import train
     layers, d, heads, ff = SHAPES[shape]
     cfg = base_cfg.with_overrides({
@@ -95,7 +89,7 @@ def run_nmtkit(base_cfg, data_dir: Path, shape: str, steps: int, warmup: int, pe
     flops = sum(r["mfu"] * summary["peak_flops"] * r["step_time"] for r in kept)  # undo train()'s own peak
     pad, padded, pairs = padding_fraction(data_dir, cfg, warmup + steps)
     return {"tokens_per_sec": tokens / seconds, "ms_per_step": 1000 * seconds / len(kept),
-            "tokens_per_step": tokens / len(kept), "mfu": flops / seconds / peak, "padding": pad,
+            "tokens_per_step": tokens / len(kept), "flops_per_sec": flops / seconds, "padding": pad,
             "padded_per_step": padded, "pairs_per_step": pairs, "params": summary["params"], "steps": len(kept),
             "precision": summary["precision"]}
 
@@ -188,23 +182,23 @@ def main() -> None:
             except _onmt.OnmtUnavailable as e:
                 onmt_why = str(e)
 
-        peak16 = matmul_peak(tf.bfloat16)
-        print(f"bf16 peak (2048^2 matmul, this run): {peak16 / 1e9:.0f} GFLOP/s (for reference: these runs are fp32)")
-
         rows = []
         for shape in shapes:
-            # the fp32 peak just before each shape: on a shared machine the load drifts during the run
-            peak32 = matmul_peak(tf.float32)
-            ks = []
+            ks, shape_peaks = [], {}
             for name, overrides in variants:
                 if overrides and args.variant_shapes and shape not in args.variant_shapes.split(","):
                     continue
-                k = run_nmtkit(cfg, data_dir, shape, steps, warmup, peak32, work, overrides)
+                k = run_nmtkit(cfg, data_dir, shape, steps, warmup, work, overrides)
+                # the peak of the precision this variant ran in, timed beside this shape's runs (the load drifts)
+                if k["precision"] not in shape_peaks:
+                    shape_peaks[k["precision"]] = matmul_peak(k["precision"])
+                k["peak"] = shape_peaks[k["precision"]]
+                k["mfu"] = k["flops_per_sec"] / k["peak"]
                 ks.append((name, k))
                 print(f"{name} {shape}: {k['tokens_per_sec']:,.0f} tokens/s, {k['ms_per_step']:.0f} ms/step, "
                       f"{k['tokens_per_step']:,.0f} tokens/step ({k['padded_per_step']:,.0f} with padding, "
-                      f"{100 * k['padding']:.1f}% padding), MFU {100 * k['mfu']:.1f}% of the fp32 peak "
-                      f"({peak32 / 1e9:.0f} GFLOP/s, 2048^2 matmul measured just before), {k['precision']}, "
+                      f"{100 * k['padding']:.1f}% padding), MFU {100 * k['mfu']:.1f}% of the "
+                      f"{peaks.COMPUTE_DTYPE[k['precision']]} peak ({k['peak'] / 1e9:.0f} GFLOP/s), {k['precision']}, "
                       f"{k['params']:,} parameters, {k['steps']} steps measured", flush=True)
             if args.profile:
                 pr = profile_step(cfg, data_dir, shape)
@@ -229,14 +223,14 @@ def main() -> None:
                               f"{no_eos / o.tokens_per_sec:.2f}", flush=True)
                         # same shape, same FLOPs per token: OpenNMT-tf's MFU is nmtkit's scaled by the tokens/s ratio
                         onmt_mfu = k["mfu"] * o.tokens_per_sec / k["tokens_per_sec"]
-                        print(f"{shape}: OpenNMT-tf runs at MFU {100 * onmt_mfu:.1f}% of the same peak; 1.2x its "
+                        print(f"{shape}: OpenNMT-tf runs at MFU {100 * onmt_mfu:.1f}% of {name}'s peak; 1.2x its "
                               f"tokens/s needs MFU {120 * onmt_mfu:.1f}% (nmtkit: {100 * k['mfu']:.1f}%)", flush=True)
                 except _onmt.OnmtUnavailable as e:
                     onmt_why = str(e)
             rows.extend((shape, name, k, o) for name, k in ks)
 
         print()
-        print("| shape | nmtkit variant | tokens/s | ms/step | tokens/step | padding | MFU (fp32) "
+        print("| shape | nmtkit variant | tokens/s | ms/step | tokens/step | padding | MFU (peak of its precision) "
               "| OpenNMT-tf tokens/s | ms/step | tokens/step | nmtkit / OpenNMT-tf |")
         print("|---|---|---|---|---|---|---|---|---|---|---|")
         for shape, name, k, o in rows:

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import importlib
 import json
+import glob
 import os
+import re
 import shutil
+import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -50,6 +53,9 @@ class Facts:
     horovod_gloo: bool = False
     horovod_mpi: bool = False
     horovod_nccl: bool = False
+    horovod_cuda: bool = False
+    horovod_libs: dict = field(default_factory=dict)  # GPU libraries of Horovod's TensorFlow op library -> path
+    driver_clues: list = field(default_factory=list)  # TensorFlow's own lines about the driver and CUDA libraries
     tf_gpus: list = field(default_factory=list)
     nvml_gpus: list = field(default_factory=list)   # [{"name", "memory_gb", "driver"}]
     nvml_error: str = ""
@@ -84,9 +90,14 @@ def gather(data_dir: str | os.PathLike = "data") -> Facts:
         f.horovod_gloo = bool(hvd.gloo_built())
         f.horovod_mpi = bool(hvd.mpi_built())
         f.horovod_nccl = bool(hvd.nccl_built())
+        f.horovod_cuda = bool(hvd.cuda_built())
+        f.horovod_libs = linked_libraries(os.path.dirname(hvd.__file__), ("libnccl", "libcudart"))
     except Exception as e:  # noqa: BLE001
         f.horovod_error = f"{type(e).__name__}: {e}".splitlines()[0]
     f.nvml_gpus, f.nvml_error = nvml_gpus()
+    from nmtkit.keras2 import nvidia_driver_present
+    if f.nvml_gpus or nvidia_driver_present():
+        f.driver_clues = driver_clues()
     for mod in ("ipyparallel", "sentencepiece", "sacrebleu"):
         f.versions[mod] = _version(mod)
     path = Path(data_dir)
@@ -94,6 +105,37 @@ def gather(data_dir: str | os.PathLike = "data") -> Facts:
     f.disk_path = str(data_dir)
     f.disk_free_gb = shutil.disk_usage(probe).free / 1e9
     return f
+
+
+def linked_libraries(package_dir: str, names: tuple) -> dict:
+    """{library: resolved path or 'not found'} for the `names` Horovod's TensorFlow op library links (ldd)."""
+    libs = sorted(glob.glob(os.path.join(package_dir, "mpi_lib*.so")))
+    if not libs or not shutil.which("ldd"):
+        return {}
+    try:
+        out = subprocess.run(["ldd", libs[0]], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    found = {}
+    for line in out.splitlines():
+        m = re.match(r"\s*(\S+) => (.*?)(?: \(0x[0-9a-f]+\))?$", line)
+        if m and m.group(1).startswith(names):
+            found[m.group(1)] = m.group(2).strip()
+    return found
+
+
+def driver_clues(timeout: float = 120) -> list[str]:
+    """What TensorFlow says about the driver when it looks for GPUs, at full log level (the kit and the Makefile
+    quieten it elsewhere): 'failed call to cuInit', 'Cannot dlopen some GPU libraries', ..."""
+    from nmtkit.keras2 import DRIVER_CLUES
+    code = "import tensorflow as tf; tf.config.list_physical_devices('GPU')"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="0", TF_USE_LEGACY_KERAS="1")
+    try:
+        err = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                             timeout=timeout).stderr
+    except (OSError, subprocess.SubprocessError) as e:
+        return [f"could not run TensorFlow's GPU probe: {e}"]
+    return [l.strip()[-200:] for l in err.splitlines() if DRIVER_CLUES.search(l)]
 
 
 def nvml_gpus() -> tuple[list, str]:
@@ -157,9 +199,17 @@ def judge(f: Facts) -> list[Check]:
         ops = ", ".join(n for n, b in (("NCCL", f.horovod_nccl), ("Gloo", f.horovod_gloo), ("MPI", f.horovod_mpi))
                         if b) or "none"
         gpus = bool(f.tf_gpus or f.nvml_gpus)
-        rows.append(Check("Horovod tensor ops", ops, f.horovod_nccl or not gpus,
-                          "GPUs are present but Horovod has no NCCL operations: rebuild with "
-                          "HOROVOD_GPU_OPERATIONS=NCCL (needs the CUDA toolkit and NCCL headers)"))
+        if f.horovod_cuda:
+            ops += " (CUDA built)"
+        rows.append(Check("Horovod tensor ops", ops, (f.horovod_nccl and f.horovod_cuda) or not gpus,
+                          "GPUs are present but Horovod has no NCCL/CUDA operations: `NMTKIT_GPU=1 "
+                          "NMTKIT_REBUILD_HOROVOD=1 make setup` (builds with HOROVOD_GPU_OPERATIONS=NCCL; needs "
+                          "CUDA toolkit 12.5's nvcc)"))
+        if f.horovod_nccl and f.horovod_libs:
+            missing = [k for k, v in f.horovod_libs.items() if v == "not found"]
+            rows.append(Check("Horovod GPU libraries", ", ".join(f"{k} => {v}" for k, v in f.horovod_libs.items()),
+                              not missing, f"{', '.join(missing)} does not resolve for Horovod: `NMTKIT_GPU=1 "
+                              "NMTKIT_REBUILD_HOROVOD=1 make setup` (links the nvidia-nccl-cu12 wheel with an rpath)"))
     if f.nvml_gpus:
         desc = "; ".join(f"{g['name']} {g['memory_gb']} GB" for g in f.nvml_gpus) + f" (driver {f.nvml_gpus[0]['driver']})"
     else:
@@ -169,6 +219,11 @@ def judge(f: Facts) -> list[Check]:
     rows.append(Check("GPUs (TensorFlow)", ", ".join(f.tf_gpus) or "none: CPU mode", tf_ok,
                       "NVML sees GPUs that TensorFlow does not: install tensorflow[and-cuda]==2.18.1 and check "
                       "CUDA_VISIBLE_DEVICES"))
+    if f.driver_clues:
+        rows.append(Check("TensorFlow's driver messages", " | ".join(f.driver_clues[:3]), tf_ok,
+                          "the NVIDIA driver and TensorFlow's CUDA 12.5 libraries do not work together: check "
+                          "`nvidia-smi` (a driver for CUDA 12.5, 555 or newer, or 525+ with compatible minor "
+                          "versions), then `NMTKIT_GPU=1 make setup`"))
     for mod, v in f.versions.items():
         rows.append(Check(mod, v or "missing", v is not None, f"{mod} does not import: run `make setup`"))
     free = f.disk_free_gb

@@ -18,12 +18,27 @@ KERAS3_FIX = ("Keras 3 was loaded in this process before nmtkit could select the
 
 # What TensorFlow's Linux wheel prints on every import on a machine without CUDA (it probes for the CUDA
 # plugins), straight to file descriptor 2, before any log level applies. Other lines pass through.
-_CUDA_PROBE_NOISE = re.compile(
-    r"Unable to register cu(FFT|DNN|BLAS) factory|All log messages before absl::InitializeLog|"
-    r"failed call to cuInit|oneDNN custom operations are on|TF-TRT Warning|computation placer already registered|"
-    r"This TensorFlow binary is optimized to use|rebuild TensorFlow with the appropriate compiler flags|"
-    r"oneDNN supports DT_INT64 only on platforms with AVX-512")
-NOISE = _CUDA_PROBE_NOISE  # also what the course keeps out of published notebooks
+_PROBE = (r"Unable to register cu(FFT|DNN|BLAS) factory|All log messages before absl::InitializeLog|"
+          r"oneDNN custom operations are on|TF-TRT Warning|computation placer already registered|"
+          r"This TensorFlow binary is optimized to use|rebuild TensorFlow with the appropriate compiler flags|"
+          r"oneDNN supports DT_INT64 only on platforms with AVX-512")
+# "failed call to cuInit" is noise without a driver, and the first clue of a broken one on a GPU machine.
+DRIVER_CLUES = re.compile(r"failed call to cuInit|Cannot dlopen some GPU libraries|CUDA_ERROR|"
+                          r"driver version is insufficient|kernel driver does not appear")
+NOISE = re.compile(_PROBE + r"|failed call to cuInit")  # also what the course keeps out of published notebooks
+
+
+def nvidia_driver_present() -> bool:
+    """An NVIDIA kernel driver is loaded (its /proc entry), whatever TensorFlow makes of it."""
+    return os.path.exists("/proc/driver/nvidia/version")
+
+
+def probe_noise(driver: bool) -> re.Pattern:
+    """What to drop from TensorFlow's start-up chatter: with a driver, its cuInit failure is kept (a clue)."""
+    return re.compile(_PROBE) if driver else NOISE
+
+
+_CUDA_PROBE_NOISE = probe_noise(nvidia_driver_present())
 
 
 @contextlib.contextmanager
@@ -51,6 +66,9 @@ def _filter_fd2(noise: re.Pattern = _CUDA_PROBE_NOISE):
 def _import_tensorflow():
     if "tensorflow" in sys.modules:
         return sys.modules["tensorflow"]
+    # Memory growth in every process that imports TensorFlow through the kit (a notebook kernel included): a
+    # process then holds the GPU memory it uses, not all of it until it exits. The user's own setting wins.
+    os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
     with _filter_fd2():
         import tensorflow as tf
         tf.config.list_physical_devices("GPU")  # the CUDA probe (cuInit) happens here, inside the filter

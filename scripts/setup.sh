@@ -36,31 +36,24 @@ GPU=${NMTKIT_GPU:-auto}
 if [ "$GPU" = auto ]; then
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q GPU; then GPU=1; else GPU=0; fi
 fi
+CUDA_FOR_TF=12.5   # the CUDA TensorFlow 2.18's wheels are built against; nvcc compiles Horovod's GPU kernels
 if [ "$GPU" = 1 ]; then
-  command -v nvcc >/dev/null 2>&1 || [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ] ||
-    die "GPU mode (NMTKIT_GPU=1 or nvidia-smi found) needs the CUDA toolkit to compile Horovod's NCCL operations:
-  install cuda-toolkit-12 (nvcc) and set CUDA_HOME, or use NVIDIA's NGC TensorFlow container, which ships Horovod.
+  # CUDA 12's pip wheels (tensorflow[and-cuda]) carry no nvcc: a VM with only a driver needs the toolkit.
+  CUDA_HOME=${CUDA_HOME:-${HOROVOD_CUDA_HOME:-}}
+  if [ -z "$CUDA_HOME" ]; then
+    if command -v nvcc >/dev/null 2>&1; then CUDA_HOME=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")
+    else CUDA_HOME=/usr/local/cuda; fi
+  fi
+  [ -x "$CUDA_HOME/bin/nvcc" ] ||
+    die "GPU mode (NMTKIT_GPU=1 or nvidia-smi found) needs nvcc, the CUDA toolkit's compiler, to build Horovod's
+  NCCL operations, and $CUDA_HOME/bin/nvcc does not exist. Install CUDA toolkit $CUDA_FOR_TF (TensorFlow 2.18 is built
+  against it; the driver alone and the pip wheels have no nvcc), e.g. on Ubuntu from NVIDIA's apt repository:
+      sudo apt-get install -y cuda-toolkit-${CUDA_FOR_TF/./-}
+  then rerun with CUDA_HOME=/usr/local/cuda-$CUDA_FOR_TF. Or use NVIDIA's NGC TensorFlow container, which ships Horovod.
   To install the CPU-only stack instead: NMTKIT_GPU=0 make setup"
 fi
 
-# --- fast path: already set up for this pyproject/setup script -----------------------------------------
-STAMP="$VENV/.nmtkit-setup"
-want=$( (cat pyproject.toml scripts/setup.sh; echo "gpu=$GPU") | sha256sum | cut -c1-16)
-if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] &&
-   "$VENV/bin/python" -c 'import nmtkit, horovod.tensorflow' >/dev/null 2>&1; then
-  say "already set up ($VENV); \`rm $STAMP\` to force"
-  exit 0
-fi
-
-if [ ! -x "$VENV/bin/python" ]; then
-  say "creating $VENV with $PY"
-  "$PY" -m venv "$VENV"
-fi
-VPY="$VENV/bin/python"
-"$VPY" -c 'import sys; sys.exit(0 if (3,10) <= sys.version_info[:2] <= (3,12) else 1)' ||
-  die "$VENV uses $("$VPY" --version); Python 3.10-3.12 is needed: rm -rf $VENV and rerun with PYTHON=python3.11"
-PIP=("$VPY" -m pip --disable-pip-version-check -q)
-
+# --- the Horovod build's configuration (functions used below) ----------------------------------------------
 # Pins, read from pyproject.toml (one place).
 pin() { "$VPY" - "$1" <<'PY'
 import re, sys
@@ -71,12 +64,110 @@ if not m:
 print(sys.argv[1] + m.group(1))
 PY
 }
+hvd_ok() { "$VPY" - <<'PY' 2>/dev/null
+import os; os.environ["TF_USE_LEGACY_KERAS"] = "1"
+import horovod.tensorflow as hvd
+raise SystemExit(0 if hvd.gloo_built() else 1)
+PY
+}
+horovod_plan() {  # sets HVD_GPU_ENV, HVD_KEY, CACHE; GPU: makes NCCL's unversioned link
+  TF_VER=$("$VPY" -c 'import importlib.metadata as m; print(m.version("tensorflow"))')
+  PY_TAG=$("$VPY" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
+  local tf_build
+  tf_build=$("$VPY" -c 'import importlib.metadata as m, hashlib
+d = m.distribution("tensorflow"); print(hashlib.sha256((d.read_text("RECORD") or "").encode()).hexdigest()[:16])')
+  HVD_VER=${HVD_PIN#horovod==}
+  HVD_GPU_ENV=()
+  local desc="horovod=$HVD_VER python=$PY_TAG tensorflow=$TF_VER build=$tf_build gpu=$GPU"
+  if [ "$GPU" = 1 ]; then
+    local nccl=${HOROVOD_NCCL_HOME:-}
+    # tensorflow[and-cuda] brings NCCL as the nvidia-nccl-cu12 wheel: include/nccl.h and lib/libnccl.so.2 only.
+    [ -n "$nccl" ] || nccl=$("$VPY" -c 'import nvidia.nccl as n, os; print(os.path.dirname(n.__file__) if n.__file__ else list(n.__path__)[0])' 2>/dev/null || true)
+    [ -n "$nccl" ] && [ -f "$nccl/include/nccl.h" ] ||
+      die "no NCCL found (the nvidia-nccl-cu12 wheel of tensorflow[and-cuda], or HOROVOD_NCCL_HOME): reinstall with
+  NMTKIT_GPU=1 make setup, or point HOROVOD_NCCL_HOME at a directory with include/nccl.h and lib/libnccl.so*"
+    local so2
+    so2=$(ls "$nccl"/lib/libnccl.so.[0-9]* 2>/dev/null | head -1)
+    [ -n "$so2" ] || [ -e "$nccl/lib/libnccl.so" ] || die "$nccl/lib holds no libnccl.so*: reinstall nvidia-nccl-cu12"
+    # Horovod's FindNCCL asks for libnccl_static.a, then for libnccl.so: link the wheel's library under that name
+    # and link it shared; the rpath makes libnccl.so.2 resolve at run time without LD_LIBRARY_PATH.
+    [ -e "$nccl/lib/libnccl.so" ] || ln -s "$(basename "$so2")" "$nccl/lib/libnccl.so"
+    local ccs
+    ccs=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | tr -d ' .' | grep -E '^[0-9]+$' | sort -un | paste -sd, -)
+    [ -n "$ccs" ] || die "nvidia-smi --query-gpu=compute_cap gave no compute capability (driver too old, or no GPU):
+  set HOROVOD_BUILD_CUDA_CC_LIST yourself, e.g. HOROVOD_BUILD_CUDA_CC_LIST=80 for A100s"
+    ccs=${HOROVOD_BUILD_CUDA_CC_LIST:-$ccs}
+    local nvcc_ver
+    nvcc_ver=$("$CUDA_HOME/bin/nvcc" --version 2>/dev/null | grep -Eo 'release [0-9.]+' | head -1)
+    HVD_GPU_ENV=(HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_NCCL_HOME="$nccl" HOROVOD_NCCL_INCLUDE="$nccl/include"
+                 HOROVOD_NCCL_LIB="$nccl/lib" HOROVOD_NCCL_LINK=SHARED HOROVOD_CUDA_HOME="$CUDA_HOME"
+                 HOROVOD_BUILD_CUDA_CC_LIST="$ccs" LDFLAGS="${LDFLAGS:-} -Wl,-rpath,$nccl/lib")
+    desc="$desc nccl=$nccl/$(basename "${so2:-libnccl.so}") cuda=$CUDA_HOME ($nvcc_ver) cc=$ccs"
+  fi
+  HVD_KEY=$(echo "$desc" | sha256sum | cut -c1-12)
+  HVD_DESC=$desc
+  CACHE_ROOT=${NMTKIT_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nmtkit/wheels}
+  CACHE=$CACHE_ROOT/horovod-$HVD_VER-tf-$TF_VER-$PY_TAG-$HVD_KEY
+}
+build_horovod() {  # the wheel into $CACHE; a failure names its cause (the CMake or compiler line)
+  mkdir -p "$CACHE_ROOT/sdist"
+  local sdist
+  sdist=$(ls "$CACHE_ROOT"/sdist/horovod-"$HVD_VER".tar.gz 2>/dev/null || true)
+  if [ -z "$sdist" ]; then  # kept: rebuilds and the FindNCCL test work offline
+    "${PIP[@]}" download --no-deps --no-binary :all: -d "$CACHE_ROOT/sdist" "$HVD_PIN" ||
+      die "could not download the $HVD_PIN source (PyPI has only its sdist)"
+    sdist=$CACHE_ROOT/sdist/horovod-$HVD_VER.tar.gz
+  fi
+  say "compiling $HVD_PIN against TensorFlow $TF_VER with Gloo${HVD_GPU_ENV:+ and NCCL} (2-4 minutes on 2 cores)"
+  rm -rf "$CACHE.tmp"; mkdir -p "$CACHE.tmp"
+  # CMAKE_POLICY_VERSION_MINIMUM: Horovod's bundled gloo predates CMake 4 (harmless with CMake 3).
+  if ! env "${HVD_GPU_ENV[@]}" HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 \
+       HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 MAKEFLAGS=${MAKEFLAGS:--j2} CMAKE_POLICY_VERSION_MINIMUM=3.5 \
+       PATH="$HERE/$VENV/bin:$PATH" \
+       "${PIP[@]}" wheel -v --no-build-isolation --no-deps --no-cache-dir -w "$CACHE.tmp" "$sdist" \
+       > "$CACHE_ROOT/build-$HVD_KEY.log" 2>&1; then
+    echo "[setup] the Horovod build failed; its first errors (whole log: $CACHE_ROOT/build-$HVD_KEY.log):" >&2
+    grep -E "CMake Error|Could NOT find|fatal error|error:|Cannot find|RuntimeError|No CMAKE_CUDA_COMPILER" \
+      "$CACHE_ROOT/build-$HVD_KEY.log" | grep -v "^\s*$" | head -8 | sed 's/^/    /' >&2
+    die "fix the cause above (configuration: $HVD_DESC); nothing was left half-installed; rerun \`make setup\`"
+  fi
+  echo "$HVD_DESC" > "$CACHE.tmp/configuration.txt"
+  rm -rf "$CACHE"; mv "$CACHE.tmp" "$CACHE"   # the cache holds only complete wheels
+}
+
+VPY="$VENV/bin/python"
+tf_installed() { [ -x "$VPY" ] && "$VPY" -c 'import importlib.metadata as m; m.version("tensorflow")' >/dev/null 2>&1; }
+if [ "${1:-}" = --horovod-plan ]; then  # what the Horovod build would use, without building (tests, troubleshooting)
+  tf_installed || die "--horovod-plan needs $VENV with TensorFlow installed"
+  HVD_PIN=$(pin horovod); horovod_plan
+  printf '%s\n' "${HVD_GPU_ENV[@]}" "cache=$CACHE" "configuration=$HVD_DESC"
+  exit 0
+fi
+
+# --- fast path: already set up for this pyproject/setup script and this Horovod configuration -------------------
+STAMP="$VENV/.nmtkit-setup"
+want=$( (cat pyproject.toml scripts/setup.sh; echo "gpu=$GPU") | sha256sum | cut -c1-16)
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] && [ "${NMTKIT_REBUILD_HOROVOD:-0}" != 1 ] && tf_installed &&
+   HVD_PIN=$(pin horovod) && horovod_plan && [ "$(cat "$VENV/.horovod-tf" 2>/dev/null)" = "$HVD_KEY" ] &&
+   "$VPY" -c 'import nmtkit, horovod.tensorflow' >/dev/null 2>&1; then
+  say "already set up ($VENV); \`rm $STAMP\` to force"
+  exit 0
+fi
+# --check: only say whether the fast path applies; never installs (tests run it against a shared venv)
+[ "${1:-}" = --check ] && { say "not set up for this checkout ($VENV): run \`make setup\`"; exit 1; }
+
+if [ ! -x "$VENV/bin/python" ]; then
+  say "creating $VENV with $PY"
+  "$PY" -m venv "$VENV"
+fi
+"$VPY" -c 'import sys; sys.exit(0 if (3,10) <= sys.version_info[:2] <= (3,12) else 1)' ||
+  die "$VENV uses $("$VPY" --version); Python 3.10-3.12 is needed: rm -rf $VENV and rerun with PYTHON=python3.11"
+PIP=("$VPY" -m pip --disable-pip-version-check -q)
+
 TF_PIN=$(pin tensorflow); TFK_PIN=$(pin tf-keras); HVD_PIN=$(pin horovod); CMAKE_PIN=$(pin cmake)
 ST_PIN=$(pin setuptools)   # below 81: TensorBoard 2.18 imports pkg_resources
-HVD_GPU_ENV=()
 if [ "$GPU" = 1 ]; then
   TF_PIN="tensorflow[and-cuda]==${TF_PIN#tensorflow==}"     # the same TensorFlow plus its CUDA/cuDNN/NCCL wheels
-  HVD_GPU_ENV=(HOROVOD_GPU_OPERATIONS=NCCL)
 fi
 
 say "pip, wheel, $ST_PIN, $CMAKE_PIN"
@@ -84,41 +175,25 @@ say "pip, wheel, $ST_PIN, $CMAKE_PIN"
 say "$TF_PIN $TFK_PIN (first: Horovod compiles against it)"
 "${PIP[@]}" install "$TF_PIN" "$TFK_PIN"
 
-# --- Horovod, compiled against this TensorFlow with Gloo; the wheel is cached per TensorFlow version -----
-hvd_ok() { "$VPY" - <<'PY' 2>/dev/null
-import os; os.environ["TF_USE_LEGACY_KERAS"] = "1"
-import horovod.tensorflow as hvd
-raise SystemExit(0 if hvd.gloo_built() else 1)
-PY
-}
-TF_VER=$("$VPY" -c 'import importlib.metadata as m; print(m.version("tensorflow"))')
-PY_TAG=$("$VPY" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
-HVD_VER=${HVD_PIN#horovod==}
-CACHE=${NMTKIT_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nmtkit/wheels}/horovod-$HVD_VER-tf-$TF_VER-$PY_TAG$([ "$GPU" = 1 ] && echo -nccl || true)
-if [ "$GPU" = 1 ] && [ -z "${HOROVOD_NCCL_HOME:-}" ]; then
-  # tensorflow[and-cuda] brings NCCL as a wheel; point Horovod's build at it
-  nccl=$("$VPY" -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null || true)
-  [ -n "$nccl" ] && HVD_GPU_ENV+=(HOROVOD_NCCL_HOME="$nccl")
+# --- Horovod, compiled against this TensorFlow with Gloo (and NCCL on GPU nodes) ------------------------------
+# The wheel cache is keyed by everything the build depends on: Horovod, Python, the exact TensorFlow build (its
+# RECORD, not only its version), and on GPU nodes the NCCL files, the CUDA toolkit and the GPUs' architectures.
+# A wheel built under any other configuration is never reused; the venv's stamp holds the key it was built for.
+horovod_plan
+if [ "${NMTKIT_REBUILD_HOROVOD:-0}" = 1 ]; then
+  say "NMTKIT_REBUILD_HOROVOD=1: dropping the cached wheel $CACHE"
+  rm -rf "$CACHE" "$VENV/.horovod-tf"
 fi
-if hvd_ok && [ -f "$VENV/.horovod-tf" ] && [ "$(cat "$VENV/.horovod-tf")" = "$TF_VER-gpu$GPU" ]; then
-  say "Horovod $HVD_VER already built against TensorFlow $TF_VER"
+if hvd_ok && [ -f "$VENV/.horovod-tf" ] && [ "$(cat "$VENV/.horovod-tf")" = "$HVD_KEY" ]; then
+  say "Horovod $HVD_VER already built for this configuration ($HVD_KEY)"
 else
-  if ! ls "$CACHE"/horovod-*.whl >/dev/null 2>&1; then
-    say "compiling $HVD_PIN against TensorFlow $TF_VER with Gloo${HVD_GPU_ENV:+ and NCCL} (2-4 minutes on 2 cores)"
-    mkdir -p "$CACHE.tmp"
-    # CMAKE_POLICY_VERSION_MINIMUM: Horovod's bundled gloo predates CMake 4 (harmless with CMake 3).
-    env "${HVD_GPU_ENV[@]}" HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 \
-    HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 MAKEFLAGS=${MAKEFLAGS:--j2} CMAKE_POLICY_VERSION_MINIMUM=3.5 \
-    PATH="$HERE/$VENV/bin:$PATH" \
-      "${PIP[@]}" wheel --no-build-isolation --no-deps --no-cache-dir -w "$CACHE.tmp" "$HVD_PIN" ||
-      die "the Horovod build failed (see above). Needs a C++ compiler (g++), python3.11-dev headers and
-  cmake (installed into $VENV by this script). Nothing was left half-installed; rerun \`make setup\`."
-    rm -rf "$CACHE"; mv "$CACHE.tmp" "$CACHE"   # the cache holds only complete wheels
+  if ls "$CACHE"/horovod-*.whl >/dev/null 2>&1 && [ "$(cat "$CACHE/configuration.txt" 2>/dev/null)" = "$HVD_DESC" ]; then
+    say "Horovod wheel for this configuration found in $CACHE"
   else
-    say "Horovod wheel for TensorFlow $TF_VER found in $CACHE"
+    build_horovod
   fi
   "${PIP[@]}" install --force-reinstall --no-deps "$CACHE"/horovod-*.whl
-  echo "$TF_VER-gpu$GPU" > "$VENV/.horovod-tf"
+  echo "$HVD_KEY" > "$VENV/.horovod-tf"
 fi
 
 say "nmtkit and its pinned dependencies (pyproject.toml [dev])"
@@ -127,8 +202,8 @@ say "nmtkit and its pinned dependencies (pyproject.toml [dev])"
 "${PIP[@]}" install -e ".[dev,build,horovod]"
 
 # --- verify the build: TensorFlow and Gloo present, else a clear error ------------------------------------
-"$VPY" - <<'PY' || die "Horovod is installed but not usable (see above). Force a rebuild: rm -rf $CACHE $VENV/.horovod-tf; make setup"
-import nmtkit, sys
+NMTKIT_GPU=$GPU "$VPY" - <<'PY' || die "Horovod is installed but not usable (see above). Force a rebuild: NMTKIT_REBUILD_HOROVOD=1 make setup"
+import nmtkit, os, sys
 from nmtkit.keras2 import import_tf
 import_tf()
 try:
@@ -139,12 +214,15 @@ except Exception as e:
     sys.exit(f"import horovod.tensorflow failed: {type(e).__name__}: {e}")
 if not hvd.gloo_built():
     sys.exit("Horovod was built without Gloo.")
+if os.environ["NMTKIT_GPU"] == "1" and not (hvd.nccl_built() and hvd.cuda_built()):
+    sys.exit("GPU mode, but Horovod was built without NCCL/CUDA operations.")
 print("[setup] Horovod build verified: TensorFlow [X], Gloo [X]")
 PY
 
-# The 'nmtkit' Jupyter kernel sets TF_USE_LEGACY_KERAS=1 before any cell imports TensorFlow.
+# The 'nmtkit' Jupyter kernel sets TF_USE_LEGACY_KERAS=1 before any cell imports TensorFlow, and memory growth:
+# a kernel that trained on a GPU then holds what it uses, not the whole GPU until it shuts down.
 "$VPY" -m ipykernel install --sys-prefix --name nmtkit --display-name "Python 3 (nmtkit)" \
-  --env TF_USE_LEGACY_KERAS 1 >/dev/null
+  --env TF_USE_LEGACY_KERAS 1 --env TF_FORCE_GPU_ALLOW_GROWTH true >/dev/null
 say "Jupyter kernel 'nmtkit' installed in $VENV"
 # Trust the shipped notebooks (a signature per content, in the user's Jupyter data dir): untrusted, JupyterLab shows
 # their saved widgets as text (`HTML(value=...)`). `make lab` trusts them again after they change.

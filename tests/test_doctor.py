@@ -43,7 +43,36 @@ def test_gpus_without_nccl_fail_and_cpu_without_nccl_passes():
     gpu = [{"name": "Tesla V100-SXM2-16GB", "memory_gb": 15.8, "driver": "535.104"}]
     fixes = failed(healthy(nvml_gpus=gpu, tf_gpus=["/physical_device:GPU:0"]))
     assert "HOROVOD_GPU_OPERATIONS=NCCL" in fixes["Horovod tensor ops"]
-    assert failed(healthy(nvml_gpus=gpu, tf_gpus=["/physical_device:GPU:0"], horovod_nccl=True)) == {}
+    assert "NCCL/CUDA" in failed(healthy(nvml_gpus=gpu, tf_gpus=["/physical_device:GPU:0"], horovod_nccl=True))[
+        "Horovod tensor ops"]  # NCCL without CUDA ops is not a GPU build
+    ok = healthy(nvml_gpus=gpu, tf_gpus=["/physical_device:GPU:0"], horovod_nccl=True, horovod_cuda=True,
+                 horovod_libs={"libnccl.so.2": "/v/nvidia/nccl/lib/libnccl.so.2"})
+    assert failed(ok) == {}
+
+
+def test_nccl_that_does_not_resolve_fails():
+    gpu = [{"name": "NVIDIA A10", "memory_gb": 22.0, "driver": "555.42"}]
+    f = healthy(nvml_gpus=gpu, tf_gpus=["/physical_device:GPU:0"], horovod_nccl=True, horovod_cuda=True,
+                horovod_libs={"libnccl.so.2": "not found"})
+    assert "NMTKIT_REBUILD_HOROVOD=1" in failed(f)["Horovod GPU libraries"]
+
+
+def test_driver_clues_are_shown_not_hidden(capsys):
+    gpu = [{"name": "NVIDIA L4", "memory_gb": 22.0, "driver": "535.1"}]
+    clue = "failed call to cuInit: CUDA_ERROR_SYSTEM_DRIVER_MISMATCH"
+    f = healthy(nvml_gpus=gpu, horovod_nccl=True, horovod_cuda=True, driver_clues=[clue])
+    assert "nvidia-smi" in failed(f)["TensorFlow's driver messages"]
+    doctor.main(facts=f)
+    assert clue in capsys.readouterr().out
+
+
+def test_linked_libraries_reads_ldd(tmp_path):
+    import shutil as sh
+    if not sh.which("ldd"):
+        pytest.skip("no ldd on this machine")
+    lib = tmp_path / "mpi_lib.cpython-311-x86_64-linux-gnu.so"
+    lib.symlink_to(sys.executable)  # any dynamic executable: ldd lists libc
+    assert any(v != "not found" for v in doctor.linked_libraries(str(tmp_path), ("libc",)).values())
 
 
 def test_gpu_seen_by_nvml_but_not_tensorflow():

@@ -45,7 +45,7 @@ def test_rank_scaling():
 
 
 def test_choose_precision():
-    assert choose_precision("auto", 0) == "float32"
+    assert choose_precision("auto", 0, flags=set()) == "float32"  # a CPU without native bf16
     assert choose_precision("auto", 2) == "mixed_float16"
     assert choose_precision("float32", 8) == "float32"
     assert choose_precision("mixed_float16", 0) == "mixed_float16"

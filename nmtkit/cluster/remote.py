@@ -108,10 +108,29 @@ def write_file_chunk(path: str, data: bytes, offset: int, final_size: int | None
     return len(data)
 
 
+PINNED: dict = {}  # what rank_main's pin_devices() did on this engine last, for rank_check
+
+
+def _tf_started() -> bool:
+    """TensorFlow's runtime (devices, thread pools) exists in this process already."""
+    try:
+        from tensorflow.python.eager import context
+        return context.context()._context_handle is not None
+    except Exception:  # noqa: BLE001  a private detail: unknown means "not known to have started"
+        return False
+
+
 def rank_main(env: dict, fn: Callable, args: tuple, kwargs: dict) -> dict:
     """Set this rank's environment, hvd.init(), call fn. Returns {'rank', 'host', 'pid', 'value'}."""
     os.environ.update(env)
     import_tf()  # TensorFlow with the Keras 2 API before Horovod loads it
+    from nmtkit.train.dist import pin_devices  # the TensorFlow layer: engines only
+    # this rank's GPU, memory growth and threads before anything (rank_check's allreduce included) runs an op;
+    # raises if an earlier call on this engine initialised TensorFlow with other devices
+    started = _tf_started()
+    PINNED.clear()
+    PINNED.update(pin_devices(int(env["HOROVOD_LOCAL_RANK"]), int(env["HOROVOD_LOCAL_SIZE"]),
+                              env.get("NMTKIT_DEVICE_INDEX")), tf_started_before=started)
     import horovod.tensorflow as hvd  # engines only
     if not hvd.gloo_built():
         raise ClusterError(f"Horovod on {env['HOROVOD_HOSTNAME']} was built without Gloo: rebuild it with "
@@ -134,8 +153,12 @@ def rank_check() -> dict:
     import horovod.tensorflow as hvd  # engines only
     tf = import_tf()
     total = hvd.allreduce(tf.constant(float(hvd.rank() + 1)), op=hvd.Sum)
-    env = {k: v for k, v in os.environ.items() if k.startswith(("HOROVOD_", "NCCL_"))}
+    env = {k: v for k, v in os.environ.items() if k.startswith(("HOROVOD_", "NCCL_", "TF_NUM_"))}
     return {"env": env, "pid": os.getpid(), "allreduce_sum": float(total),
+            # what rank_main pinned before this allreduce (the first op on the engine)
+            "pinned": dict(PINNED), "gpus": [d.name for d in tf.config.get_visible_devices("GPU")],
+            "threads": (tf.config.threading.get_intra_op_parallelism_threads(),
+                        tf.config.threading.get_inter_op_parallelism_threads()),
             "hvd": (hvd.rank(), hvd.size(), hvd.local_rank(), hvd.local_size(), hvd.cross_rank(), hvd.cross_size())}
 
 

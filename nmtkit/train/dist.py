@@ -9,18 +9,26 @@ The loop in `nmtkit.train.loop` calls these and nothing else, so one step functi
     any(flag) -> bool                  True on every rank if it is True on any (agree to stop)
     sum(x) -> float                    sum a Python number over ranks (tokens per step)
 
-`set_threads(dist)` sizes TensorFlow's thread pools for the ranks sharing this machine.
+`pin_devices(...)` (through `set_threads(dist)` in one process, `rank_main` on the engines and `Horovod()`):
+every process's GPU (one per local rank), memory growth and thread pools, before TensorFlow's first op.
 """
 from __future__ import annotations
 
 import os
 import socket
 
+import sys
+
+from nmtkit.errors import NmtkitError
 from nmtkit.keras2 import import_tf
 
 
-class DistError(RuntimeError):
+class DistError(NmtkitError, RuntimeError):
     """Horovod is missing or not initialised the way training needs."""
+
+
+class DevicesInitialisedError(DistError):
+    """TensorFlow set up its devices before the rank could pin its own: it would share another rank's GPU."""
 
 
 def thread_counts(cores: int, local_ranks: int, env=None) -> tuple[int, int] | None:
@@ -34,19 +42,65 @@ def thread_counts(cores: int, local_ranks: int, env=None) -> tuple[int, int] | N
     return share, share
 
 
+def pin_devices(local_rank: int = 0, local_size: int = 1, device_index: int | str | None = None, *,
+                pin: bool = True, config=None, cores: int | None = None, env=None) -> dict:
+    """The one place a process's devices are set up; call it before TensorFlow's first op (and before the
+    first collective). Every path goes through it: one process (`set_threads`), each engine (`rank_main`,
+    before hvd.init) and `Horovod()` (again: a no-op when the settings are already those).
+
+    GPUs: `pin` (a Horovod rank) makes only GPU `device_index` (default: the local rank; nmtkit.cluster sets
+    NMTKIT_DEVICE_INDEX, the index on the physical machine) visible; one process sees them all. Memory growth
+    on every visible GPU, so processes sharing a machine do not each take all of its memory. Raises
+    DevicesInitialisedError when TensorFlow already initialised other devices (too late: the rank would use
+    GPU 0 beside another), DistError when there are more local ranks than GPUs.
+    Threads: thread_counts() for `local_size` ranks; if the pools already exist with other sizes they stay, and
+    a warning says so (wrong speed, not wrong results).
+    Returns {"gpus", "device", "threads"}.
+    """
+    config = config or import_tf().config
+    gpus = config.list_physical_devices("GPU")
+    out = {"gpus": len(gpus), "device": None, "threads": None}
+    if gpus:
+        index = int(local_rank if device_index in (None, "") else device_index)
+        if pin and (index >= len(gpus) or local_size > len(gpus)):
+            raise DistError(f"{max(local_size, index + 1)} ranks on this machine but {len(gpus)} GPU(s): one "
+                            f"rank per GPU (NCCL refuses two ranks on one device); start at most {len(gpus)} "
+                            "rank(s) per machine (cluster.slots / --hosts host:N)")
+        visible = [gpus[index]] if pin else list(gpus)
+        try:
+            config.set_visible_devices(visible, "GPU")
+            for gpu in visible:
+                config.experimental.set_memory_growth(gpu, True)
+        except RuntimeError:
+            have = [d.name for d in config.get_visible_devices("GPU")]
+            if have != [d.name for d in visible]:
+                raise DevicesInitialisedError(
+                    f"TensorFlow initialised its GPUs ({', '.join(have) or 'none'}) before this process could pin "
+                    f"{', '.join(d.name for d in visible)}: something ran a TensorFlow op first (in a notebook: a "
+                    "cell before the cluster's first job). Restart the engines/kernel and pin first") from None
+        out["device"] = index if pin else None
+    counts = thread_counts(cores or len(os.sched_getaffinity(0)), local_size, env)
+    if counts is not None:
+        try:
+            config.threading.set_intra_op_parallelism_threads(counts[0])
+            config.threading.set_inter_op_parallelism_threads(counts[1])
+        except RuntimeError:
+            have = (config.threading.get_intra_op_parallelism_threads(),
+                    config.threading.get_inter_op_parallelism_threads())
+            print(f"warning: TensorFlow's thread pools already run {have[0]}/{have[1]} threads in this process; "
+                  f"{counts[0]}/{counts[1]} suit {local_size} rank(s) here (restart the process to apply)",
+                  file=sys.stderr, flush=True)
+            counts = have
+    out["threads"] = counts
+    return out
+
+
 def set_threads(dist) -> tuple[int, int] | None:
-    """Apply thread_counts() to this process's cores (its CPU affinity); returns what was set, or None when
-    the environment decides or TensorFlow already started its pools (then they stay as they are)."""
-    counts = thread_counts(len(os.sched_getaffinity(0)), getattr(dist, "local_size", 1))
-    if counts is None:
-        return None
-    tf = import_tf()
-    try:
-        tf.config.threading.set_intra_op_parallelism_threads(counts[0])
-        tf.config.threading.set_inter_op_parallelism_threads(counts[1])
-    except RuntimeError:  # TensorFlow has run an op in this process already: the pools exist
-        return None
-    return counts
+    """pin_devices() for `dist` (one process: every GPU, memory growth; a rank: its own GPU); returns the thread
+    counts in use, or None when the environment decides them."""
+    pinned = pin_devices(getattr(dist, "local_rank", 0), getattr(dist, "local_size", 1),
+                         os.environ.get("NMTKIT_DEVICE_INDEX"), pin=getattr(dist, "name", "") == "horovod")
+    return pinned["threads"]
 
 
 class Single:
@@ -109,8 +163,7 @@ class Horovod:
 
     name = "horovod"
 
-    def __init__(self, compression: str = "none"):
-        tf = import_tf()
+    def __init__(self, compression: str = "none", host_allreduce: bool = False):
         try:
             import horovod.tensorflow as hvd
         except ImportError as e:
@@ -123,20 +176,15 @@ class Horovod:
         self.local_size = hvd.local_size()
         self.is_chief = self.rank == 0
         self.host = os.environ.get("HOROVOD_HOSTNAME") or socket.gethostname()
-        gpus = tf.config.list_physical_devices("GPU")
-        if gpus:
-            # NMTKIT_DEVICE_INDEX (set by nmtkit.cluster): the rank's index on its physical machine, which differs
-            # from the local rank when local engines pose as separate nodes.
-            gpu = gpus[int(os.environ.get("NMTKIT_DEVICE_INDEX", self.local_rank)) % len(gpus)]
-            try:
-                tf.config.experimental.set_memory_growth(gpu, True)
-                tf.config.set_visible_devices(gpu, "GPU")
-            except RuntimeError:  # GPUs already initialised in this process: keep what it has
-                pass
-        self.gpus = len(gpus)
+        # nmtkit.cluster pinned before hvd.init (rank_main); horovodrun and other launchers pin here
+        self.pinned = pin_devices(self.local_rank, self.local_size, os.environ.get("NMTKIT_DEVICE_INDEX"))
+        self.gpus = self.pinned["gpus"]
         self.nccl_built = bool(hvd.nccl_built())
         self.gloo_built = bool(hvd.gloo_built())
-        self.fused = fuse_gradients(self.gpus, self.nccl_built)
+        # host_allreduce: gradients go through Gloo on the CPU even on GPU ranks (bench/gpu.py's two ranks sharing
+        # one GPU, which NCCL refuses)
+        self.host_allreduce = bool(host_allreduce)
+        self.fused = fuse_gradients(self.gpus, self.nccl_built and not self.host_allreduce)
 
     def mean_all(self, xs):
         """Average a step's gradients over ranks: one allreduce per gradient (what hvd.DistributedGradientTape
@@ -152,6 +200,9 @@ class Horovod:
         return [tf.reshape(p, tf.shape(x)) for p, x in zip(parts, dense)]
 
     def mean(self, x):
+        if self.host_allreduce:
+            with import_tf().device("/cpu:0"):
+                return self.hvd.allreduce(import_tf().identity(x), op=self.hvd.Average, compression=self.compression)
         return self.hvd.allreduce(x, op=self.hvd.Average, compression=self.compression)
 
     def broadcast(self, variables) -> None:
@@ -165,14 +216,18 @@ class Horovod:
             return None
         return float(sum(float(import_tf().reduce_sum(import_tf().cast(v, "float64"))) for v in synced))
 
-    def any(self, flag: bool) -> bool:
+    def _host_sum(self, x: float, name: str) -> float:
+        """Sum a Python number over ranks on the CPU (Gloo): reading the result waits for the other ranks'
+        hosts, never for a GPU's queued work (a GPU tensor would make every step a host sync)."""
         tf = import_tf()
-        total = self.hvd.allreduce(tf.constant(1.0 if flag else 0.0), op=self.hvd.Sum, name="nmtkit_any")
-        return float(total) > 0.0
+        with tf.device("/cpu:0"):
+            return float(self.hvd.allreduce(tf.constant(float(x)), op=self.hvd.Sum, name=name))
+
+    def any(self, flag: bool) -> bool:
+        return self._host_sum(1.0 if flag else 0.0, "nmtkit_any") > 0.0
 
     def sum(self, x: float) -> float:
-        tf = import_tf()
-        return float(self.hvd.allreduce(tf.constant(float(x)), op=self.hvd.Sum, name="nmtkit_sum"))
+        return self._host_sum(x, "nmtkit_sum")
 
     def describe(self) -> str:
         ops = "NCCL" if (self.nccl_built and self.gpus) else ("Gloo" if self.gloo_built else "MPI")

@@ -2,6 +2,7 @@
 line averages over, and the scalar writer (TensorBoard events + scalars.jsonl on rank 0)."""
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,46 +13,32 @@ from nmtkit import runs
 from nmtkit.config import ModelConfig
 from nmtkit.files import append_jsonl
 from nmtkit.keras2 import import_tf
+from nmtkit.train import peaks
 
 tf = import_tf()
 
 _PEAK: dict = {}
 
-# (fp32, fp16 tensor core) TFLOP/s, dense, from the vendors' spec sheets
-GPU_PEAK = {
-    "H100": (67, 989), "A100": (19.5, 312), "V100": (15.7, 125), "A10": (31.2, 125), "L4": (30.3, 121),
-    "T4": (8.1, 65), "A40": (37.4, 150), "RTX 3090": (35.6, 71), "RTX 4090": (82.6, 165), "L40": (90.5, 181),
-}
-
 
 def peak_flops(precision: str = "float32") -> tuple[float, str]:
-    """(peak FLOP/s, where the figure comes from) for MFU, cached per process.
+    """(peak FLOP/s, where the figure comes from) of one device in the compute dtype `precision` uses, cached per
+    process: MFU of a mixed_bfloat16 run is measured against bf16, of a float32 run on an A100 against TF32.
 
-    GPU: the vendor's dense peak for the device name (tensor cores for mixed precision). CPU: measured here
-    with a short fp32 matmul, which is what this machine can really do (nanoGPT uses a spec sheet; a laptop
-    has none we can trust).
+    GPU: the vendor's dense figure for the device model (nmtkit.train.peaks). CPU, or a GPU not in the table:
+    a matmul in that dtype timed once on this machine (nanoGPT uses a spec sheet; a laptop has none we trust).
     """
     if precision in _PEAK:
         return _PEAK[precision]
     gpus = tf.config.list_physical_devices("GPU")
+    found = None
     if gpus:
         name = tf.config.experimental.get_device_details(gpus[0]).get("device_name", "")
-        for k, (fp32, fp16) in GPU_PEAK.items():
-            if k in name:
-                _PEAK[precision] = ((fp16 if precision == "mixed_float16" else fp32) * 1e12, f"{name} spec sheet")
-                return _PEAK[precision]
-    n = 1024
-    a, b = tf.random.normal([n, n]), tf.random.normal([n, n])
-    mm = tf.function(lambda a, b: tf.reduce_sum(tf.matmul(a, b)))
-    mm(a, b).numpy()  # trace and warm up
-    best = 0.0
-    for _ in range(5):  # best of a few short trials: the machine may be busy with other work
-        t0 = time.perf_counter()
-        for _ in range(3):
-            mm(a, b).numpy()
-        best = max(best, 3 * 2 * n ** 3 / (time.perf_counter() - t0))
-    _PEAK[precision] = (best, "measured fp32 matmul")
-    return _PEAK[precision]
+        found = peaks.gpu_peak(name, precision, tf.config.experimental.tensor_float_32_execution_enabled())
+    if found is None:
+        threads = tf.config.threading.get_intra_op_parallelism_threads() or len(os.sched_getaffinity(0))
+        found = peaks.measured_peak(tf, precision, threads if not gpus else 0)
+    _PEAK[precision] = found
+    return found
 
 
 def train_flops(cfg: ModelConfig, vocab_size: int, src_tokens: float, tgt_tokens: float,

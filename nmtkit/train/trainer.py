@@ -10,7 +10,7 @@ from nmtkit.config import Config
 from nmtkit.keras2 import import_tf
 from nmtkit.model.transformer import build, smoothed_loss
 from nmtkit.train.dist import Single
-from nmtkit.train.schedule import choose_precision, make_optimizer, make_schedule, use_xla
+from nmtkit.train.schedule import decide_precision, make_optimizer, make_schedule, use_xla
 
 tf = import_tf()
 
@@ -24,13 +24,26 @@ def _inner(opt):
     return getattr(opt, "inner_optimizer", opt)
 
 
+def loss_scale_variables(opt) -> list:
+    """The dynamic loss scale and its counter (mixed_float16): not in `opt.variables`, so named here for the
+    broadcast; the checkpoint tracks them itself."""
+    state = getattr(opt, "_loss_scale", None)
+    return [state.current_loss_scale, state.counter] if hasattr(state, "current_loss_scale") else []
+
+
+def gpu_capabilities(tf) -> list:
+    """Each visible GPU's compute capability (major, minor), None where TensorFlow does not say."""
+    return [tf.config.experimental.get_device_details(g).get("compute_capability")
+            for g in tf.config.list_physical_devices("GPU")]
+
+
 class Trainer:
     """Model, optimizer, checkpoint and the step functions. `train()` drives it; the pieces are public so the
     cluster code and tests wrap them rather than copy them."""
 
     def __init__(self, cfg: Config, vocab_size: int, dist=None):
         self.cfg, self.dist = cfg, dist or Single()
-        self.precision = choose_precision(cfg.train.precision, len(tf.config.list_physical_devices("GPU")))
+        self.precision, self.precision_reason = decide_precision(cfg.train.precision, gpu_capabilities(tf))
         self.mixed = self.precision == "mixed_float16"
         tf.keras.utils.set_random_seed(cfg.train.seed)  # Python, NumPy and TF: same init on every run/rank
         self.model = build(cfg.model, vocab_size, dtype=self.precision)
@@ -41,7 +54,7 @@ class Trainer:
         self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
         self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer, step=self.step)
         self.accum = max(1, cfg.train.grad_accum)
-        self.xla = use_xla(cfg.train.xla, self.dist.size)
+        self.xla = use_xla(cfg.train.xla, self.dist.size, horovod=self.dist.name == "horovod")
         pair = (tf.TensorSpec([None, None], tf.int32),) * 2
         # the whole optimizer step (every micro-batch, the allreduce, the update, step += 1) is one graph call
         self.train_step = tf.function(self._train_step, input_signature=[(pair,) * self.accum], jit_compile=self.xla)
@@ -56,8 +69,9 @@ class Trainer:
         return tape, loss, scaled, ntok
 
     def _gradients(self, tape, scaled):
-        grads = tape.gradient(scaled, self.variables)
-        return self.optimizer.get_unscaled_gradients(grads) if self.mixed else grads
+        """Local gradients; under mixed_float16 still multiplied by the loss scale, so they cross the wire (cast
+        to fp16 by train.compression=fp16) before they are unscaled and small values stay representable."""
+        return tape.gradient(scaled, self.variables)
 
     def _train_step(self, batches):
         """One optimizer step over `grad_accum` micro-batches -> [mean loss, source tokens, target tokens] (a
@@ -78,6 +92,8 @@ class Trainer:
             src_tok += tf.reduce_sum(tf.cast(tf.not_equal(src, 0), tf.float32))
             tgt_tok += ntok
         grads = self.dist.mean_all(total)
+        if self.mixed:  # every rank unscales the same averaged values: all skip an overflowing step together
+            grads = self.optimizer.get_unscaled_gradients(grads)
         self.optimizer.apply_gradients(zip(grads, self.variables))
         self.step.assign_add(1)
         return tf.stack([tf.add_n(losses) / len(losses), src_tok, tgt_tok])
@@ -96,7 +112,8 @@ class Trainer:
 
     def sync_variables(self) -> None:
         """Every rank starts from rank 0's weights, optimizer slots and step (restored or fresh)."""
-        self.dist.broadcast(self.model.variables + _optimizer_variables(self.optimizer) + [self.step])
+        self.dist.broadcast(self.model.variables + _optimizer_variables(self.optimizer) + [self.step]
+                            + loss_scale_variables(self.optimizer))
 
     def state_bytes(self) -> int:
         """Bytes of what a checkpoint holds: weights, optimizer slots, step."""

@@ -1,0 +1,61 @@
+"""train.precision=auto from faked devices and CPU flags, the bf16 quality record, and XLA never on Horovod."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from nmtkit.train.schedule import (BF16_RECORD, ScheduleError, bf16_quality, choose_precision, cpu_flags,
+                                   decide_precision, use_xla)
+
+
+def record(tmp_path, fp32, bf16):
+    p = tmp_path / "q.json"
+    p.write_text(json.dumps({"fp32_bleu": fp32, "bf16_bleu": bf16, "shape": "small", "measured": "2026-11-23"}))
+    return p
+
+
+def test_gpus_with_tensor_cores_get_fp16(tmp_path):
+    assert decide_precision("auto", [(8, 0), (8, 0)])[0] == "mixed_float16"
+    assert decide_precision("auto", [(7, 0)])[0] == "mixed_float16"
+    assert decide_precision("auto", 1)[0] == "mixed_float16"  # capability unknown: a current GPU
+    p, why = decide_precision("auto", [(6, 0)])
+    assert p == "float32" and "6.0 has no tensor cores" in why
+
+
+def test_cpu_bf16_only_with_native_flags_and_a_good_record(tmp_path):
+    good, bad = record(tmp_path, 90.0, 89.2), record(tmp_path.parent, 90.0, 88.5)
+    p, why = decide_precision("auto", 0, {"avx2", "avx512_bf16"}, good)
+    assert p == "mixed_bfloat16" and "avx512_bf16" in why and "89.2 vs fp32 90.0" in why
+    assert decide_precision("auto", 0, {"amx_bf16"}, good)[0] == "mixed_bfloat16"
+    p, why = decide_precision("auto", 0, {"avx512_bf16"}, bad)
+    assert p == "float32" and "more than 1 point" in why
+    p, why = decide_precision("auto", 0, {"avx2", "avx512f"}, good)
+    assert p == "float32" and "without avx512_bf16" in why
+    p, why = decide_precision("auto", 0, {"avx512_bf16"}, tmp_path / "missing.json")
+    assert p == "float32" and "no recorded" in why
+
+
+def test_explicit_settings_pass_through_and_bad_ones_fail():
+    assert choose_precision("float32", [(9, 0)]) == "float32"
+    assert decide_precision("mixed_bfloat16", 0, set()) == ("mixed_bfloat16", "set in the config")
+    with pytest.raises(ScheduleError, match="bf17"):
+        choose_precision("bf17", 0)
+
+
+def test_the_shipped_record_parses():
+    ok, why = bf16_quality(BF16_RECORD)
+    assert "no recorded" not in why, f"{BF16_RECORD} is missing or malformed"
+
+
+def test_cpu_flags_reads_proc_cpuinfo(tmp_path):
+    f = tmp_path / "cpuinfo"
+    f.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512_bf16\n\nprocessor\t: 1\nflags\t\t: fpu\n")
+    assert cpu_flags(str(f)) == {"fpu", "avx2", "avx512_bf16"}
+    assert cpu_flags(str(tmp_path / "none")) == set()
+
+
+def test_xla_never_on_a_horovod_job():
+    assert use_xla(True, 1) is True
+    assert use_xla(True, 1, horovod=True) is False  # one Horovod rank: its allreduce has no XLA kernel
+    assert use_xla(True, 2, horovod=True) is False
