@@ -24,6 +24,8 @@ import os
 import shutil
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+# One process must not take every GPU's memory (notebook 02's kernel would starve notebook 03's engines).
+os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
 # Quiet TensorFlow's C++ start-up banner on CPU machines unless the user asked for it. Not where a GPU driver is
 # installed: there its warnings ("Cannot dlopen some GPU libraries") are the clue to a broken CUDA set-up.
 if shutil.which("nvidia-smi") is None:

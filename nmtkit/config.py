@@ -86,8 +86,8 @@ class TrainConfig:
     beta2: float = rule(0.997, ge=0, lt=1, doc="Adam's second-moment decay")
     epsilon: float = rule(1e-9, gt=0, doc="Adam's epsilon")
     precision: str = rule("auto", choices=("auto", "float32", "mixed_float16", "mixed_bfloat16"),
-                          doc="auto: mixed_float16 on GPU, float32 on CPU; mixed_bfloat16 needs AVX512_BF16/AMX "
-                              "CPUs (bench/README.md has how it compares)")
+                          doc="auto: mixed_float16 on GPUs with tensor cores, mixed_bfloat16 on CPUs with "
+                              "avx512_bf16/amx_bf16 while train/bf16_quality.json allows it, else float32")
     xla: bool = rule(False, doc="compile the step with XLA; one process only (Horovod's ops have no XLA kernel on "
                                 "CPU); one program per length bucket (bench/README.md has whether it pays)")
     grad_accum: int = rule(1, ge=1, doc="micro-batches per optimizer step")

@@ -6,9 +6,10 @@ import os
 import re
 import sys
 import tempfile
+from nmtkit.errors import NmtkitError
 
 
-class StackError(RuntimeError):
+class StackError(NmtkitError, RuntimeError):
     """The software stack is not the one nmtkit needs; the message says what to do."""
 
 

@@ -19,6 +19,7 @@ import socket
 
 import sys
 
+from nmtkit.config import choices
 from nmtkit.errors import NmtkitError
 from nmtkit.keras2 import import_tf
 
@@ -135,7 +136,7 @@ class Single:
         return "single process"
 
 
-COMPRESSIONS = ("none", "fp16")
+COMPRESSIONS = choices("train.compression")
 
 
 def fuse_gradients(gpus: int, nccl_built: bool) -> bool:

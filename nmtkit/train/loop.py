@@ -243,8 +243,9 @@ def _start_run(rd: RunDir, cfg: Config, data_dir: Path, dist, trainer: Trainer, 
     rd.save_config(cfg)
     copy_data_files(data_dir, rd.path)
     rd.started(step=start, total_steps=cfg.train.steps, ranks=dist.size, host=dist.host,
-               precision=trainer.precision, dist=dist.describe(), params=params, resumed_from=start or None)
-    print(f"{dist.describe()} | {trainer.precision} | {params:,} parameters | "
+               precision=trainer.precision, precision_reason=trainer.precision_reason, dist=dist.describe(),
+               params=params, resumed_from=start or None)
+    print(f"{dist.describe()} | {trainer.precision} ({trainer.precision_reason}) | {params:,} parameters | "
           f"{'resuming at step ' + str(start) if start else 'fresh start'} -> {cfg.train.steps} steps", flush=True)
 
 

@@ -10,13 +10,14 @@ import json
 from pathlib import Path
 
 from nmtkit import lr
+from nmtkit.config import choices
 from nmtkit.errors import NmtkitError
 from nmtkit.keras2 import import_tf
 from nmtkit.lr import SCALINGS, transformer_lr  # noqa: F401  (re-exported for tests and notebooks)
 
 tf = import_tf()
 
-PRECISIONS = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
+PRECISIONS = choices("train.precision")
 
 
 # Test BLEU of fp32 and mixed_bfloat16 at the small shape (bench/quality.py), written when measured; bf16 is
