@@ -168,8 +168,15 @@ def test_known_correlation_and_byte_rate(tmp_path, checkpoint_dir):
     assert a[5].evidence["link_source"].startswith("assumed") and "assumed from monitor.link_gbps" in a[5].answer
     assert "(assumed (" not in a[5].answer and "measured by preflight" not in a[5].answer
     assert hosts["hostA"]["expected_Bps"] == pytest.approx(per_step / st[3:].mean())  # one ring edge per node
+    # Bytes per step counted on the link from the end of the first steady step (4, at T0 + 3.5) to the end of the
+    # last (1000, at T0 + 999.5): half of sample 4, samples 5..999, half of sample 1000, over 996 steps. (Not the
+    # rate times the step time: steps fill 0.2-0.45 s of each second, the link's bytes are per second.)
+    g = gen["net"]
+    counted = (0.5 * g[4] + g[5:1000].sum() + 0.5 * g[1000]) / 996
+    assert hosts["hostA"]["bytes_per_step"] == pytest.approx(counted)
+    assert hosts["hostA"]["steps_counted"] == 996
     # Q11 argues from bytes per step against the model; r is only described
-    assert a[11].evidence["bytes_per_step"] == pytest.approx(net[3:].mean() * st[3:].mean())
+    assert a[11].evidence["bytes_per_step"] == pytest.approx(counted)
     assert "by construction" in a[11].answer and "As a description only" in a[11].answer
     assert "keeping up" not in a[11].answer
     # A 10 Mbit/s link is saturated by 12.5 MB/s: now the network is the bottleneck.

@@ -7,10 +7,12 @@
     figures.py    PNG figures (matplotlib, Agg), written atomically
     questions.py  the 11 answers in words, from the numbers and the figures; answer_all
     report.py     report.md / report.json for one or more runs, and the notebooks' no-display helpers
+    reference.py  the reference run shipped with the kit (2 hosts x 2 ranks over a shaped link): reference_run()
 
 Never imports nmtkit.train or TensorFlow (only checkpoint_info's variable listing does, when called): a run
 directory copied from any machine is enough.
 """
 from nmtkit.analysis.logs import AnalysisError, Run, load_run, load_runs  # noqa: F401
+from nmtkit.analysis.reference import reference_run  # noqa: F401
 from nmtkit.analysis.questions import Answer, Options, answer_all  # noqa: F401
 from nmtkit.analysis.report import Report, analyse, write_report  # noqa: F401

@@ -17,7 +17,8 @@ from nmtkit import runs
 from nmtkit.config import Config, ConfigError
 from nmtkit.data import DataError
 from nmtkit.data.stats import DataStats
-from nmtkit.files import read_jsonl
+from nmtkit.errors import NmtkitError
+from nmtkit.files import atomic_write_json, read_json, read_jsonl
 
 
 class AnalysisError(NmtkitError, ValueError):
@@ -25,6 +26,9 @@ class AnalysisError(NmtkitError, ValueError):
 
 
 EVENTS_GLOB = "events.out.tfevents.*"
+# A checkpoint's listing in place of its files (a frozen run ships this, not megabytes of values): written by
+# write_checkpoint_listing, read by checkpoint_info when the checkpoint directory holds no checkpoint itself.
+CHECKPOINT_LISTING = "listing.json"
 
 
 @dataclass
@@ -289,6 +293,8 @@ def checkpoint_info(run_dir: str | Path, with_variables: bool = True) -> Checkpo
     run_dir = Path(run_dir)
     ckpt_dir = run_dir / runs.CHECKPOINTS
     prefix = latest_checkpoint_prefix(ckpt_dir) if ckpt_dir.is_dir() else None
+    if prefix is None and (ckpt_dir / CHECKPOINT_LISTING).is_file():
+        return read_checkpoint_listing(run_dir, with_variables)
     if prefix is None:
         return CheckpointInfo(ckpt_dir, None, [], 0, problem=f"no checkpoint in {runs.CHECKPOINTS}/ "
                               f"(training saves one every train.ckpt_every steps and at the end)")
@@ -323,3 +329,30 @@ def _split_variables(info: CheckpointInfo) -> None:
     info.weights_bytes, info.optimizer_bytes, info.other_bytes = size["weights"], size["optimizer"], size["meta"]
     info.weights_params, info.optimizer_params = count["weights"], count["optimizer"]
     info.n_variables = len(shapes)
+
+
+LISTED = ("weights_bytes", "optimizer_bytes", "other_bytes", "weights_params", "optimizer_params", "n_variables")
+
+
+def write_checkpoint_listing(info: CheckpointInfo, run_dir: str | Path, dest_run: str | Path) -> Path:
+    """<dest_run>/checkpoints/listing.json: `info` (of a checkpoint of `run_dir`) with paths relative to the run."""
+    run_dir = Path(run_dir)
+    rec = {"prefix": str(info.prefix.relative_to(run_dir)), "files": [[f, b] for f, b in info.files],
+           "total_bytes": info.total_bytes, **{k: getattr(info, k) for k in LISTED}}
+    return atomic_write_json(Path(dest_run) / runs.CHECKPOINTS / CHECKPOINT_LISTING, rec)
+
+
+def read_checkpoint_listing(run_dir: str | Path, with_variables: bool = True) -> CheckpointInfo:
+    """The CheckpointInfo a listing records (no TensorFlow needed: the variables were counted when it was made)."""
+    run_dir = Path(run_dir)
+    path = run_dir / runs.CHECKPOINTS / CHECKPOINT_LISTING
+    rec = read_json(path, AnalysisError, hint="a checkpoint's listing, written by write_checkpoint_listing")
+    try:
+        info = CheckpointInfo(path.parent, run_dir / rec["prefix"], [(str(f), int(b)) for f, b in rec["files"]],
+                              int(rec["total_bytes"]))
+        if with_variables:
+            for k in LISTED:
+                setattr(info, k, None if rec.get(k) is None else int(rec[k]))
+    except (KeyError, TypeError, ValueError) as e:
+        raise AnalysisError(f"{path}: not a checkpoint listing ({type(e).__name__}: {e})") from None
+    return info

@@ -48,6 +48,11 @@ def link_iface(run: Run, mon: pd.DataFrame) -> tuple[str | None, str]:
     cfg_iface = run.config.cluster.iface if run.config else ""
     if cfg_iface and monitor.net_col(cfg_iface, "sent") in mon:
         return monitor.iface_key(cfg_iface), "cluster.iface in the config"
+    # Ranks on several hosts: the link between them is never loopback, which carries the ring edges between ranks
+    # of one host (traffic to a host's own address, its data-link address included, goes over lo) and can be the
+    # busiest interface there.
+    if len(run.hosts) > 1 and len(ifaces) > 1:
+        ifaces = [i for i in ifaces if i != "lo"]
     traffic = {i: float(net_total(mon, i).mean()) for i in ifaces}
     # Gradients dominate a distributed run's traffic, so the busiest interface is the one that carried them
     # (loopback when the "nodes" are engines on one machine).
@@ -81,6 +86,36 @@ def while_stepping(mon: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     ok[ok] &= starts[i[ok]] < t[ok]
     return mon[ok]
 
+
+
+def counted_bytes(mon: pd.DataFrame, iface: str, direction: str, times) -> np.ndarray:
+    """Bytes an interface counted from its first sample to each of `times` (epoch s): a sample's rate covers the
+    interval since the sample before it (the first: one median interval), linear within it."""
+    mon = mon.sort_values("time")
+    t = mon["time"].to_numpy(float)
+    rate = mon[monitor.net_col(iface, direction)].fillna(0).to_numpy(float)
+    dt = np.diff(t, prepend=t[0] - (float(np.median(np.diff(t))) if len(t) > 1 else 1.0))
+    return np.interp(np.asarray(times, float), np.concatenate([[t[0] - dt[0]], t]),
+                     np.concatenate([[0.0], np.cumsum(rate * dt)]))
+
+
+def bytes_per_step(mon: pd.DataFrame, iface: str, steps: pd.DataFrame) -> dict | None:
+    """Bytes the busier direction of `iface` carried per step, counted between the end of the first and of the last
+    of `steps` (one rank's records): evaluation pauses in between add their (small) traffic but no steps.
+    None when the samples do not span two step ends."""
+    if len(mon) < 2:
+        return None
+    # only the steps that ended while this node's sampler counted (it starts and stops beside its rank)
+    steps = steps[steps["wall_time"].between(mon["time"].min(), mon["time"].max())].sort_values("wall_time")
+    if len(steps) < 2:
+        return None
+    ends = steps["wall_time"].to_numpy(float)[[0, -1]]
+    sent, recv = (counted_bytes(mon, iface, d, ends) for d in monitor.NET_DIRECTIONS)
+    total = max(sent[1] - sent[0], recv[1] - recv[0])
+    n = len(steps) - 1
+    return {"bytes_per_step": float(total / n), "bytes_counted": float(total), "steps_counted": int(n),
+            "bytes_per_step_source": f"the {iface} counters (monitor samples), busier direction, from the end of "
+                                     f"step {int(steps['step'].iloc[0])} to the end of step {int(steps['step'].iloc[-1])}"}
 
 
 # --- Q4 utilisation --------------------------------------------------------------------------------------
@@ -164,6 +199,7 @@ def measure_network(run: Run, o: Options) -> dict:
     comm_s = per_step / link_Bps  # time the allreduce needs on the link if nothing else slowed it
     hosts = []
     for host, df in mon.groupby("host"):
+        all_df = df
         mine = st[st["host"].astype(str) == str(host)]
         active = while_stepping(df, mine[mine["rank"] == mine["rank"].min()]) if not mine.empty else df
         df = active if len(active) else df  # no overlap (steps far shorter than the interval, or clocks apart)
@@ -172,10 +208,14 @@ def measure_network(run: Run, o: Options) -> dict:
         # The ring visits ranks in rank order, node by node: each node has one ring edge out to the next node
         # and one in, whatever its ranks per node, so its link carries one rank's share; loopback sees every edge.
         edges = n if iface == "lo" else 1
+        counted = bytes_per_step(all_df, iface, mine[mine["rank"] == mine["rank"].min()]) if not mine.empty else None
         hosts.append({"host": host, "samples_while_stepping": len(active), "mean_Bps": float(busiest.mean()),
                       "p95_Bps": float(busiest.quantile(0.95)), "link_share_mean": float(busiest.mean() / link_Bps),
                       "ranks": ranks_here, "expected_Bps": expected_Bps * edges,
-                      "bytes_per_step": float(busiest.mean()) * step_s, "expected_bytes_per_step": per_step * edges})
+                      # without a counted figure (no steps on this node's samples): the rate times the step time
+                      **(counted or {"bytes_per_step": float(busiest.mean()) * step_s,
+                                     "bytes_per_step_source": "mean rate while steps ran x mean step time"}),
+                      "expected_bytes_per_step": per_step * edges})
     comm_share = comm_s / step_s
     bottleneck = max(h["link_share_mean"] for h in hosts) >= 0.7 or comm_share >= 0.5
     return {"ranks": n, "iface": iface, "iface_choice": why, "link_gbps": link_gbps, "link_source": link_source,

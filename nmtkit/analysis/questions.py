@@ -167,7 +167,10 @@ def q5_network(run: Run, fig_dir, o: Options) -> Answer:
             f"{params * bpp / 1e6:.1f} MB = {ev['allreduce_bytes_per_rank_per_step'] / 1e6:.1f} MB per rank per "
             f"step, i.e. {mb(ev['expected_Bps_per_rank'])} at the measured {ev['mean_step_time_s'] * 1000:.0f} "
             f"ms/step; on this link that exchange alone needs {ev['allreduce_time_on_link_s'] * 1000:.0f} ms, "
-            f"{ev['allreduce_share_of_step']:.0%} of a step. The ring runs through the ranks node by node, so each "
+            f"{ev['allreduce_share_of_step']:.0%} of a step. Measured per step: "
+            + ", ".join(f"{h['host']} {h['bytes_per_step'] / 1e6:.2f} MB ({h['bytes_per_step'] / h['expected_bytes_per_step']:.2f}x "
+                        f"the model)" for h in ev["hosts"])
+            + ". The ring runs through the ranks node by node, so each "
             f"node's link carries one ring edge each way, one rank's share, however many GPUs the node holds. ")
     if iface == "lo":
         text += (f"Here the 'nodes' share one machine, so the traffic went over loopback, whose counters see all "
