@@ -111,8 +111,10 @@ def cmd_grade(args) -> int:
 
 def cmd_student(args) -> int:
     from nmtkit.student import NOTEBOOKS_DIR, write_student_copies
-    for path, replaced in write_student_copies(out_dir=args.out, src_dir=args.notebooks or NOTEBOOKS_DIR):
-        print(f"{path}: {replaced} solution(s) replaced by `raise NotImplementedError`, outputs cleared")
+    for path, replaced in write_student_copies(out_dir=args.out, src_dir=args.notebooks or NOTEBOOKS_DIR,
+                                               for_nbgrader=args.nbgrader):
+        print(f"{path}: {replaced} exercise(s), instructor cells removed: nbgrader's source" if args.nbgrader else
+              f"{path}: {replaced} solution(s) replaced by `raise NotImplementedError`, outputs cleared")
     return 0
 
 
@@ -181,6 +183,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("student", help="course staff: student copies of the notebooks, solutions removed")
     p.add_argument("--out", default="student", help="output directory (default: student/)")
     p.add_argument("--notebooks", default=None, help="instructor notebooks (default: the kit's notebooks/)")
+    p.add_argument("--nbgrader", action="store_true",
+                   help="write nbgrader's source versions instead (solutions kept, instructor cells removed): put "
+                        "them in <course>/source/<assignment>/ for nbgrader generate_assignment")
     p.set_defaults(func=cmd_student)
 
     p = sub.add_parser("grade", help="course staff: grade a student's notebooks with the instructor's checks, no training")

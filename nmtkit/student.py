@@ -151,9 +151,23 @@ def student_notebook(nb: dict, name: str = "notebook") -> tuple[dict, int]:
     return nb, replaced
 
 
-def write_student_copies(out_dir: str | os.PathLike = "student", src_dir: str | os.PathLike = NOTEBOOKS_DIR
-                         ) -> list[tuple[Path, int]]:
-    """Write a student copy of every NN_*.ipynb in `src_dir` into `out_dir`: [(path, solutions replaced)]."""
+def nbgrader_source(nb: dict, name: str = "notebook") -> tuple[dict, int]:
+    """(nbgrader's source version of `nb`: solutions kept for `nbgrader generate_assignment` to strip, the
+    instructor-tagged cells and outputs gone, how many exercises it holds)."""
+    nb = copy.deepcopy(nb)
+    n = len(exercises(nb, name))
+    nb["cells"] = [c for c in nb.get("cells", []) if not is_instructor(c)]
+    for cell in nb["cells"]:
+        if cell.get("cell_type") == "code":
+            cell["outputs"], cell["execution_count"] = [], None
+    nb.get("metadata", {}).pop("widgets", None)
+    return nb, n
+
+
+def write_student_copies(out_dir: str | os.PathLike = "student", src_dir: str | os.PathLike = NOTEBOOKS_DIR,
+                         for_nbgrader: bool = False) -> list[tuple[Path, int]]:
+    """Write a student copy of every NN_*.ipynb in `src_dir` into `out_dir`: [(path, solutions replaced)]; with
+    `for_nbgrader`, nbgrader's source version instead: [(path, exercises)]."""
     import nbformat
 
     src_dir, out_dir = Path(src_dir), Path(out_dir)
@@ -166,7 +180,7 @@ def write_student_copies(out_dir: str | os.PathLike = "student", src_dir: str | 
     written = []
     for path in sources:
         nb = nbformat.read(path, as_version=4)
-        copy_, replaced = student_notebook(nb, name=path.name)
+        copy_, replaced = (nbgrader_source if for_nbgrader else student_notebook)(nb, name=path.name)
         nbformat.validate(copy_)
         written.append((atomic_write_text(out_dir / path.name, nbformat.writes(copy_) + "\n"), replaced))
     return written

@@ -39,7 +39,7 @@ TARGETS = {
     "q4": {"tokens_per_step": (MEAN, "tokens one rank processes in a steady step (the records of every rank)"),
            "mfu": (MEAN, "about 6 FLOPs per parameter per token, per second of step, over the peak the run measured; "
                          "a fraction, not a percentage")},
-    "q5": {"bytes_per_param": (EXACT, "what one gradient value costs on the wire depends on train.compression"),
+    "q5": {"bytes_per_param": (EXACT, "what one gradient value costs on the wire depends on the run's gradient compression setting"),
            "bound_mb": (FORMULA, "the flat ring's bound for N ranks, in MB of 10^6 bytes"),
            "measured_over_bound": (COUNTED, "bytes counted on the link between two step ends, per step, over the "
                                             "bound; busier direction of the inter-node interface"),
