@@ -105,3 +105,17 @@ def test_a_student_copy_left_as_handed_out_scores_nothing(tmp_path):
     [result] = grade(sub)
     assert result["points"] == 0 and result["max_points"] == 22
     assert {c["status"] for c in result["cells"] if c["grade_id"].endswith("verdict")} == {"unanswered"}
+
+
+def test_the_students_report_holds_evidence_and_the_instructors_adds_verdicts_and_rubric(tmp_path):
+    import json
+    from nmtkit.analysis import reference_run
+    from nmtkit.analysis.report import write_report
+    from nmtkit.analysis.rubric import RUBRIC
+    student = write_report([reference_run()], tmp_path / "student").read_text()
+    staff = write_report([reference_run()], tmp_path / "staff", instructor=True).read_text()
+    verdict_words = ("Yes.", "No:", "the network does hold steps back", "No cost")
+    assert "evidence" in student and not any(w in student for w in verdict_words) and "Rubric" not in student
+    assert all(json.loads((tmp_path / "student" / "report.json").read_text())[n][0]["answer"] == ""
+               for n in json.loads((tmp_path / "student" / "report.json").read_text()))
+    assert any(w in staff for w in verdict_words) and all(RUBRIC[q] in staff for q in RUBRIC)
