@@ -97,6 +97,12 @@ class Analysis:
 
     answer = verdict  # the older name, until every notebook calls verdict
 
+    def eval_mode_losses(self, run, batches: int = 10) -> str:
+        """Question 3: the loss with dropout off on a training slice and on dev, from the run's checkpoint (loads
+        TensorFlow; a few seconds on the tiny model), or why it cannot be measured."""
+        from nmtkit.heldout import describe
+        return describe(run, batches)
+
     def listing(self, run, folder: str = "checkpoints") -> list[str]:
         """The files under `folder` of a run, relative to it (the reference run: as it was listed when frozen)."""
         return report.listing(run, folder)

@@ -78,3 +78,10 @@ def test_a_wrong_answer_fails_nbval(tmp_path):
                                         "-p", "no:cacheprovider", str(path)], capture_output=True, text=True,
                                        cwd=tmp_path).returncode
     assert results == {"right": 0, "wrong": 1}
+
+
+def test_q3_eval_mode_losses_say_why_the_reference_run_cannot_give_them():
+    from nmtkit.heldout import HeldoutError, describe, eval_mode_losses
+    with pytest.raises(HeldoutError, match="no checkpoint weights"):
+        eval_mode_losses(reference_run())
+    assert describe(reference_run()).startswith("eval-mode losses: cannot measure: rehearsal-200mbit: no checkpoint")
