@@ -4,11 +4,12 @@
     nmtkit prepare [--profile P] [--set k=v ...] [--data DIR] [--force]
     nmtkit train   [--profile P] [--set k=v ...] [--data DIR] --logdir DIR [--np N [--hosts H:2,H:2] [--launcher L]]
                    [--max-hours H] [--max-cost USD]
-    nmtkit report  --run DIR [--run DIR2] [--out DIR]
+    nmtkit report  --run DIR [--run DIR2] [--out DIR] [--instructor]
     nmtkit export  --run DIR [--out DIR]
     nmtkit course  [--out DIR]
     nmtkit monitor [--interval S]
     nmtkit student [--out DIR]
+    nmtkit grade   --submission DIR [--workspace WS] [--only NN ...] [--out grades.json]
 
 Your own corpus instead of the profile's (Moses-tokenized files are detected and detokenized):
     nmtkit prepare --train-src F --train-tgt F --dev-src F --dev-tgt F [--test-src F --test-tgt F] --data DIR
@@ -88,7 +89,7 @@ def cmd_train(args) -> int:
 
 def cmd_report(args) -> int:
     from nmtkit.analysis.report import write_report
-    path = write_report(args.run, out_dir=args.out)
+    path = write_report(args.run, out_dir=args.out, instructor=args.instructor)
     print(f"report: {path}")
     return 0
 
@@ -105,10 +106,19 @@ def cmd_course(args) -> int:
     return run_course(out_dir=args.out, profile=args.profile, publish_outputs=args.publish)
 
 
+def cmd_grade(args) -> int:
+    from nmtkit.grade import grade, summary
+    results = grade(args.submission, workspace=args.workspace, only=args.only or (), out=args.out)
+    print(summary(results))
+    return 0 if all(r["points"] == r["max_points"] for r in results) else 1
+
+
 def cmd_student(args) -> int:
     from nmtkit.student import NOTEBOOKS_DIR, write_student_copies
-    for path, replaced in write_student_copies(out_dir=args.out, src_dir=args.notebooks or NOTEBOOKS_DIR):
-        print(f"{path}: {replaced} solution(s) replaced by `raise NotImplementedError`, outputs cleared")
+    for path, replaced in write_student_copies(out_dir=args.out, src_dir=args.notebooks or NOTEBOOKS_DIR,
+                                               for_nbgrader=args.nbgrader):
+        print(f"{path}: {replaced} exercise(s), instructor cells removed: nbgrader's source" if args.nbgrader else
+              f"{path}: {replaced} solution(s) replaced by `raise NotImplementedError`, outputs cleared")
     return 0
 
 
@@ -164,6 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="answer the homework's questions from a run's logs; writes report.md")
     p.add_argument("--run", action="append", required=True, help="run directory (repeat to compare runs)")
     p.add_argument("--out", default=None, help="where report.md and figures go (default: the first run)")
+    p.add_argument("--instructor", action="store_true",
+                   help="course staff: include the kit's verdicts and the grading rubric (students get the evidence)")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("export", help="export the best checkpoint as a SavedModel (strings in, strings out)")
@@ -181,7 +193,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("student", help="course staff: student copies of the notebooks, solutions removed")
     p.add_argument("--out", default="student", help="output directory (default: student/)")
     p.add_argument("--notebooks", default=None, help="instructor notebooks (default: the kit's notebooks/)")
+    p.add_argument("--nbgrader", action="store_true",
+                   help="write nbgrader's source versions instead (solutions kept, instructor cells removed): put "
+                        "them in <course>/source/<assignment>/ for nbgrader generate_assignment")
     p.set_defaults(func=cmd_student)
+
+    p = sub.add_parser("grade", help="course staff: grade a student's notebooks with the instructor's checks, no training")
+    p.add_argument("--submission", required=True, help="directory holding the student's NN_*.ipynb")
+    p.add_argument("--workspace", default=None,
+                   help="the student's workspace (their runs); default: a fresh one holding the reference run")
+    p.add_argument("--only", nargs="*", help="grade only these notebooks, by number (e.g. 04)")
+    p.add_argument("--out", default=None, help="also write the grades as JSON here")
+    p.set_defaults(func=cmd_grade)
 
     p = sub.add_parser("monitor", help="live CPU/GPU/network view in the terminal (nmon-like)")
     p.add_argument("--interval", type=float, default=1.0, help="seconds between samples")

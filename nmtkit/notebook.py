@@ -3,7 +3,7 @@ through `import nmtkit as nk` (nk.setup, nk.analyse, nk.panel, nk.translation_bo
 
     cfg, run = nk.setup(run_name="baseline")     # the preamble: config, data directory, run directory
     rep = nk.analyse(["baseline", "horovod"])    # a Report (figures, answers) or, with no runs, one that says so
-    rep.figure("loss"); rep.answer(10)
+    rep.figure("loss"); rep.verdict(10)        # the kit's verdict: instructors' cells only
     nk.panel(job)                                # a cluster Job's live progress
     nk.translation_box(translator.translate)
 
@@ -66,8 +66,20 @@ class Analysis:
 
     @property
     def run(self):
-        """The last run analysed (notebook 04: the Horovod run), or None."""
+        """The last run analysed, or None."""
         return self.runs[-1] if self.runs else None
+
+    @property
+    def reference(self):
+        """The reference run shipped with the kit (2 hosts x 2 ranks over a real link), when analysed."""
+        from nmtkit.analysis.reference import NAME
+        return next((r for r in self.runs if r.name == NAME), None)
+
+    @property
+    def mine(self):
+        """The student's own last run (notebook 04: the Horovod run), else the reference run."""
+        own = [r for r in self.runs if r is not self.reference]
+        return own[-1] if own else self.reference
 
     def comparison(self):
         return report.readable(self.report.comparison) if self.report else NO_RUNS
@@ -79,8 +91,21 @@ class Analysis:
     def figure(self, title: str) -> None:
         show_figure(self.report, title)
 
-    def answer(self, number: int) -> None:
-        show_answer(self.report, number)
+    def verdict(self, number: int, rubric: bool = True) -> None:
+        """The kit's verdict on question `number` for every run, and the grading rubric (instructors' cells)."""
+        show_verdict(self.report, number, rubric)
+
+    answer = verdict  # the older name, until every notebook calls verdict
+
+    def eval_mode_losses(self, run, batches: int = 10) -> str:
+        """Question 3: the loss with dropout off on a training slice and on dev, from the run's checkpoint (loads
+        TensorFlow; a few seconds on the tiny model), or why it cannot be measured."""
+        from nmtkit.heldout import describe
+        return describe(run, batches)
+
+    def listing(self, run, folder: str = "checkpoints") -> list[str]:
+        """The files under `folder` of a run, relative to it (the reference run: as it was listed when frozen)."""
+        return report.listing(run, folder)
 
     def evidence(self, number: int):
         return report.evidence(self.report, number)
@@ -93,11 +118,16 @@ class Analysis:
         return report.write_report(self.found, out_dir or self.report.out_dir) if self.report else None
 
 
-def analyse(runs=("baseline", "horovod"), out_dir: str | Path | None = None) -> Analysis:
+def analyse(runs=("baseline", "horovod"), out_dir: str | Path | None = None, reference: bool = False) -> Analysis:
     """Figures and answers for runs: directories, or names under <workspace>/runs (each said found or MISSING
-    with how to make it). Figures go under out_dir (default: the first run)."""
+    with how to make it), and with reference=True the kit's reference run last. Figures go under out_dir
+    (default: the first run)."""
     names = [r for r in runs if not isinstance(r, Path)]
     found = [Path(r) for r in runs if isinstance(r, Path)] + (report.find_runs(names) if names else [])
+    if reference:
+        from nmtkit.analysis.reference import reference_run
+        found.append(reference_run())
+        print(f"found   the reference run {found[-1].name} (2 hosts x 2 ranks over a shaped link, shipped with nmtkit)")
     return Analysis(report.analyse(found, out_dir) if found else None, found)
 
 
@@ -111,8 +141,8 @@ def show_figure(rep: Report | None, title: str) -> None:
         print(f"(no {title} figure: the logs hold nothing to draw)")
 
 
-def show_answer(rep: Report | None, number: int) -> None:
-    """Question `number` for every run: the answer in words, then its figure."""
+def show_verdict(rep: Report | None, number: int, rubric: bool = True) -> None:
+    """Question `number` for every run: the kit's verdict in words, its figure, then the rubric (instructors)."""
     if rep is None:
         print(NO_RUNS)
         return
@@ -122,6 +152,8 @@ def show_answer(rep: Report | None, number: int) -> None:
         display(Markdown(f"**{run.name}, Q{a.number}.** {body}"))
         if a.figure is not None:
             display(Image(filename=str(a.figure)))
+    if rubric:
+        display(Markdown(f"**Rubric, Q{number}.** {report.RUBRIC[number]}"))
 
 
 # --- widgets -------------------------------------------------------------------------------------------------

@@ -1,10 +1,23 @@
-"""Student copies of the course notebooks (`make student`, `nmtkit student`), nbgrader style.
+"""Student copies of the course notebooks (`make student`, `nmtkit student`), and the exercise convention they
+share with nbgrader and `nmtkit grade`.
 
-The committed notebooks are the instructor's: each exercise's reference solution sits between
-`### BEGIN SOLUTION` and `### END SOLUTION` lines. A student copy replaces every such block, markers included,
-with `raise NotImplementedError` at the BEGIN marker's indentation (in Markdown cells: "YOUR ANSWER HERE"), and
-clears every output, so the copy runs up to the first exercise and stops there until the student fills it in.
-The check cells that follow an exercise are left as they are: they grade the student's answer under nbval.
+The committed notebooks are the instructor's. Every exercise is three cells, marked with nbgrader's own metadata
+(so `nbgrader generate_assignment` / `autograde` work on them as they are) and a grade id `<nb>-<q>-<role>`:
+
+    work     code, the student's computation between `### BEGIN SOLUTION` / `### END SOLUTION`
+             {"nbgrader": {"solution": true, "grade": false, "locked": false, "grade_id": "04-q1-work", ...}}
+    check    code, locked, graded: calls nk.check(...); anything between `### BEGIN HIDDEN TESTS` and
+             `### END HIDDEN TESTS` never reaches a student copy
+             {"nbgrader": {"solution": false, "grade": true, "locked": true, "points": n, "grade_id": "04-q1-check"}}
+    verdict  markdown, graded by hand: the student's verdict and the figure that decides it; the instructor's model
+             verdict sits between the SOLUTION markers
+             {"nbgrader": {"solution": true, "grade": true, "locked": false, "points": n, "grade_id": "04-q1-verdict"}}
+
+Cells tagged "instructor" (the kit's own verdicts and rubric) are left out of student copies. A student copy
+replaces every SOLUTION block, markers included, with `raise NotImplementedError` at the BEGIN marker's
+indentation (in Markdown: "YOUR ANSWER HERE"), drops hidden tests, and clears every output. `nmtkit grade`
+(nmtkit.grade) puts the instructor's check cells back by grade id before it runs a submission, so deleting or
+editing a check cell changes nothing.
 """
 from __future__ import annotations
 
@@ -19,13 +32,77 @@ from nmtkit.files import atomic_write_text
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 CODE_STUB, MARKDOWN_STUB = "raise NotImplementedError", "YOUR ANSWER HERE"
+INSTRUCTOR_TAG = "instructor"
+ROLES = ("work", "check", "verdict")
+SCHEMA_VERSION = 3  # nbgrader's cell-metadata schema
 _MARKER = re.compile(r"^(\s*)(### (?:BEGIN|END) SOLUTION)\s*$")
+_HIDDEN = re.compile(rf"^\s*{HIDDEN_BEGIN}\s*$.*?^\s*{HIDDEN_END}\s*$\n?", re.S | re.M)
+_GRADE_ID = re.compile(r"^(\d\d)-(q\d+)-(work|check|verdict)$")
 
 
 class StudentError(NmtkitError, ValueError):
-    """A solution block that does not close (or closes without opening); the message names notebook and cell."""
+    """A solution block that does not close (or closes without opening), or an exercise that breaks the
+    convention; the message names notebook and cell."""
 
+
+# --- the convention ----------------------------------------------------------------------------------------
+
+def nbgrader_metadata(nb: str, q: str, role: str, points: float = 0) -> dict:
+    """The cell metadata of an exercise cell: nb "04", q "q1", role work | check | verdict."""
+    if role not in ROLES:
+        raise StudentError(f"role {role!r}: choose one of {', '.join(ROLES)}")
+    meta = {"solution": role != "check", "grade": role != "work", "locked": role == "check",
+            "grade_id": f"{nb}-{q}-{role}", "schema_version": SCHEMA_VERSION}
+    if role != "work":
+        meta["points"] = points
+    return {"nbgrader": meta}
+
+
+def cell_source(cell) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else source
+
+
+def grade_id(cell) -> str | None:
+    return (cell.get("metadata", {}).get("nbgrader") or {}).get("grade_id")
+
+
+def role(cell) -> tuple[str, str, str] | None:
+    """(nb, q, role) of an exercise cell, else None."""
+    m = _GRADE_ID.match(grade_id(cell) or "")
+    return (m.group(1), m.group(2), m.group(3)) if m else None
+
+
+def is_instructor(cell) -> bool:
+    return INSTRUCTOR_TAG in cell.get("metadata", {}).get("tags", [])
+
+
+def exercises(nb: dict, name: str = "notebook") -> dict[str, dict[str, int]]:
+    """q -> {role: cell index} for every exercise of `nb`; StudentError when one lacks a role, a grade id repeats,
+    or a cell's nbgrader flags contradict its role."""
+    out: dict[str, dict[str, int]] = {}
+    for i, cell in enumerate(nb.get("cells", [])):
+        r = role(cell)
+        if r is None:
+            continue
+        _, q, kind = r
+        if kind in out.setdefault(q, {}):
+            raise StudentError(f"{name}, cell {i}: grade id {grade_id(cell)} repeats cell {out[q][kind]}")
+        meta, want = cell["metadata"]["nbgrader"], nbgrader_metadata(r[0], q, kind)["nbgrader"]
+        wrong = [k for k in ("solution", "grade", "locked") if bool(meta.get(k)) != want[k]]
+        if wrong or (cell.get("cell_type") == "markdown") != (kind == "verdict"):
+            raise StudentError(f"{name}, cell {i}: {grade_id(cell)} has the wrong cell type or nbgrader flags "
+                               f"{wrong}; use nmtkit.student.nbgrader_metadata")
+        out[q][kind] = i
+    for q, cells in out.items():
+        if set(cells) != set(ROLES):
+            raise StudentError(f"{name}: exercise {q} lacks its {', '.join(sorted(set(ROLES) - set(cells)))} cell")
+    return out
+
+
+# --- student copies ----------------------------------------------------------------------------------------
 
 def strip_solutions(source: str, stub: str = CODE_STUB, where: str = "cell") -> str:
     """`source` with each BEGIN/END SOLUTION block (markers included) replaced by `stub`, indented like BEGIN."""
@@ -51,16 +128,22 @@ def strip_solutions(source: str, stub: str = CODE_STUB, where: str = "cell") -> 
     return text[:-1] if text.endswith("\n") and not source.endswith("\n") else text
 
 
+def strip_hidden(source: str) -> str:
+    """`source` without its HIDDEN TESTS blocks (the instructor's part of a check cell)."""
+    return _HIDDEN.sub("", source).rstrip("\n")
+
+
 def student_notebook(nb: dict, name: str = "notebook") -> tuple[dict, int]:
     """(a student copy of the nbformat-4 dict `nb`, how many solution blocks it replaced)."""
     nb = copy.deepcopy(nb)
+    exercises(nb, name)  # refuse a notebook that breaks the convention before a student sees it
+    nb["cells"] = [c for c in nb.get("cells", []) if not is_instructor(c)]
     replaced = 0
-    for i, cell in enumerate(nb.get("cells", [])):
-        source = cell.get("source", "")
-        source = "".join(source) if isinstance(source, list) else source
+    for i, cell in enumerate(nb["cells"]):
+        source = cell_source(cell)
         stub = CODE_STUB if cell.get("cell_type") == "code" else MARKDOWN_STUB
         replaced += sum(1 for line in source.splitlines() if line.strip() == BEGIN)
-        cell["source"] = strip_solutions(source, stub, where=f"{name}, cell {i}")
+        cell["source"] = strip_hidden(strip_solutions(source, stub, where=f"{name}, cell {i}"))
         if cell.get("cell_type") == "code":
             cell["outputs"], cell["execution_count"] = [], None
     # saved widget views belong to outputs that are gone now
@@ -68,9 +151,23 @@ def student_notebook(nb: dict, name: str = "notebook") -> tuple[dict, int]:
     return nb, replaced
 
 
-def write_student_copies(out_dir: str | os.PathLike = "student", src_dir: str | os.PathLike = NOTEBOOKS_DIR
-                         ) -> list[tuple[Path, int]]:
-    """Write a student copy of every NN_*.ipynb in `src_dir` into `out_dir`: [(path, solutions replaced)]."""
+def nbgrader_source(nb: dict, name: str = "notebook") -> tuple[dict, int]:
+    """(nbgrader's source version of `nb`: solutions kept for `nbgrader generate_assignment` to strip, the
+    instructor-tagged cells and outputs gone, how many exercises it holds)."""
+    nb = copy.deepcopy(nb)
+    n = len(exercises(nb, name))
+    nb["cells"] = [c for c in nb.get("cells", []) if not is_instructor(c)]
+    for cell in nb["cells"]:
+        if cell.get("cell_type") == "code":
+            cell["outputs"], cell["execution_count"] = [], None
+    nb.get("metadata", {}).pop("widgets", None)
+    return nb, n
+
+
+def write_student_copies(out_dir: str | os.PathLike = "student", src_dir: str | os.PathLike = NOTEBOOKS_DIR,
+                         for_nbgrader: bool = False) -> list[tuple[Path, int]]:
+    """Write a student copy of every NN_*.ipynb in `src_dir` into `out_dir`: [(path, solutions replaced)]; with
+    `for_nbgrader`, nbgrader's source version instead: [(path, exercises)]."""
     import nbformat
 
     src_dir, out_dir = Path(src_dir), Path(out_dir)
@@ -83,7 +180,7 @@ def write_student_copies(out_dir: str | os.PathLike = "student", src_dir: str | 
     written = []
     for path in sources:
         nb = nbformat.read(path, as_version=4)
-        copy_, replaced = student_notebook(nb, name=path.name)
+        copy_, replaced = (nbgrader_source if for_nbgrader else student_notebook)(nb, name=path.name)
         nbformat.validate(copy_)
         written.append((atomic_write_text(out_dir / path.name, nbformat.writes(copy_) + "\n"), replaced))
     return written

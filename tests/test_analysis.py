@@ -107,10 +107,11 @@ def test_baseline_answers(tmp_path, checkpoint_dir):
     elapsed = (T0 + 999.6) - (T0 + 0.5 - gen["step_time"][0])
     assert a[1].evidence["elapsed_s"] == pytest.approx(elapsed)
     assert a[1].evidence["steps_per_s"] == pytest.approx(1.0)
+    # ... and the homework's step count at this run's own steady step time; no cost for unpriced hardware
     target = config_mod.profile("wmt16-base").train.steps
-    hours = (elapsed + (target - 1000) / 1.0) / 3600
-    assert a[1].evidence["projected_hours"] == pytest.approx(hours)
-    assert a[1].evidence["projected_cost"] == pytest.approx(hours * 1 * 3.06)
+    steady = gen["step_time"][3:].mean()
+    assert a[1].evidence["hours_to_target"] == pytest.approx(target * steady / 3600)
+    assert "cost" not in a[1].evidence and "No cost" in a[1].answer
     assert a[1].figure.exists()
     # Q2: BLEU 30(1-exp(-s/150)) over 1000 steps: the last 3 evaluations gain < 1%.
     assert a[2].evidence["fully_trained"] is True and a[2].answer.startswith("Yes")
@@ -164,7 +165,8 @@ def test_known_correlation_and_byte_rate(tmp_path, checkpoint_dir):
     per_step = 2 * (2 - 1) / 2 * n_params * 4
     assert a[5].evidence["allreduce_bytes_per_rank_per_step"] == pytest.approx(per_step)
     assert a[5].evidence["expected_Bps_per_rank"] == pytest.approx(per_step / st[3:].mean())
-    assert a[5].evidence["bottleneck"] is False and a[5].answer.startswith("No")
+    # an assumed link decides nothing
+    assert a[5].evidence["bottleneck"] is False and a[5].answer.startswith("Cannot tell")
     assert a[5].evidence["link_source"].startswith("assumed") and "assumed from monitor.link_gbps" in a[5].answer
     assert "(assumed (" not in a[5].answer and "measured by preflight" not in a[5].answer
     assert hosts["hostA"]["expected_Bps"] == pytest.approx(per_step / st[3:].mean())  # one ring edge per node
@@ -206,7 +208,7 @@ def test_answer_texts_explain_and_render(tmp_path, checkpoint_dir):
     ckpt, _ = checkpoint_dir
     synth_run(tmp_path, ckpt=ckpt)
     a = answers_of(tmp_path, figures=False)
-    assert "$" not in a[1].answer and "USD 3.06 per node-hour" in a[1].answer  # Markdown reads $...$ as LaTeX
+    assert "$" not in a[1].answer and "transformer-base" in a[1].answer  # Markdown reads $...$ as LaTeX
     assert ".meta" in a[8].answer and "MetaGraphDef" in a[8].answer
     assert "1 MB = 10^6 bytes" in a[9].answer and "MiB" not in a[9].answer
     assert "one synchronous optimizer update" in a[10].answer

@@ -1,4 +1,4 @@
-"""Notebook exercises: the reference solutions pass against nmtkit's evidence, a wrong answer fails (also under
+"""Notebook exercises: notebook 04's solutions pass against the reference run's logs, a wrong answer fails (also under
 nbval, which is how instructors grade), and the schedule and rank-plan exercises check what they claim."""
 import json
 import re
@@ -7,52 +7,44 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_analysis import checkpoint_dir, synth_run  # noqa: F401  (fixture and writer of synthetic runs)
+import nbformat
 
-from nmtkit import config as config_mod, runs
+from nmtkit import config as config_mod
 from nmtkit.analysis import report
 from nmtkit.analysis.exercises import ExerciseError, check, check_lr, check_plan
-from nmtkit.files import atomic_write_json
+from nmtkit.analysis.reference import reference_run
+from nmtkit.student import is_instructor
 
 NB = Path(__file__).resolve().parents[1] / "notebooks"
-SOLUTION = re.compile(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", re.S)
 
 
-def cells(name):
-    return ["".join(c["source"]) for c in json.loads((NB / name).read_text())["cells"] if c["cell_type"] == "code"]
+def reference_analysis(out_dir):
+    """notebook 04's `rep` before notebooks 02/03 ran: the shipped reference run alone."""
+    from nmtkit.notebook import Analysis
+    path = reference_run()
+    return Analysis(report.analyse([path], out_dir), [path])
 
 
-def graded_run(tmp_path, ckpt, n_params):
-    """A 2-rank synthetic run whose config points at real train files and whose status has the parameter count."""
-    run = tmp_path / "horovod"
-    run.mkdir()
-    synth_run(run, ranks=2, hosts=("hostA", "hostB"), ckpt=ckpt, seed=4)
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "train.en").write_bytes(b"x" * 1_500_000)
-    (data / "train.de").write_bytes(b"y" * 1_700_000)
-    cfg = config_mod.Config.load_json(run / runs.CONFIG).with_overrides({"data.dir": str(data)})
-    cfg.save(run / runs.CONFIG)
-    atomic_write_json(run / runs.STATUS, {**runs.read_status(run), "params": n_params})
-    return report.analyse([run], tmp_path / "report")
-
-
-def test_reference_solutions_pass_and_wrong_answers_fail(tmp_path, checkpoint_dir, capsys):  # noqa: F811
-    rep = graded_run(tmp_path, *checkpoint_dir)
-    ns = {"rep": rep, "run": rep.runs[-1], "check": check}
-    code = cells("04_monitoring_analysis.ipynb")
-    exercises = [c for c in code if "### BEGIN SOLUTION" in c]
-    checks = [c for c in code if c.startswith("check(rep, ")]
-    assert len(exercises) == 11 and len(checks) == 11
-    for ex, ck in zip(exercises, checks):
-        exec(SOLUTION.search(ex).group(1), ns)
-        exec(ck, ns)
+def test_notebook_04_solutions_pass_on_the_reference_run_and_wrong_figures_fail(tmp_path, capsys):
+    import nmtkit as nk
+    nb = nbformat.read(NB / "04_monitoring_analysis.ipynb", as_version=4)
+    rep = reference_analysis(tmp_path / "report")
+    ns = {"nk": nk, "ws": tmp_path, "rep": rep}
+    code = [c.source for c in nb.cells if c.cell_type == "code" and not is_instructor(c) and "nk.analyse(" not in c.source]
+    for src in code:  # the whole notebook after its analyse cell, as a student with every exercise solved runs it
+        exec(src, ns)
     out = capsys.readouterr().out
-    assert out.count("✓ Q") == 11, out
-    with pytest.raises(ExerciseError, match="✗ Q10: .*Hint: the mean step_time"):
-        check(rep, 10, ns["mean_ms"] * 1.2)
-    with pytest.raises(ExerciseError, match="✗ Q3"):
-        check(rep, 3, -ns["gap"] - 0.5)  # the sign matters
+    assert sorted(re.findall(r"✓ (q\d+):", out)) == sorted(f"q{i}" for i in range(1, 12)), out
+    assert ns["run"] is ns["ref"]  # no runs of the student's own: the reference run answers everything
+    with pytest.raises(ExerciseError, match="✗ q5 link_s_1g: too high"):
+        check(rep, "q5", run=ns["ref"], **{**{k: ns[k] for k in ("bytes_per_param", "bound_mb", "measured_over_bound",
+                                                                  "link_s_10g")}, "link_s_1g": ns["link_s_1g"] * 8})
+    with pytest.raises(ExerciseError, match="✗ q2 trained: not it"):
+        check(rep, "q2", bleu_gain=ns["bleu_gain"], loss_drop=ns["loss_drop"], trained=not ns["trained"])
+    with pytest.raises(ExerciseError, match="✗ q8 files: not it"):  # an older checkpoint's files are no answer
+        check(rep, "q8", files=[f.replace("160", "140") for f in ns["files"]])
+    with pytest.raises(ExerciseError, match="✗ q7 train_mib: too high"):  # 10^6 bytes are no MiB
+        check(rep, "q7", train_mb=ns["train_mb"], train_mib=ns["train_mb"])
 
 
 def test_schedule_and_plan_exercises():
@@ -67,22 +59,29 @@ def test_schedule_and_plan_exercises():
 
 
 @pytest.mark.slow
-def test_a_wrong_answer_fails_nbval(tmp_path, checkpoint_dir):  # noqa: F811
-    graded_run(tmp_path, *checkpoint_dir)
+def test_a_wrong_answer_fails_nbval(tmp_path):
     src = (f"from nmtkit.analysis import report\nfrom nmtkit.analysis.exercises import check\n"
-           f"rep = report.analyse([{str(tmp_path / 'horovod')!r}], {str(tmp_path / 'r')!r})\n")
+           f"rep = report.analyse([{str(reference_run())!r}], {str(tmp_path / 'r')!r})\n")
+
     def notebook(answer):
         cell = lambda s: {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],  # noqa: E731
                           "source": s}
-        return {"cells": [cell(src), cell(f"check(rep, 2, {answer})")], "metadata": {
+        return {"cells": [cell(src), cell(f"check(rep, 'q9', predicted_mb={answer})")], "metadata": {
             "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
             "nbformat": 4, "nbformat_minor": 5}
-    best = report.analyse([tmp_path / "horovod"], tmp_path / "r0").answers["horovod"][1].evidence["bleu_best"]
+    params = json.loads((reference_run() / "run.json").read_text())["params"]
     results = {}
-    for name, answer in (("right", best), ("wrong", best - 5)):
+    for name, answer in (("right", params * 12 / 1e6), ("wrong", params * 4 / 1e6)):
         path = tmp_path / f"{name}.ipynb"
         path.write_text(json.dumps(notebook(answer)))
         results[name] = subprocess.run([sys.executable, "-m", "pytest", "-q", "--nbval-lax", "--nbval-current-env",
                                         "-p", "no:cacheprovider", str(path)], capture_output=True, text=True,
                                        cwd=tmp_path).returncode
     assert results == {"right": 0, "wrong": 1}
+
+
+def test_q3_eval_mode_losses_say_why_the_reference_run_cannot_give_them():
+    from nmtkit.heldout import HeldoutError, describe, eval_mode_losses
+    with pytest.raises(HeldoutError, match="no checkpoint weights"):
+        eval_mode_losses(reference_run())
+    assert describe(reference_run()).startswith("eval-mode losses: cannot measure: rehearsal-200mbit: no checkpoint")

@@ -41,7 +41,7 @@ def test_setup_is_the_preamble_and_prints_what_the_notebooks_committed(tmp_path,
 
 def test_report_helpers_without_runs_say_so(capsys):
     nb.show_figure(None, "loss")
-    nb.show_answer(None, 3)
+    nb.show_verdict(None, 3)
     assert capsys.readouterr().out == f"{NO_RUNS}\n{NO_RUNS}\n"
 
 
@@ -56,9 +56,9 @@ def test_show_figure_and_answer_display_the_report(tmp_path, monkeypatch, capsys
     nb.show_figure(rep, "loss")
     nb.show_figure(rep, "network")
     assert "no network figure" in capsys.readouterr().out
-    nb.show_answer(rep, 2)
-    assert [type(x).__name__ for x in shown] == ["Image", "Markdown", "Image"]
-    assert shown[1].data == "**base, Q2.** Yes: flat."
+    nb.show_verdict(rep, 2)  # instructors' cells: the verdict, its figure, then the rubric
+    assert [type(x).__name__ for x in shown] == ["Image", "Markdown", "Image", "Markdown"]
+    assert shown[1].data == "**base, Q2.** Yes: flat." and shown[3].data.startswith("**Rubric, Q2.**")
 
 
 def test_translation_box_translates_what_is_typed():

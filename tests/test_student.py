@@ -1,4 +1,6 @@
 """Student copies (`make student`): solutions replaced by `raise NotImplementedError`, outputs cleared, the rest kept."""
+import re
+
 import nbformat
 import pytest
 
@@ -102,3 +104,63 @@ def test_cli_student_writes_copies(tmp_path, capsys):
 def test_cli_student_names_a_missing_notebook_dir(tmp_path, capsys):
     assert cli.main(["student", "--notebooks", str(tmp_path), "--out", str(tmp_path / "out")]) == 1
     assert "no notebooks" in capsys.readouterr().err
+
+
+# --- the exercise convention (nbgrader metadata) and what student copies of the course leave out --------------
+
+def test_student_copies_of_the_course_carry_no_verdicts_and_an_answer_cell_per_question(tmp_path):
+    from nmtkit.student import NOTEBOOKS_DIR, exercises, is_instructor, role
+    written = dict(write_student_copies(tmp_path, NOTEBOOKS_DIR))
+    for path in written:
+        text = path.read_text()
+        assert "show_answer" not in text and ".verdict(" not in text, path.name
+        assert not any(is_instructor(c) for c in nbformat.read(path, as_version=4).cells)
+    nb = nbformat.read(tmp_path / "04_monitoring_analysis.ipynb", as_version=4)
+    ex = exercises(nb)
+    assert sorted(ex, key=lambda q: int(q[1:])) == [f"q{i}" for i in range(1, 12)]
+    for q, cells in ex.items():
+        verdict, check = nb.cells[cells["verdict"]], nb.cells[cells["check"]]
+        assert "YOUR ANSWER HERE" in verdict.source and "your verdict, and the figure that decides it" in verdict.source
+        assert f'nk.check(rep, "{q}"' in check.source and check.metadata["nbgrader"]["locked"]
+        assert cells["work"] < cells["check"] < cells["verdict"]
+        assert nb.cells[cells["work"]].source.rstrip().endswith("raise NotImplementedError")
+    # the instructor's copy holds the kit's verdict after each question, which the student copy drops
+    ins = nbformat.read(NOTEBOOKS_DIR / "04_monitoring_analysis.ipynb", as_version=4)
+    verdicts = [c.source for c in ins.cells if is_instructor(c)]
+    assert [re.search(r"rep\.verdict\((\d+)\)", v).group(1) for v in verdicts if "verdict(" in v] == \
+        [str(i) for i in range(1, 12)]
+    assert all(role(c) is None for c in ins.cells if is_instructor(c))
+
+
+def test_hidden_tests_never_reach_a_student_copy():
+    from nmtkit.student import nbgrader_metadata, student_notebook
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("x = 1\n### BEGIN SOLUTION\nx = 2\n### END SOLUTION",
+                                          metadata=nbgrader_metadata("09", "q1", "work")),
+                nbformat.v4.new_code_cell("assert x > 0\n### BEGIN HIDDEN TESTS\nassert x == 2\n### END HIDDEN TESTS",
+                                          metadata=nbgrader_metadata("09", "q1", "check", 1)),
+                nbformat.v4.new_markdown_cell("Why?\n### BEGIN SOLUTION\nsecret\n### END SOLUTION",
+                                              metadata=nbgrader_metadata("09", "q1", "verdict", 1))]
+    copy_, _ = student_notebook(nb)
+    assert copy_.cells[1].source == "assert x > 0" and "secret" not in copy_.cells[2].source
+
+
+@pytest.mark.parametrize("broken, message", [
+    ("drop-check", "lacks its check cell"),
+    ("unlocked-check", "wrong cell type or nbgrader flags \\['locked'\\]"),
+    ("twice", "repeats cell"),
+])
+def test_the_convention_is_enforced_before_a_student_sees_it(broken, message):
+    from nmtkit.student import nbgrader_metadata, student_notebook
+    work = nbformat.v4.new_code_cell("### BEGIN SOLUTION\nx = 2\n### END SOLUTION",
+                                     metadata=nbgrader_metadata("09", "q1", "work"))
+    check = nbformat.v4.new_code_cell("check(x)", metadata=nbgrader_metadata("09", "q1", "check", 1))
+    verdict = nbformat.v4.new_markdown_cell("### BEGIN SOLUTION\nok\n### END SOLUTION",
+                                            metadata=nbgrader_metadata("09", "q1", "verdict", 1))
+    nb = nbformat.v4.new_notebook()
+    nb.cells = {"drop-check": [work, verdict], "unlocked-check": [work, check, verdict],
+                "twice": [work, work, check, verdict]}[broken]
+    if broken == "unlocked-check":
+        check.metadata["nbgrader"]["locked"] = False
+    with pytest.raises(StudentError, match=message):
+        student_notebook(nb, "09_x.ipynb")

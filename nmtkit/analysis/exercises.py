@@ -1,100 +1,134 @@
-"""Exercise checks: the student computes a number from the loaded logs; `check` compares it with nmtkit's own
-evidence for the same run and prints a tick, or raises with a hint (so a wrong answer fails nbval grading).
+"""Exercise checks: the student computes the figures that decide a question from the loaded logs; `check`
+compares them with the kit's own (nmtkit.analysis.decisions) for the same run and prints a tick, or raises with a
+hint that points at the mistake (never code, never the expected value), so a wrong answer fails grading.
 
-    check(rep, 10, my_mean_ms)            # notebook 04, after the student's cell
-    check_lr(my_lr, cfg)                  # notebook 02: the schedule written as a function
-    check_plan(my_ranks)                  # notebook 03: local and cross ranks of mpirun -n 4 -H vm1:2,vm2:2
+    nk.check(rep, "q5", bound_mb=..., link_s_1g=..., run=ref)   # notebook 04, after the student's cell
+    nk.check_lr(my_lr, cfg)                                      # notebook 02: the schedule written as a function
+    nk.check_plan(my_ranks)                                      # notebook 03: local and cross ranks of vm1:2,vm2:2
 
-Each question names the evidence key it is checked against, the tolerance (relative, with an absolute floor) and a
-hint that points at the mistake students make most often. TensorFlow-free.
+Each figure has a tolerance set by what it decides: exact for a yes/no or a list of files, 1% for a formula
+evaluated on exact inputs, 2% for a mean the student may compute over slightly different steps, 10% for bytes
+counted from one-second network samples (the decision, the measured bytes against the ring's bound, needs no
+more). TensorFlow-free.
 """
 from __future__ import annotations
 
 from nmtkit.errors import NmtkitError
 
 import math
-from dataclasses import dataclass
+
+from nmtkit.analysis.decisions import decide
 
 
 class ExerciseError(NmtkitError, AssertionError):
-    """A wrong exercise answer; the message says what nmtkit measured and gives a hint."""
+    """A wrong exercise answer; the message says which figure and gives a hint."""
 
 
-@dataclass(frozen=True)
-class Target:
-    key: str | tuple             # evidence key (or a function of the evidence dict)
-    rel: float                   # relative tolerance
-    hint: str
-    abs_tol: float = 0.0
-    scale: float = 1.0           # evidence value x scale = the unit the exercise asks for
-
-
-def _q1(ev):
-    return ev["elapsed_s"] / 60
-
-
-def _q5(ev):
-    return ev["allreduce_bytes_per_rank_per_step"] / 1e6
-
-
-def _q9(ev):
-    return ev["total_mb"] / ev["weights_mb"]
-
-
+EXACT, FORMULA, MEAN, COUNTED = (0.0, 0.0), (0.01, 0.0), (0.02, 0.0), (0.10, 0.0)
+# q -> {figure: ((relative, absolute) tolerance, hint)}
 TARGETS = {
-    1: Target(_q1, 0.15, "elapsed minutes: from the first step (ranks' wall_time minus its step_time) to the last "
-                         "scalar record (the final evaluation), divided by 60", abs_tol=0.2),
-    2: Target("bleu_best", 0.0, "the highest Eval_BLEU_Score over all evaluations (not the last one)", abs_tol=1e-6),
-    3: Target("gap_last", 0.0, "eval_loss minus train_loss at the last evaluation step (signed: negative when eval "
-                               "loss is lower)", abs_tol=0.02),
-    4: Target(("devices", "mean"), 0.0, "the mean of gpu0_util (or cpu_percent without GPUs) over the samples taken "
-                                         "while training ran, on the first host (one sampler per node)", abs_tol=10.0),
-    5: Target(_q5, 0.01, "2 (n - 1) / n x parameters x 4 bytes, in MB (10^6 bytes); n = ranks, parameters from "
-                         "run.status['params']"),
-    6: Target("predicted_peak_lr", 0.01, "lr_scale x d_model^-0.5 x warmup_steps^-0.5: at step = warmup both terms "
-                                         "of the min() are equal"),
-    7: Target("bytes", 0.01, "the bytes of train.en plus train.de, in MB (10^6 bytes)", scale=1e-6),
-    8: Target(lambda ev: len(ev["files"]), 0.0, "the 'checkpoint' state file, the .index and every .data shard of "
-                                                "the latest prefix", abs_tol=0.0),
-    9: Target(_q9, 0.05, "total checkpoint bytes / weight bytes (parameters x 4): Adam adds two values per weight"),
-    10: Target("mean_ms", 0.02, "the mean step_time of ranks/rank<R>.jsonl in ms, leaving out each rank's first 3 "
-                                "steps (tracing)"),
-    11: Target("pearson_r", 0.0, "pairs.net_Bps.corr(pairs.step_time) over the aligned pairs", abs_tol=0.01),
+    "q1": {"step_s": (MEAN, "seconds per step of the steady steps of every rank: the first steps of each rank "
+                            "trace the graph and are no guide to the rest"),
+           "hours_to_target": (MEAN, "the homework's step count times this run's own seconds per step, in hours; "
+                                     "nothing scaled to another model")},
+    "q2": {"bleu_gain": ((0, 0.01), "BLEU points: the best evaluation inside the window minus the best before it"),
+           "loss_drop": ((0, 0.001), "eval loss: the best before the window minus the best inside it"),
+           "trained": (EXACT, "both curves must pass the stated rule; a curve still improving means not trained")},
+    "q3": {"loss_up": ((0, 0.001), "the last eval loss minus the lowest eval loss of the run"),
+           "overfitting": (EXACT, "decided on the held-out loss: did it turn up while the train loss kept falling?")},
+    "q4": {"tokens_per_step": (MEAN, "tokens one rank processes in a steady step (the records of every rank)"),
+           "mfu": (MEAN, "about 6 FLOPs per parameter per token, per second of step, over the peak the run measured; "
+                         "a fraction, not a percentage")},
+    "q5": {"bytes_per_param": (EXACT, "what one gradient value costs on the wire depends on the run's gradient compression setting"),
+           "bound_mb": (FORMULA, "the flat ring's bound for N ranks, in MB of 10^6 bytes"),
+           "measured_over_bound": (COUNTED, "bytes counted on the link between two step ends, per step, over the "
+                                            "bound; busier direction of the inter-node interface"),
+           "link_s_1g": (FORMULA, "the bound in bits over the link's bits per second"),
+           "link_s_10g": (FORMULA, "the bound in bits over the link's bits per second")},
+    "q6": {"lr_8k": (FORMULA, "the homework's own config, not this run's; step 8,000 is the end of the warm-up"),
+           "lr_300k": (FORMULA, "the homework's own config, not this run's; after the warm-up the schedule decays")},
+    "q7": {"train_mb": (FORMULA, "both sides of the training split, the cleaned text only, in 10^6 bytes"),
+           "train_mib": (FORMULA, "the same bytes in mebibytes, 2^20 bytes each")},
+    "q8": {"files": (EXACT, "only the newest checkpoint's files, and the small state file that names it; no "
+                            "directories, no older checkpoints")},
+    "q9": {"predicted_mb": (FORMULA, "float32 weights plus Adam's two slots of the same shape, from the parameter "
+                                     "count alone, in 10^6 bytes")},
+    "q10": {"mean_ms": (MEAN, "milliseconds over the steady steps of every rank"),
+            "tokens_per_step": (MEAN, "one step is one update of all ranks together: add the ranks' tokens")},
+    "q11": {"bytes_per_step_mb": (COUNTED, "bytes counted on the link between two step ends, per step"),
+            "link_share": (COUNTED, "the time those bytes need on the measured link, over the mean step time")},
 }
 
 
-def reference(rep, number: int, run: int = -1) -> float:
-    """nmtkit's own value for exercise `number` on the report's run (default: the last, the distributed run)."""
-    t = TARGETS[number]
-    answer = rep.answers[rep.runs[run].name][number - 1]
-    if not answer.answered:
-        raise ExerciseError(f"Q{number}: nmtkit could not answer this from the logs ({answer.missing}); train the "
-                            f"runs first")
-    ev = answer.evidence
-    if callable(t.key):
-        return float(t.key(ev))
-    if isinstance(t.key, tuple):  # the first device of the first host
-        return float(ev[t.key[0]][0][t.key[1]])
-    return float(ev[t.key]) * t.scale
+def _runs(rep) -> list:
+    rep = getattr(rep, "report", rep)  # an nmtkit.notebook.Analysis or a Report
+    return list(rep.runs) if rep is not None else []
 
 
-def _close(value: float, ref: float, rel: float, abs_tol: float) -> bool:
-    return math.isfinite(value) and abs(value - ref) <= max(rel * abs(ref), abs_tol)
+def _expected(rep, question: str, run) -> tuple[dict | None, str, str | None]:
+    """(the kit's decision figures for `question` on `run`, or None; the run's name; why there are none). `run`: a
+    Run, a run's name, or None (the report's last run)."""
+    runs = _runs(rep)
+    if run is None or isinstance(run, str):
+        found = [r for r in runs if run is None or r.name == run]
+        if not found:
+            raise ExerciseError(f"{question}: no run {run!r} in this analysis (runs: {[r.name for r in runs]})")
+        run = found[-1]
+    cache = run.__dict__.setdefault("_decisions", {})  # one computation per run and kernel
+    if "all" not in cache:
+        cache["all"] = decide(run)
+    got = cache["all"]
+    return got.get(question), run.name, got["missing"].get(question)
+
+
+def _wrong(value, want, tol) -> str | None:
+    """Why `value` is not `want` (None when it is): "missing", "too high", "too low" or "not it"."""
+    if value is None:
+        return "missing"
+    if isinstance(want, bool) or isinstance(want, (list, tuple, set)):
+        norm = (lambda v: sorted(str(x).rsplit("/", 1)[-1] for x in v)) if not isinstance(want, bool) else bool
+        try:
+            return None if norm(value) == norm(want) else "not it"
+        except TypeError:
+            return "not it"
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return "not a number"
+    rel, abs_tol = tol
+    if math.isfinite(value) and abs(value - want) <= max(rel * abs(want), abs_tol):
+        return None
+    return "not a number" if not math.isfinite(value) else "too high" if value > want else "too low"
+
+
+def check(rep, question: str, run=None, **values) -> None:
+    """Compare the student's figures for `question` ("q1".."q11"), given by name, with the kit's; print ✓ or raise
+    ExerciseError naming the first wrong figure, whether it is too high or too low, and a hint."""
+    if not _runs(rep):
+        print("no runs to check against: the reference run ships with the kit; reinstall it (pip install -e .)")
+        return
+    targets = TARGETS.get(question)
+    if targets is None:
+        raise ExerciseError(f"no exercise {question!r}: choose one of {', '.join(TARGETS)}")
+    want, name, why = _expected(rep, question, run)
+    if want is None:  # nothing to hold the student to: the honest answer is that these logs cannot tell
+        print(f"– {question}: the logs of {name} cannot decide it ({why}); say so in your answer")
+        return
+    for name, (tol, hint) in targets.items():
+        why = _wrong(values.get(name), want[name], tol)
+        if why:
+            raise ExerciseError(f"✗ {question} {name}: {why}. Hint: {hint}")
+    print(f"✓ {question}: " + ", ".join(_shown(values[n]) for n in targets) + " agree with the logs")
+
+
+def _shown(v) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
 def _verdict(label: str, value: float, ref: float, rel: float, abs_tol: float, hint: str) -> str:
-    if _close(value, ref, rel, abs_tol):
-        return f"✓ {label}: {value:.4g} (nmtkit: {ref:.4g})"
-    raise ExerciseError(f"✗ {label}: you have {value:.4g}, nmtkit measured {ref:.4g}. Hint: {hint}")
-
-
-def check(rep, number: int, value, run: int = -1) -> None:
-    """Compare the student's answer to question `number` with nmtkit's evidence; print ✓ or raise ✗ + hint."""
-    if rep is None:
-        print("no runs to check against: run notebooks 02 and 03 first")
-        return
-    t = TARGETS[number]
-    print(_verdict(f"Q{number}", float(value), reference(rep, number, run), t.rel, t.abs_tol, t.hint))
+    if math.isfinite(value) and abs(value - ref) <= max(rel * abs(ref), abs_tol):
+        return f"✓ {label}: {value:.4g}"
+    raise ExerciseError(f"✗ {label}: you have {value:.4g}, {'too high' if value > ref else 'too low'}. Hint: {hint}")
 
 
 def check_lr(fn, cfg, steps=(1, 10, 100, 1000, 10_000)) -> None:
@@ -104,7 +138,8 @@ def check_lr(fn, cfg, steps=(1, 10, 100, 1000, 10_000)) -> None:
         want = lr.lr_for(cfg, step)
         got = float(fn(step))
         _verdict(f"lr({step})", got, want, 1e-6, 0.0,
-                 "lr_scale x d_model^-0.5 x min(step^-0.5, step x warmup_steps^-1.5), with the config's values")
+                 "the config's scale, model width and warm-up: a linear rise to the warm-up step, then the inverse "
+                 "square root of the step")
     print(f"✓ your schedule matches nmtkit.lr at steps {', '.join(map(str, steps))} and at warmup "
           f"({cfg.train.warmup_steps})")
 

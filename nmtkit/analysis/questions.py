@@ -7,9 +7,10 @@ words the verdicts. Nothing here guesses: no figure from the config stands in fo
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import nmtkit.analysis.decisions as D
 import nmtkit.analysis.evidence as E
 import nmtkit.analysis.figures as figures
 import nmtkit.analysis.machines as M
@@ -17,7 +18,7 @@ from nmtkit.analysis.evidence import Missing, Options  # noqa: F401  Options is 
 from nmtkit.analysis.logs import Run
 
 TITLES = {
-    1: "How long did the run take, and what would training to max_steps take and cost?",
+    1: "How long did the run take, and how long would the homework's step count take at this run's pace?",
     2: "Is the model fully trained?",
     3: "Is the model overfitting?",
     4: "Were the GPUs fully utilised?",
@@ -55,20 +56,23 @@ def _drawn(fig_dir, run: Run, number: int, name: str, draw) -> Path | None:
 
 def q1_time_and_cost(run: Run, fig_dir, o: Options) -> Answer:
     ev, curve = E.measure_time_and_cost(run, o)
+    ev = {k: v for k, v in ev.items() if k not in ("projected_hours", "projected_cost", "price_per_node_hour",
+                                                   "lower_bound", "target_source")}
+    d = D.q1(run, o)
+    ev.update(d)
     text = (f"The run took {_hms(ev['elapsed_s'])} of wall-clock time to reach step {ev['step']:,} (status: "
-            f"{ev['status']}), at {ev['steps_per_s']:.3g} steps/s measured over its last 90% (evaluations and "
-            f"checkpoints included). ")
-    if "remaining_s_to_planned" in ev:
-        text += f"Its own plan ({ev['planned_steps']:,} steps) needs {_hms(ev['remaining_s_to_planned'])} more. "
-    h, nodes = ev["projected_hours"], ev["nodes"]
-    text += (f"At this rate, {ev['target_steps']:,} steps ({ev['target_source']}) take {h:,.1f} h on {nodes} "
-             f"node(s): {nodes} x {h:,.1f} h x USD {ev['price_per_node_hour']:.2f} per node-hour = "
-             f"USD {ev['projected_cost']:,.0f}.")
-    if ev["lower_bound"]:
-        text += " (This run's model is smaller than transformer-base, so the projection is a lower bound.)"
+            f"{ev['status']}). Its steady steps took {d['step_s']:.3f} s each, so {d['target_steps']:,} steps of "
+            f"this model at this shape and on this hardware would take {d['hours_to_target']:,.1f} h of steps "
+            f"(evaluations and checkpoints extra). That says nothing about transformer-base on GPUs: a different "
+            f"model on different hardware has its own step time, to be measured, not scaled. ")
+    if "cost" in d:
+        text += (f"On {d['nodes']} priced node(s) at USD {o.price_per_node_hour:.2f} per node-hour that is "
+                 f"USD {d['cost']:,.0f}.")
+    else:
+        text += "No cost: these ranks ran on hardware with no price (local processes are not cloud VMs)."
     fig = _drawn(fig_dir, run, 1, "progress", lambda p: figures.progress(
-        curve["hours"].to_numpy(), curve["step"].to_numpy(), ev["target_steps"], ev["steps_per_s"] * 3600, p))
-    return Answer(1, TITLES[1], text, ev, fig, run=run.name)
+        curve["hours"].to_numpy(), curve["step"].to_numpy(), ev["step"], ev["steps_per_s"] * 3600, p))
+    return Answer(1, TITLES[1], text.strip(), ev, fig, run=run.name)
 
 
 def q2_fully_trained(run: Run, fig_dir, o: Options) -> Answer:
@@ -81,6 +85,13 @@ def q2_fully_trained(run: Run, fig_dir, o: Options) -> Answer:
         parts.append(f"eval loss {'has plateaued' if ev['eval_loss_plateau'] else 'is still falling'} "
                      f"({ev['eval_loss_drop_last_k']:+.3f} lower at best over the last {k} evaluations)")
     done = ev["fully_trained"]
+    try:
+        d = D.q2(run, o)
+        ev.update(window_steps=d["window_steps"], trained_in_steps=d["trained"])
+        parts.insert(0, f"by the rule 'the best of the last {d['window_steps']} steps' evaluations beats the best "
+                        f"before them by at most {o.plateau_tol:.0%} (BLEU: and {o.plateau_min_bleu} points)'")
+    except Missing:
+        pass
     text = (("Yes: " if done else "No: ") + "; ".join(parts) + ". "
             + ("More steps at this learning rate would buy little." if done else
                "It would still improve with more steps."))
@@ -106,7 +117,7 @@ def q3_overfitting(run: Run, fig_dir, o: Options) -> Answer:
                 f"more dropout or stopping earlier would help. ")
     elif ev["verdict"] == "early signs":
         text = (f"Not yet, but watch it: {held_out}, while train loss keeps falling. If eval loss turns up from "
-                f"here, that is overfitting. ")
+                f"here, that is overfitting; a BLEU dip alone is within its noise on a small dev set. ")
     else:
         text = f"No: {held_out}. Overfitting shows as held-out quality getting worse, and it is not. "
     text += f"The signed gap, eval loss minus train loss, went from {first:+.3f} to {last:+.3f}. "
@@ -115,9 +126,8 @@ def q3_overfitting(run: Run, fig_dir, o: Options) -> Answer:
                  "over an interval while the weights were still improving), evaluation without dropout on the "
                  "final weights; label smoothing is in both. ")
     if ev["gap_size_shrank"] and first < 0:
-        text += (f"Its size shrank ({abs(first):.3f} to {abs(last):.3f}): train loss is catching up with eval loss "
-                 f"as training makes the model less sensitive to dropout. That alone is no overfitting; a gap that "
-                 f"turns clearly positive while eval loss stops falling would be.")
+        text += (f"Its size shrank ({abs(first):.3f} to {abs(last):.3f}); nothing here measures why, and a "
+                 f"shrinking gap alone is no overfitting: a held-out loss that turns up while train loss falls is.")
     elif last > 0:
         text += ("A positive gap means the model does better on sentences it trained on than on new ones; it "
                  "matters only when it grows while eval loss stops falling.")
@@ -130,52 +140,66 @@ NVML_MEANING = ("(NVML's 'utilization' is the share of time at least one kernel 
                 "much of the peak arithmetic the model used.)")
 
 
+NCCL_WAIT = ("A wait for the gradient exchange does not show as idle: NCCL's kernels run on the GPU while the "
+             "network is slow, so even 100% does not rule out a network bottleneck; question 5 decides that.")
+
+
 def q4_utilisation(run: Run, fig_dir, o: Options) -> Answer:
     ev = M.measure_utilisation(run, o)
     listing = "; ".join(f"{r['host']} {r['device']}: mean {r['mean']:.0f}%, above {o.busy_util:.0f}% "
                         f"{r['busy_share']:.0%} of the time"
-                        + (f", memory peak {r['mem_peak_mb'] / 1e3:.1f} of {r['mem_total_mb'] / 1e3:.1f} GB"
+                        + (f", memory peak {r['mem_peak_mb'] / 1024:.1f} of {r['mem_total_mb'] / 1024:.1f} GiB"
                            if "mem_peak_mb" in r else "") for r in ev["devices"])
-    mfu = (f" MFU {ev['mfu']:.1%} (against {ev['mfu_peak_source']})." if "mfu" in ev else "")
+    mfu = (f" MFU {ev['mfu']:.1%} by the training loop's FLOP count (against {ev['mfu_peak_source']})."
+           if "mfu" in ev else "")
+    try:
+        d = D.q4(run, o)
+        ev.update(mfu_6nt=d["mfu"], tokens_per_step_per_rank=d["tokens_per_step"])
+        mfu += f" About 6 FLOPs per parameter per token gives {d['mfu']:.1%}."
+    except Missing:
+        pass
     if ev["fully_utilised"] is None:
-        text = (f"This run had no GPU (the sampler found none), so here is the CPU instead: {listing}. "
-                f"On CPU the question becomes: did training keep all cores busy?{mfu}")
+        text = (f"This run had no GPU (the sampler found none), so here is the CPU instead: {listing}.{mfu} Busy "
+                f"cores do not mean useful work: Gloo's allreduce keeps a core busy while it waits on the network, "
+                f"as NCCL keeps a GPU busy; question 5 decides whether the network held the steps back.")
     elif ev["fully_utilised"]:
-        text = f"Yes, by NVML's measure: {listing}.{mfu} {NVML_MEANING}"
+        text = f"Busy by NVML's measure: {listing}.{mfu} {NVML_MEANING} {NCCL_WAIT}"
     else:
-        text = (f"No: {listing}.{mfu} Idle GPU time means the GPUs waited: on input, on the gradient exchange, or on "
-                f"evaluation/checkpointing (which the monitor sees as dips). {NVML_MEANING}")
+        text = (f"No: {listing}.{mfu} Idle time means the GPUs waited on input or on evaluation and checkpointing. "
+                f"{NVML_MEANING} {NCCL_WAIT}")
     fig = _drawn(fig_dir, run, 4, "utilisation", lambda p: figures.device_utilisation([run], p))
     return Answer(4, TITLES[4], text, ev, fig, run=run.name)
 
 
 def q5_network(run: Run, fig_dir, o: Options) -> Answer:
-    ev = M.measure_network(run, o)
+    ev = M.measure_network(run, replace(o, bytes_per_param=D.bytes_per_param(run)))
     fig = _drawn(fig_dir, run, 5, "network", lambda p: figures.network([run], p))
     if ev["ranks"] <= 1:
         text = ("No: this is a single-rank run, so there is no gradient exchange at all; the network carried only "
                 "incidental traffic. The question matters for the multi-node run.")
         return Answer(5, TITLES[5], text, ev, fig, run=run.name)
     n, iface, params, bpp = ev["ranks"], ev["iface"], ev["params"], ev["bytes_per_param"]
-    mb = lambda bps: f"{bps / 1e6:.2f} MB/s"  # noqa: E731
-    measured = ", ".join(f"{h['host']} {mb(h['mean_Bps'])} mean while steps ran "
-                         f"({h['link_share_mean']:.1%} of the link)" for h in ev["hosts"])
-    text = (f"{'Yes' if ev['bottleneck'] else 'No'}: on {iface} ({ev['iface_choice']}) the nodes moved {measured}, "
-            f"against a link of {ev['link_gbps']:g} Gbit/s = {ev['link_Bps'] / 1e6:.0f} MB/s per direction "
-            f"({ev['link_source']}). A ring "
-            f"allreduce of {params:,} parameters x {bpp} B across {n} ranks sends 2(n-1)/n x "
-            f"{params * bpp / 1e6:.1f} MB = {ev['allreduce_bytes_per_rank_per_step'] / 1e6:.1f} MB per rank per "
-            f"step, i.e. {mb(ev['expected_Bps_per_rank'])} at the measured {ev['mean_step_time_s'] * 1000:.0f} "
-            f"ms/step; on this link that exchange alone needs {ev['allreduce_time_on_link_s'] * 1000:.0f} ms, "
-            f"{ev['allreduce_share_of_step']:.0%} of a step. Measured per step: "
-            + ", ".join(f"{h['host']} {h['bytes_per_step'] / 1e6:.2f} MB ({h['bytes_per_step'] / h['expected_bytes_per_step']:.2f}x "
-                        f"the model)" for h in ev["hosts"])
-            + ". The ring runs through the ranks node by node, so each "
-            f"node's link carries one ring edge each way, one rank's share, however many GPUs the node holds. ")
+    bound, step_ms = ev["allreduce_bytes_per_rank_per_step"], ev["mean_step_time_s"] * 1000
+    measured = ", ".join(f"{h['host']} {h['bytes_per_step'] / 1e6:.2f} MB" for h in ev["hosts"])
+    ratio = max(h["bytes_per_step"] for h in ev["hosts"]) / bound
+    ev.update(measured_over_bound=ratio, link_s_1g=bound * 8 / 1e9, link_s_10g=bound * 8 / 1e10)
+    known = not ev["link_source"].startswith("assumed")
+    verdict = (("Yes" if ev["bottleneck"] else "No") if known and iface != "lo" else
+               "Cannot tell from these logs: nothing measured a link between real nodes")
+    text = (f"{verdict}. Measured per step on {iface} ({ev['iface_choice']}): {measured}, {ratio:.2f}x the flat "
+            f"ring's bound 2(N-1)/N x {params:,} parameters x {bpp} B ({'fp16' if bpp == 2 else 'float32'} "
+            f"values) = {bound / 1e6:.2f} MB (MB = 10^6 bytes) for N = {n}; NCCL's tree or Horovod's hierarchical "
+            f"allreduce send less between nodes, so that is an upper bound. The exchange needs "
+            f"{ev['link_s_1g'] * 1000:.0f} ms at 1 Gbit/s and {ev['link_s_10g'] * 1000:.1f} ms at 10 Gbit/s, "
+            f"against a step of {step_ms:.0f} ms. ")
+    if known:
+        text += (f"On this run's link, {ev['link_gbps']:g} Gbit/s ({ev['link_source']}), it needs "
+                 f"{ev['allreduce_time_on_link_s'] * 1000:.0f} ms, {ev['allreduce_share_of_step']:.0%} of a step.")
+    else:
+        text += f"The config assumes {ev['link_gbps']:g} Gbit/s ({ev['link_source']}); an assumption decides nothing."
     if iface == "lo":
-        text += (f"Here the 'nodes' share one machine, so the traffic went over loopback, whose counters see all "
-                 f"{n} ring edges (expected about {n} x {mb(ev['expected_Bps_per_rank'])}) and which is far "
-                 f"faster than the configured link; the link figures show what the real cluster's network would face.")
+        text += (" Here the 'nodes' share one machine and the traffic went over loopback, whose counters see every "
+                 "ring edge; the reference run shipped with nmtkit crosses a real, shaped link.")
     return Answer(5, TITLES[5], text, ev, fig, run=run.name)
 
 
@@ -196,6 +220,10 @@ def q6_learning_rate(run: Run, fig_dir, o: Options) -> Answer:
     if "decay_exponent" in ev:
         text += (f"After the peak it decays as step^{ev['decay_exponent']:.2f} (fitted on log-log axes; "
                  f"inverse square root would be -0.50). ")
+    h = D.q6(run, o)
+    ev.update(h)
+    text += (f"The homework's config (d_model 512, scale 2.0, warm-up 8,000) gives {h['lr_8k']:.3g} at step 8,000 "
+             f"(the peak) and {h['lr_300k']:.3g} at step 300,000. ")
     text += ("This shape is the schedule's doing, computed from the step number alone: warmup keeps Adam's first "
              "updates small while its moment estimates are still noisy, then the decay anneals. Adam does not set "
              "the learning rate; it only rescales each parameter's update.")
@@ -205,8 +233,11 @@ def q6_learning_rate(run: Run, fig_dir, o: Options) -> Answer:
 
 def q7_training_set(run: Run, fig_dir, o: Options) -> Answer:
     ev = E.measure_training_set(run)
-    return Answer(7, TITLES[7], run.data_stats.answer() + " (Counted by data preparation: data_stats.json.)", ev,
-                  run=run.name)
+    d = D.q7(run, o)
+    ev.update(d)
+    return Answer(7, TITLES[7], run.data_stats.answer() + f" Exactly: {d['train_mb']:.3f} MB (10^6 bytes) = "
+                  f"{d['train_mib']:.3f} MiB (2^20 bytes) in train.en + train.de, as data preparation counted them "
+                  f"into data_stats.json.", ev, run=run.name)
 
 
 def q8_checkpoint_files(run: Run, fig_dir, o: Options) -> Answer:
@@ -228,7 +259,13 @@ def q9_checkpoint_size(run: Run, fig_dir, o: Options) -> Answer:
     if "problem" in ev:
         return missing(9, ev["problem"], run, ev, f"The latest checkpoint takes {ev['total_mb']:.2f} MB on disk, but "
                                                   f"its weights/optimizer split cannot be computed: {ev['problem']}.")
-    text = (f"{ev['total_mb']:.2f} MB (1 MB = 10^6 bytes) on disk ({Path(ev['prefix']).name}): "
+    try:
+        ev.update(D.q9(run, o))
+        predicted = (f"Predicted from {run.status['params']:,} parameters before measuring: x 4 bytes x 3 (the "
+                     f"weights, Adam's m and v) = {ev['predicted_mb']:.2f} MB. Measured: ")
+    except Missing:
+        predicted = ""
+    text = predicted + (f"{ev['total_mb']:.2f} MB (1 MB = 10^6 bytes) on disk ({Path(ev['prefix']).name}): "
             f"{ev['weights_mb']:.2f} MB of weights "
             f"({ev['weights_params']:,} parameters) and {ev['optimizer_mb']:.2f} MB of optimizer state "
             f"({ev['optimizer_to_weights']:.2f}x the weights: Adam keeps two moments, m and v, per parameter), plus "
@@ -247,7 +284,12 @@ def q10_step_time(run: Run, fig_dir, o: Options) -> Answer:
             f"10-90% range {ev['p10_ms']:.1f}-{ev['p90_ms']:.1f} ms) over {ev['n']:,} steps, from {ev['source']}. "
             f"A step is one synchronous optimizer update: each of the {n} rank(s) runs forward and backward on its "
             f"own batch, the gradients are averaged across ranks, and every rank applies the same update; so one "
-            f"step consumes {n} x the per-rank batch.")
+            f"step consumes {n} x the per-rank batch")
+    try:
+        ev.update(tokens_per_step=D.q10(run, o)["tokens_per_step"])
+        text += f": {ev['tokens_per_step']:,.0f} tokens per step on average, all ranks together."
+    except Missing:
+        text += "."
     if len(ev["per_rank"]) > 1:
         text += (" Per rank: " + ", ".join(f"rank {r} {v['mean_ms']:.1f} ms" for r, v in ev["per_rank"].items())
                  + " (synchronous training: every rank waits for the slowest).")
@@ -266,7 +308,7 @@ def q11_correlation(run: Run, fig_dir, o: Options) -> Answer:
                 "for step time to depend on. ")
     else:
         try:
-            net = M.measure_network(run, o)
+            net = M.measure_network(run, replace(o, bytes_per_param=D.bytes_per_param(run)))
         except Missing:
             net = None
         if net is not None and net.get("hosts"):
@@ -275,7 +317,7 @@ def q11_correlation(run: Run, fig_dir, o: Options) -> Answer:
             ev.update(bytes_per_step=h["bytes_per_step"], expected_bytes_per_step=h["expected_bytes_per_step"],
                       bytes_ratio=ratio, allreduce_share_of_step=net["allreduce_share_of_step"])
             text = (f"Measured per step, {h['host']}'s {iface} carried {h['bytes_per_step'] / 1e6:.2f} MB against "
-                    f"the ring-allreduce model's {h['expected_bytes_per_step'] / 1e6:.2f} MB ({ratio:.2f}x): the "
+                    f"the flat ring's bound {h['expected_bytes_per_step'] / 1e6:.2f} MB ({ratio:.2f}x): the "
                     f"traffic is the gradient exchange, the same bytes every step. So throughput per second follows "
                     f"the step rate by construction, and a correlation between the two says nothing about cause. "
                     f"What decides is time: on this link the exchange needs {net['allreduce_share_of_step']:.0%} "
@@ -285,7 +327,7 @@ def q11_correlation(run: Run, fig_dir, o: Options) -> Answer:
             text = "Without the bytes per step (question 5's inputs), r alone cannot tell cause from effect. "
     text += (f"As a description only: Pearson r = {r:+.2f} between step time and {iface} throughput over "
              f"{ev['pairs']} one-sample windows ({ev['steps_matched']:,} steps), a {ev['strength']} "
-             f"{'positive' if r > 0 else 'negative'} correlation; evaluation pauses lower both.")
+             f"{'positive' if r > 0 else 'negative'} correlation (windows without a step end are not paired).")
     fig = _drawn(fig_dir, run, 11, "scatter", lambda p: figures.scatter(
         pairs["net_Bps"].to_numpy() / 1e6, pairs["step_time"].to_numpy() * 1000, p,
         f"Step time vs {iface} throughput (r = {r:+.2f})", f"{iface} sent + received (MB/s)", "step time (ms)"))

@@ -17,6 +17,7 @@ import nmtkit.analysis.figures as figures
 from nmtkit.analysis.evidence import Options, steady_steps, tokens_per_s
 from nmtkit.analysis.logs import AnalysisError, Run, load_runs
 from nmtkit.analysis.questions import Answer, answer_all
+from nmtkit.analysis.rubric import RUBRIC
 from nmtkit.files import atomic_write_text
 
 FIGURES_DIR = "figures"
@@ -30,12 +31,15 @@ class Report:
     answers: dict[str, list[Answer]] = field(default_factory=dict)  # run name -> its 11 answers
     comparison: pd.DataFrame = field(default_factory=pd.DataFrame)  # one row per run
 
-    def markdown(self) -> str:
+    def markdown(self, instructor: bool = False) -> str:
+        """The report; the kit's verdicts and the rubric only for instructors (students get the evidence)."""
         rel = lambda p: os.path.relpath(p, self.out_dir)  # noqa: E731  links that survive moving the folder
         names = ", ".join(r.name for r in self.runs)
         out = [f"# Training report: {names}", "",
                f"Generated {time.strftime('%Y-%m-%d %H:%M')} by `nmtkit report` from the runs' own logs "
-               f"(nothing here is taken from the training code). Runs:", ""]
+               f"(nothing here is taken from the training code). "
+               + ("Instructor's copy: verdicts and rubric included. " if instructor else
+                  "The evidence only: the verdicts are yours to write. ") + "Runs:", ""]
         for r in self.runs:
             out.append(f"- **{r.name}**: {ending(r.status)}, step {r.last_step}, "
                        f"{r.n_ranks} rank(s), scalars from {r.scalars_source or 'nowhere'}"
@@ -48,7 +52,12 @@ class Report:
         for run in self.runs:
             out += ["", f"## Answers: {run.name}", ""]
             for a in self.answers[run.name]:
-                out += [f"### {a.number}. {a.title}", "", a.answer if a.answered else f"**Not answered.** {a.answer}", ""]
+                out += [f"### {a.number}. {a.title}", ""]
+                if instructor:
+                    out += [a.answer if a.answered else f"**Not answered.** {a.answer}", "",
+                            f"**Rubric.** {RUBRIC[a.number]}", ""]
+                elif not a.answered:
+                    out += [f"**Cannot be answered from these logs:** {a.missing}.", ""]
                 if a.figure is not None:
                     out += [f"![Q{a.number}]({rel(a.figure)})", ""]
                 if a.evidence:
@@ -154,16 +163,19 @@ def analyse(runs, out_dir: str | Path | None = None, options: Options | None = N
     return rep
 
 
-def write_report(runs, out_dir: str | Path | None = None, options: Options | None = None) -> Path:
-    """Write report.md (and report.json, the answers as data) for one or more run directories; returns report.md."""
+def write_report(runs, out_dir: str | Path | None = None, options: Options | None = None,
+                 instructor: bool = False) -> Path:
+    """Write report.md (and report.json, the answers as data) for one or more run directories; returns report.md.
+    Without `instructor` both hold the evidence but not the kit's verdicts."""
     if isinstance(runs, (str, Path)):
         runs = [runs]
     if not runs:
         raise AnalysisError("no run directories given: pass --run DIR (repeat it to compare runs)")
     rep = analyse(list(runs), out_dir, options)
     rep.out_dir.mkdir(parents=True, exist_ok=True)
-    md = atomic_write_text(rep.out_dir / "report.md", rep.markdown())
-    data = {name: [{**asdict(a), "figure": str(a.figure) if a.figure else None} for a in answers]
+    md = atomic_write_text(rep.out_dir / "report.md", rep.markdown(instructor))
+    data = {name: [{**asdict(a), "figure": str(a.figure) if a.figure else None,
+                    **({"rubric": RUBRIC[a.number]} if instructor else {"answer": ""})} for a in answers]
             for name, answers in rep.answers.items()}
     atomic_write_text(rep.out_dir / "report.json", json.dumps(data, indent=1, default=_jsonable) + "\n")
     return md
@@ -211,3 +223,13 @@ def checkpoint_names(rep: Report) -> dict[str, list[str]]:
         ev = rep.answers[run.name][7].evidence
         out[run.name] = [Path(f["file"]).name for f in ev.get("files", [])]
     return out
+
+
+def listing(run, folder: str = "checkpoints") -> list[str]:
+    """The files under `folder` of a run, relative to the run (sorted); for the shipped reference run, whose
+    checkpoint data is left out, the files its checkpoints/listing.json recorded when it was frozen."""
+    root = Path(getattr(run, "path", run))
+    frozen = root / folder / "listing.json"
+    if frozen.is_file() and not any(p.suffix == ".index" for p in (root / folder).iterdir()):
+        return sorted(f for f, _ in json.loads(frozen.read_text())["files"])
+    return sorted(str(p.relative_to(root)) for p in (root / folder).rglob("*") if p.is_file())

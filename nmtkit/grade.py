@@ -1,0 +1,158 @@
+"""`nmtkit grade`: grade a student's notebooks with the instructor's checks, without retraining.
+
+    nmtkit grade --submission DIR [--workspace WS] [--only 04] [--out grades.json]
+
+For each of the student's NN_*.ipynb that the kit also ships, grading
+
+1. assembles the graded notebook: the student's cells in the student's order, with every check cell (by its
+   nbgrader grade id, nmtkit.student) replaced by the instructor's, hidden tests included; a check cell the
+   student deleted is put back after the student's work cell of the same question. Deleting or editing a check
+   changes nothing.
+2. leaves out the cells tagged "grade-skip" (training, starting a cluster: the minutes a notebook spends making
+   runs). The cells after them read the runs the workspace already holds: the student's own (`--workspace`, the
+   workspace they submitted), else a fresh one in which `runs/horovod` is the reference run shipped with the kit.
+   Notebook 04 trains nothing: it reads the reference run, and the student's own runs when present.
+3. runs it in a fresh kernel (NMTKIT_WORKDIR = that workspace, NMTKIT_GRADING=1) with errors allowed, and scores
+   every check cell: its points when it ran without an error, else 0 with the error's last line (the check's hint).
+   Verdict cells (markdown) are graded by hand: listed as "manual", or "unanswered" when left as the stub.
+
+Returns (and writes as JSON) one record per notebook: cells, points, time taken.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from nmtkit.errors import NmtkitError
+from nmtkit.files import atomic_write_json
+from nmtkit.student import MARKDOWN_STUB, NOTEBOOKS_DIR, cell_source, exercises, grade_id, is_instructor
+
+SKIP_TAG = "grade-skip"
+
+
+class GradeError(NmtkitError, ValueError):
+    """A submission that cannot be graded (no notebooks, a notebook the kit does not ship); says which."""
+
+
+def assemble(student: dict, instructor: dict, name: str = "notebook") -> dict:
+    """The notebook to run: the student's cells, the instructor's check cells (by grade id), no skipped cells."""
+    import copy
+    import nbformat
+    ex = exercises(instructor, name)
+    checks = {grade_id(instructor.cells[c["check"]]): instructor.cells[c["check"]] for c in ex.values()}
+    nb = copy.deepcopy(student)
+    cells, seen = [], set()
+    for cell in nb.cells:
+        gid = grade_id(cell)
+        if gid in checks:
+            if gid in seen:  # a duplicated check cell runs once
+                continue
+            cell = copy.deepcopy(checks[gid])
+            seen.add(gid)
+        elif is_instructor(cell) or SKIP_TAG in cell.get("metadata", {}).get("tags", []):
+            continue
+        cells.append(cell)
+    for q, roles in ex.items():  # checks the student deleted go back after their work cell (else at the end)
+        gid = grade_id(instructor.cells[roles["check"]])
+        if gid in seen:
+            continue
+        work = grade_id(instructor.cells[roles["work"]])
+        at = next((i + 1 for i, c in enumerate(cells) if grade_id(c) == work), len(cells))
+        cells.insert(at, copy.deepcopy(checks[gid]))
+    for c in cells:
+        if c.cell_type == "code":
+            c.outputs, c.execution_count = [], None
+    nb.cells = cells
+    nbformat.validate(nb)
+    return nb
+
+
+def score(nb: dict) -> list[dict]:
+    """One record per graded cell of an executed notebook: grade id, points, max points, status, message."""
+    out = []
+    for cell in nb.cells:
+        meta = cell.get("metadata", {}).get("nbgrader") or {}
+        if not meta.get("grade"):
+            continue
+        rec = {"grade_id": meta.get("grade_id"), "max_points": meta.get("points", 0)}
+        if cell.cell_type == "markdown":
+            text = cell_source(cell).strip()
+            rec.update(points=None, status="unanswered" if not text or MARKDOWN_STUB in text else "manual",
+                       message="")
+        else:
+            err = next((o for o in cell.get("outputs", []) if o.get("output_type") == "error"), None)
+            ran = cell.get("execution_count") is not None
+            rec.update(points=rec["max_points"] if ran and err is None else 0,
+                       status="passed" if ran and err is None else "failed",
+                       message="not run (an earlier cell stopped the kernel)" if not ran else
+                       "" if err is None else f"{err.get('ename')}: {err.get('evalue')}")
+        out.append(rec)
+    return out
+
+
+def grading_workspace(workspace: str | os.PathLike | None) -> tuple[Path, bool]:
+    """(the workspace to grade in, made here): the student's, else a new one whose runs/horovod is the reference."""
+    if workspace is not None:
+        return Path(workspace).resolve(), False
+    from nmtkit.analysis.reference import reference_run
+    ws = Path(tempfile.mkdtemp(prefix="nmtkit-grade-"))
+    shutil.copytree(reference_run(), ws / "runs" / "horovod")
+    return ws, True
+
+
+def grade_notebook(path: Path, instructor_path: Path, workspace: Path, timeout: int = 300) -> dict:
+    """Assemble, run and score one notebook of a submission."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nmtkit.course import _kernel_name
+
+    nb = assemble(nbformat.read(path, as_version=4), nbformat.read(instructor_path, as_version=4), path.name)
+    env = {**os.environ, "NMTKIT_WORKDIR": str(workspace), "NMTKIT_GRADING": "1"}
+    run_dir = Path(tempfile.mkdtemp(prefix="nmtkit-graded-"))
+    client = NotebookClient(nb, timeout=timeout, kernel_name=_kernel_name(nb), allow_errors=True,
+                            resources={"metadata": {"path": str(run_dir)}})
+    t0 = time.time()
+    with open(run_dir / "kernel.log", "wb") as log:  # the kernel's start-up chatter stays out of the terminal
+        client.execute(env=env, stdout=log, stderr=log)
+    seconds = time.time() - t0
+    nbformat.write(nb, run_dir / path.name)
+    cells = score(nb)
+    auto = [c for c in cells if c["points"] is not None]
+    return {"notebook": path.name, "seconds": round(seconds, 1), "cells": cells,
+            "points": sum(c["points"] for c in auto), "max_points": sum(c["max_points"] for c in auto),
+            "manual": sum(1 for c in cells if c["status"] == "manual"), "executed": str(run_dir / path.name)}
+
+
+def grade(submission: str | os.PathLike, workspace=None, only=(), out: str | os.PathLike | None = None,
+          instructor_dir: str | os.PathLike = NOTEBOOKS_DIR, timeout: int = 300) -> list[dict]:
+    """Grade every notebook of `submission` (or those whose NN is in `only`); write `out` (JSON) if given."""
+    submission, instructor_dir = Path(submission), Path(instructor_dir)
+    paths = sorted(p for p in submission.glob("[0-9][0-9]_*.ipynb") if not only or p.name[:2] in only)
+    if not paths:
+        raise GradeError(f"{submission}: no notebooks NN_name.ipynb" + (f" numbered {', '.join(only)}" if only else ""))
+    strange = [p.name for p in paths if not (instructor_dir / p.name).exists()]
+    if strange:
+        raise GradeError(f"{submission}: {', '.join(strange)} is not a notebook of the course ({instructor_dir})")
+    ws, made = grading_workspace(workspace)
+    try:
+        results = [grade_notebook(p, instructor_dir / p.name, ws, timeout) for p in paths]
+    finally:
+        if made:
+            shutil.rmtree(ws, ignore_errors=True)
+    if out is not None:
+        atomic_write_json(Path(out), results)
+    return results
+
+
+def summary(results: list[dict]) -> str:
+    """The grades as text: one line per notebook, then every check that failed with its message."""
+    lines = []
+    for r in results:
+        lines.append(f"{r['notebook']}: {r['points']:g}/{r['max_points']:g} points from checks, {r['manual']} "
+                     f"verdict(s) to grade by hand, {r['seconds']:.0f} s")
+        lines += [f"  {c['grade_id']}: {c['status']}{': ' + c['message'] if c['message'] else ''}"
+                  for c in r["cells"] if c["status"] in ("failed", "unanswered")]
+    return "\n".join(lines)

@@ -1,0 +1,121 @@
+"""`nmtkit grade`: the instructor's checks run whatever the student did to theirs, a wrong figure fails with a hint
+in words, and notebook 04 grades from the shipped reference run without training, in under 2 minutes."""
+import copy
+import re
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from nmtkit.grade import SKIP_TAG, assemble, grade
+from nmtkit.student import NOTEBOOKS_DIR, exercises, grade_id, is_instructor, student_notebook
+
+NB04 = NOTEBOOKS_DIR / "04_monitoring_analysis.ipynb"
+CODE = re.compile(r"\w\(|\w\.\w|=|\[|\bimport\b")  # a call, an attribute, an assignment, an index
+
+
+def instructor():
+    return nbformat.read(NB04, as_version=4)
+
+
+def cell_of(nb, gid):
+    return next(c for c in nb.cells if grade_id(c) == gid)
+
+
+def submission():
+    """A student who solved every exercise (the instructor's solutions, instructor cells gone), then: deleted the
+    Q9 check and got Q9 wrong, deleted the Q7 check (right answer), and replaced the Q3 check by `pass` with a
+    wrong Q3."""
+    nb = instructor()
+    nb.cells = [c for c in nb.cells if not is_instructor(c) and grade_id(c) not in ("04-q9-check", "04-q7-check")]
+    work = cell_of(nb, "04-q9-work")
+    work.source = work.source.replace("* 4 * 3", "* 4 * 2")  # forgot one of Adam's slots
+    cell_of(nb, "04-q3-work").source += "\nloss_up = loss_up + 0.5"
+    cell_of(nb, "04-q3-check").source = "pass  # nothing to see here"
+    return nb
+
+
+def test_assemble_puts_the_instructors_checks_back_and_skips_what_grading_skips():
+    ins, nb = instructor(), submission()
+    nb.cells.insert(2, nbformat.v4.new_code_cell("nk.train(cfg, run)", metadata={"tags": [SKIP_TAG]}))
+    graded = assemble(nb, ins, NB04.name)
+    ids = [grade_id(c) for c in graded.cells]
+    assert all(ids.count(f"04-q{q}-check") == 1 for q in range(1, 12))
+    # a deleted check follows its work cell; a tampered one is the instructor's again
+    assert ids.index("04-q9-check") == ids.index("04-q9-work") + 1
+    assert ids.index("04-q7-check") == ids.index("04-q7-work") + 1
+    assert cell_of(graded, "04-q3-check").source == cell_of(ins, "04-q3-check").source
+    assert not any("nk.train(" in c.source for c in graded.cells) and not any(is_instructor(c) for c in graded.cells)
+    assert exercises(graded).keys() == exercises(ins).keys()
+
+
+def test_hints_point_in_words_and_never_give_code_or_the_value():
+    from nmtkit.analysis.exercises import TARGETS
+    for q, figures in TARGETS.items():
+        for name, (_, hint) in figures.items():
+            assert not CODE.search(hint), f"{q} {name}: the hint reads like code: {hint}"
+
+
+def test_a_wrong_figure_fails_with_a_hint_that_holds_no_code_and_no_answer():
+    from nmtkit.analysis import load_run, reference_run
+    from nmtkit.analysis.decisions import decide
+    from nmtkit.analysis.exercises import ExerciseError, check
+    ref = load_run(reference_run())
+    rep = type("Rep", (), {"runs": [ref]})
+    want = decide(ref)["q10"]
+    check(rep, "q10", **want)
+    with pytest.raises(ExerciseError) as e:
+        check(rep, "q10", mean_ms=want["mean_ms"] * 1.2, tokens_per_step=want["tokens_per_step"])
+    msg = str(e.value)
+    assert msg.startswith("✗ q10 mean_ms: too high. Hint: ")
+    assert not CODE.search(msg.split("Hint: ")[1]) and f"{want['mean_ms']:.4g}" not in msg
+    with pytest.raises(ExerciseError, match="q10 tokens_per_step: missing"):
+        check(rep, "q10", mean_ms=want["mean_ms"])
+
+
+@pytest.mark.slow
+def test_grading_a_submission_runs_the_real_checks_without_training(tmp_path):
+    sub = tmp_path / "submission"
+    sub.mkdir()
+    nbformat.write(submission(), sub / NB04.name)
+    t0 = time.time()
+    [result] = grade(sub, out=tmp_path / "grades.json")
+    seconds = time.time() - t0
+    cells = {c["grade_id"]: c for c in result["cells"]}
+    failed = sorted(g for g, c in cells.items() if c["status"] == "failed")
+    assert failed == ["04-q3-check", "04-q9-check"], {g: cells[g]["message"] for g in failed}
+    assert "q9 predicted_mb: too low. Hint: " in cells["04-q9-check"]["message"]
+    assert "q3 loss_up: too high" in cells["04-q3-check"]["message"]
+    assert cells["04-q7-check"]["status"] == "passed"  # the deleted check ran, and the right answer passed
+    assert result["points"] == result["max_points"] - 4 and result["manual"] == 11
+    # no training: the executed notebook holds no training log line, and grading took under 2 minutes
+    executed = Path(result["executed"]).read_text()
+    assert "ms/step | " not in executed and "fresh start" not in executed
+    assert seconds < 120, f"grading notebook 04 took {seconds:.0f} s"
+    assert (tmp_path / "grades.json").exists()
+
+
+@pytest.mark.slow
+def test_a_student_copy_left_as_handed_out_scores_nothing(tmp_path):
+    copy_, _ = student_notebook(copy.deepcopy(instructor()), NB04.name)
+    sub = tmp_path / "submission"
+    sub.mkdir()
+    nbformat.write(copy_, sub / NB04.name)
+    [result] = grade(sub)
+    assert result["points"] == 0 and result["max_points"] == 22
+    assert {c["status"] for c in result["cells"] if c["grade_id"].endswith("verdict")} == {"unanswered"}
+
+
+def test_the_students_report_holds_evidence_and_the_instructors_adds_verdicts_and_rubric(tmp_path):
+    import json
+    from nmtkit.analysis import reference_run
+    from nmtkit.analysis.report import write_report
+    from nmtkit.analysis.rubric import RUBRIC
+    student = write_report([reference_run()], tmp_path / "student").read_text()
+    staff = write_report([reference_run()], tmp_path / "staff", instructor=True).read_text()
+    verdict_words = ("Yes.", "No:", "the network does hold steps back", "No cost")
+    assert "evidence" in student and not any(w in student for w in verdict_words) and "Rubric" not in student
+    assert all(json.loads((tmp_path / "student" / "report.json").read_text())[n][0]["answer"] == ""
+               for n in json.loads((tmp_path / "student" / "report.json").read_text()))
+    assert any(w in staff for w in verdict_words) and all(RUBRIC[q] in staff for q in RUBRIC)
