@@ -13,7 +13,9 @@ from nmtkit.data.pipeline import make_dataset
 from nmtkit import runs
 from nmtkit.keras2 import import_tf
 from nmtkit.train.checkpoints import DataPosition
+from nmtkit.train.dist import Single
 from nmtkit.train.loop import train
+from nmtkit.train.trainer import Trainer
 
 tf = import_tf()
 
@@ -109,3 +111,26 @@ def test_resume_with_dropout_ends_with_the_uninterrupted_weights(nmt_data, tmp_p
     diff = checkpoint_difference(tmp_path / "straight", run)
     print(f"{how}: max |difference| {max(diff.values())} over {len(diff)} variables")
     assert max(diff.values()) == 0.0, {n: d for n, d in diff.items() if d}
+
+
+class RankOne(Single):
+    rank = 1
+
+
+def test_dropout_seed_differs_by_rank_step_and_micro_batch_without_retracing():
+    rng = np.random.default_rng(0)
+    batch = (tf.constant(rng.integers(4, 400, (8, 12)), tf.int32), tf.constant(rng.integers(4, 400, (8, 13)), tf.int32))
+
+    def first_loss(accum=1, dist=None, step=0):
+        trainer = Trainer(small_config(**{"train.grad_accum": accum}), 400, dist)  # same initial weights each time
+        trainer.step.assign(step)
+        return float(trainer.run_step([batch] * accum)[0]), trainer
+
+    base, trainer = first_loss()
+    assert first_loss()[0] == base  # the same seed: the same masks
+    assert first_loss(dist=RankOne())[0] != base  # each rank its own masks
+    assert first_loss(step=1)[0] != base  # each step its own masks
+    assert first_loss(accum=2)[0] != base  # the second micro-batch: its own masks (the first one's would repeat base)
+    for _ in range(3):
+        trainer.run_step([batch])
+    assert trainer.train_step.experimental_get_tracing_count() == 1  # the seed is computed in the graph
