@@ -109,7 +109,8 @@ def profile_step(base_cfg, data_dir: Path, shape: str, reps: int = 5) -> dict:
     src, tgt = next(iter(make_dataset(data_dir, "train", cfg.data, seed=cfg.train.seed)))
 
     def loss(s, t):
-        total, n = smoothed_loss(model((s, t[:, :-1]), training=True), t[:, 1:], smoothing)
+        seed = tf.constant([cfg.train.seed, 0], tf.int64)  # the kit's stateless dropout, as the Trainer runs it
+        total, n = smoothed_loss(model((s, t[:, :-1]), training=True, seed=seed), t[:, 1:], smoothing)
         return total / n
 
     def grads(s, t):

@@ -1,11 +1,16 @@
 """2-rank Horovod training on two local engines posing as nodes: the loss falls with identical weights on both ranks,
 stop() ends every rank cleanly after a checkpoint, and a rank killed with SIGKILL is named within 60 s, the others are
-released and the run resumes from its last checkpoint with a different number of ranks."""
+released and the run resumes from its last checkpoint with a different number of ranks; with the profile's dropout on,
+a 2-rank run stopped (SIGTERM to the driver, stop()), cut short by a killed engine or by a SIGKILLed driver and
+resumed ends with exactly the weights and Adam slots of the uninterrupted run."""
 import importlib.util
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
+import uuid
 
 import psutil
 import pytest
@@ -13,6 +18,8 @@ import pytest
 from nmtkit import config
 from nmtkit.cluster import Cluster, RankFailedError
 from nmtkit.files import read_jsonl
+from test_cli_cluster import start, tagged, wait_for
+from test_train_resume import checkpoint_difference
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not importlib.util.find_spec("horovod"), reason="Horovod is not installed")]
@@ -60,6 +67,49 @@ def _wait_for_step(job, step, timeout=300):  # the first step traces: minutes on
             return
         time.sleep(0.5)
     raise AssertionError(f"no rank reached step {step}:\n{job.progress().to_string()}")
+
+
+def _cli_args(cfg, run, steps):
+    items = {**TINY, "train.steps": steps, "model.dropout": cfg.model.dropout}
+    sets = [a for k, v in items.items() for a in ("--set", f"{k}={str(v).lower() if isinstance(v, bool) else v}")]
+    return ["train", "--np", "2", "--data", cfg.data.dir, "--logdir", str(run), *sets]
+
+
+def _cli_train(cfg, run, steps, log):
+    with open(log, "ab") as out:
+        proc = start(uuid.uuid4().hex, *_cli_args(cfg, run, steps), log=out)
+        assert proc.wait(timeout=600) == 0, log.read_text()[-3000:]
+
+
+def _exact(reference, run):
+    diff = checkpoint_difference(reference, run)
+    print(f"{run.name}: max |difference| {max(diff.values())} over {len(diff)} variables")
+    assert max(diff.values()) == 0.0, {n: d for n, d in diff.items() if d}
+
+
+# First in the file: it starts its own clusters (`nmtkit train --np 2`), before the module's engines exist.
+def test_cli_two_ranks_with_dropout_resume_exactly_after_sigterm_or_a_sigkilled_driver(cfg, tmp_path):
+    steps = 40  # checkpoints every 10 (TINY)
+    assert cfg.model.dropout == 0.1  # the profile's dropout, not 0.0
+    _cli_train(cfg, tmp_path / "straight", steps, tmp_path / "straight.log")
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        run, tag, log = tmp_path / sig.name, uuid.uuid4().hex, tmp_path / f"{sig.name}.log"
+        with open(log, "wb") as out:
+            driver = start(tag, *_cli_args(cfg, run, steps), log=out)
+        try:
+            wait_for(lambda: list((run / "checkpoints").glob("ckpt-10.index")), 300, "a first checkpoint")
+            driver.send_signal(sig)
+            code = driver.wait(timeout=120)
+            assert code == (0 if sig == signal.SIGTERM else -signal.SIGKILL), log.read_text()[-3000:]
+            wait_for(lambda: not tagged(tag), 60, f"every process of the run gone after {sig.name}")
+        finally:
+            for p in tagged(tag):
+                p.kill()
+        _cli_train(cfg, run, steps, log)
+        resumed_at = int(log.read_text().split("resuming at step ")[1].split()[0])
+        print(f"{sig.name}: resumed at step {resumed_at}")
+        assert 10 <= resumed_at < steps
+        _exact(tmp_path / "straight", run)
 
 
 def test_two_ranks_lower_the_loss_with_identical_weights(cluster, cfg, tmp_path):
@@ -155,3 +205,27 @@ def test_stop_relaunch_sigkill_and_resume_on_fewer_ranks(cluster, cfg, tmp_path)
     assert len(cluster.ids) == 2 and victim.id not in cluster.ids  # the relaunch started two fresh engines
     assert set(cluster.client[cluster.ids].apply_sync(os.getpid)).isdisjoint(e.pid for e in job.engines)
     assert [s for s, _ in _steps(run, 0)][-3:] == [ckpt + 1, ckpt + 2, ckpt + 3]  # from the checkpoint on
+
+
+def test_two_ranks_with_dropout_resume_exactly_after_stop_or_a_killed_engine(cluster, cfg, tmp_path):
+    cfg = cfg.with_overrides({"train.steps": 30, "train.ckpt_every": 5})
+    assert cfg.model.dropout == 0.1
+    cluster.launch(cfg, tmp_path / "straight", preflight=False).wait(timeout=400)
+    # stop(): every rank stops after a checkpoint of the step it reached
+    job = cluster.launch(cfg, tmp_path / "stopped", preflight=False)
+    _wait_for_step(job, 7)
+    stopped = job.stop(timeout=120)[0]["value"]
+    assert stopped["status"] == "stopped" and stopped["step"] < 30
+    cluster.launch(cfg, tmp_path / "stopped", preflight=False).wait(timeout=400)
+    _exact(tmp_path / "straight", tmp_path / "stopped")
+    # rank 1's engine SIGKILLed after a checkpoint: the relaunch resumes from rank 0's last checkpoint
+    run = tmp_path / "killed"
+    job = cluster.launch(cfg, run, preflight=False)
+    wait_for(lambda: list((run / "checkpoints").glob("ckpt-10.index")), 300, "a second checkpoint")
+    os.kill(job.engines[1].pid, signal.SIGKILL)
+    with pytest.raises(RankFailedError):
+        job.wait(timeout=60)
+    results = cluster.launch(cfg, run, preflight=False).wait(timeout=400)
+    assert all(r["value"]["status"] == "finished" and r["value"]["step"] == 30 for r in results)
+    assert 10 <= json.loads((run / "run.json").read_text())["resumed_from"] < 30
+    _exact(tmp_path / "straight", run)

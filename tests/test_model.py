@@ -1,5 +1,6 @@
 """The Transformer: shapes, masks (padding never changes the output, the future never leaks), loss masking,
-the KV-cached decoding step, and the homework model's parameter count."""
+the KV-cached decoding step, stateless dropout (masks fixed by the seed, none at inference), and the homework
+model's parameter count."""
 import dataclasses
 
 import numpy as np
@@ -8,7 +9,7 @@ import pytest
 import nmtkit  # noqa: F401
 from nmtkit import config
 from nmtkit.model.decode import Searcher, search
-from nmtkit.model.transformer import BOS, EOS, PAD, build, count_params, positional_encoding, smoothed_loss
+from nmtkit.model.transformer import BOS, EOS, PAD, Dropout, build, count_params, positional_encoding, smoothed_loss
 from nmtkit.train.metrics import train_flops
 from nmtkit.keras2 import import_tf
 
@@ -61,6 +62,42 @@ def test_causal_mask(model):
     b = model((src, tf.constant([[BOS, 9, 10, 20]]))).numpy()
     np.testing.assert_allclose(a[0, :3], b[0, :3], atol=1e-5)
     assert np.abs(a[0, 3] - b[0, 3]).max() > 1e-4
+
+
+def _with_dropout(rate):
+    cfg = dataclasses.replace(config.profile("tiny").model, d_model=32, d_ff=64, num_heads=4, dropout=rate)
+    tf.keras.utils.set_random_seed(0)
+    return build(cfg, VOCAB)
+
+
+def test_dropout_masks_are_fixed_by_the_seed_and_off_at_inference():
+    src, tgt = tf.constant([[5, 6, 7, EOS], [8, EOS, PAD, PAD]]), tf.constant([[BOS, 9, 10], [BOS, 11, PAD]])
+    a, b = _with_dropout(0.1), _with_dropout(0.1)  # two models, same weights: as after a resume in a new process
+    seed = tf.constant([1234, 7], tf.int64)
+    first = a((src, tgt), training=True, seed=seed).numpy()
+    np.testing.assert_array_equal(first, b((src, tgt), training=True, seed=seed).numpy())
+    other = a((src, tgt), training=True, seed=tf.constant([1234, 8], tf.int64)).numpy()
+    assert np.abs(other - first).max() > 1e-3
+    # inference: no dropout whatever the seed, the same logits as a model without dropout
+    plain = a((src, tgt)).numpy()
+    np.testing.assert_array_equal(plain, a((src, tgt), training=False, seed=seed).numpy())
+    np.testing.assert_array_equal(plain, _with_dropout(0.0)((src, tgt), training=True, seed=seed).numpy())
+    assert np.abs(first - plain).max() > 1e-3
+    # no seed (a hand-written loop): Keras-style random dropout, still on
+    assert np.abs(a((src, tgt), training=True).numpy() - plain).max() > 1e-3
+
+
+def test_every_dropout_layer_draws_its_own_mask_at_the_rate():
+    model = _with_dropout(0.1)
+    indices = [m.index for m in model.submodules if isinstance(m, Dropout)]
+    assert sorted(indices) == list(range(len(indices))) and len(indices) == 2 + 4 * 2 + 6 * 2  # tiny: 2+2 layers
+    x, seed = tf.ones([64, 256]), tf.constant([1, 2], tf.int64)
+    one, two = Dropout(0.1), Dropout(0.1)
+    two.index = 1
+    m1 = one(x, seed, training=True).numpy()
+    assert 0.08 < (m1 == 0).mean() < 0.12 and np.allclose(m1[m1 != 0], 1 / 0.9)
+    assert (m1 != two(x, seed, training=True).numpy()).mean() > 0.1  # another layer: another mask
+    np.testing.assert_array_equal(m1, one(x, seed, training=True).numpy())
 
 
 def test_loss_ignores_padding():

@@ -87,7 +87,7 @@ def test_beam_search_vs_greedy_on_trained_model(trained_run, nmt_data):
 
 
 def test_stop_by_signal_then_resume_is_exact(nmt_data, tmp_path):
-    cfg = small_config(**{"train.steps": 5, "train.log_every": 1, "model.dropout": 0.0})
+    cfg = small_config(**{"train.steps": 5, "train.log_every": 1})
     straight = train(cfg, tmp_path / "straight", data_dir=nmt_data, progress=False)
     assert straight["status"] == "finished"
 

@@ -1,5 +1,8 @@
 """Resuming reads on from the saved input-pipeline position: the same next batches as an uninterrupted run,
-without reading the batches before them again."""
+without reading the batches before them again; and, with the profile's dropout on, a run stopped by SIGTERM or
+killed mid-run and resumed ends with exactly the weights and Adam slots of the uninterrupted run."""
+import os
+import signal
 import time
 
 import numpy as np
@@ -7,7 +10,14 @@ import pytest
 
 from conftest import small_config
 from nmtkit.data.pipeline import make_dataset
+from nmtkit import runs
+from nmtkit.keras2 import import_tf
 from nmtkit.train.checkpoints import DataPosition
+from nmtkit.train.dist import Single
+from nmtkit.train.loop import train
+from nmtkit.train.trainer import Trainer
+
+tf = import_tf()
 
 pytestmark = pytest.mark.slow
 
@@ -53,3 +63,74 @@ def test_missing_position_falls_back_to_replaying(nmt_data, tmp_path, capsys):
     for (ws, wt), (gs, gt) in zip(want, got):
         np.testing.assert_array_equal(ws, gs)
         np.testing.assert_array_equal(wt, gt)
+
+
+def checkpoint_difference(a, b) -> dict:
+    """max |difference| per variable between the newest checkpoints of two run directories (weights, Adam's
+    m and v, the step, the optimizer's iterations); both must hold the same variables."""
+    ra, rb = (tf.train.load_checkpoint(str(r / runs.CHECKPOINTS)) for r in (a, b))
+    names = {n for n in ra.get_variable_to_shape_map() if not n.endswith("OBJECT_GRAPH") and "save_counter" not in n}
+    assert names == {n for n in rb.get_variable_to_shape_map() if not n.endswith("OBJECT_GRAPH")
+                     and "save_counter" not in n}
+    weights = [n for n in names if n.startswith("model/")]
+    slots = [n for n in names if n.startswith("optimizer/_variables/")]  # Adam's m and v for every weight
+    assert weights and len(slots) >= 2 * len(weights), sorted(names)
+    return {n: float(np.max(np.abs(ra.get_tensor(n).astype(np.float64) - rb.get_tensor(n).astype(np.float64))))
+            for n in names}
+
+
+RESUME = {"train.steps": 12, "train.ckpt_every": 4, "train.log_every": 1, "train.warmup_steps": 4,
+          "eval.dev_sentences": 5, "eval.test_sentences": 5, "eval.beam_size": 1}
+
+
+class Crash(Exception):
+    """Stands for a process killed outright: the run ends without its stop checkpoint."""
+
+
+@pytest.mark.parametrize("how", ["sigterm", "killed"])
+def test_resume_with_dropout_ends_with_the_uninterrupted_weights(nmt_data, tmp_path, how):
+    """SIGTERM at step 6: the stop checkpoints step 6. Killed at step 10: the resume starts from ckpt-8."""
+    cfg = small_config(**RESUME)
+    assert cfg.model.dropout == 0.1  # the profile's dropout, not 0.0
+    straight = train(cfg, tmp_path / "straight", data_dir=nmt_data, progress=False)
+    assert straight["status"] == "finished"
+
+    def interrupt(rec):
+        if how == "sigterm" and rec["step"] == 6:
+            os.kill(os.getpid(), signal.SIGTERM)  # the loop stops at the next step, after a checkpoint
+        if how == "killed" and rec["step"] == 10:
+            raise Crash
+    run = tmp_path / "resumed"
+    if how == "sigterm":
+        assert train(cfg, run, data_dir=nmt_data, progress=False, on_log=interrupt)["status"] == "stopped"
+    else:
+        with pytest.raises(Crash):
+            train(cfg, run, data_dir=nmt_data, progress=False, on_log=interrupt)
+    resumed = train(cfg, run, data_dir=nmt_data, progress=False)
+    assert resumed["status"] == "finished" and resumed["step"] == 12
+    diff = checkpoint_difference(tmp_path / "straight", run)
+    print(f"{how}: max |difference| {max(diff.values())} over {len(diff)} variables")
+    assert max(diff.values()) == 0.0, {n: d for n, d in diff.items() if d}
+
+
+class RankOne(Single):
+    rank = 1
+
+
+def test_dropout_seed_differs_by_rank_step_and_micro_batch_without_retracing():
+    rng = np.random.default_rng(0)
+    batch = (tf.constant(rng.integers(4, 400, (8, 12)), tf.int32), tf.constant(rng.integers(4, 400, (8, 13)), tf.int32))
+
+    def first_loss(accum=1, dist=None, step=0):
+        trainer = Trainer(small_config(**{"train.grad_accum": accum}), 400, dist)  # same initial weights each time
+        trainer.step.assign(step)
+        return float(trainer.run_step([batch] * accum)[0]), trainer
+
+    base, trainer = first_loss()
+    assert first_loss()[0] == base  # the same seed: the same masks
+    assert first_loss(dist=RankOne())[0] != base  # each rank its own masks
+    assert first_loss(step=1)[0] != base  # each step its own masks
+    assert first_loss(accum=2)[0] != base  # the second micro-batch: its own masks (the first one's would repeat base)
+    for _ in range(3):
+        trainer.run_step([batch])
+    assert trainer.train_step.experimental_get_tracing_count() == 1  # the seed is computed in the graph

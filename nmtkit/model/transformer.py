@@ -11,6 +11,10 @@ Everything else follows the paper: one embedding matrix shared by source, target
 (joint BPE vocabulary), scaled by sqrt(d_model); sinusoidal positions; dropout on embeddings, attention weights,
 the FFN's hidden layer and every residual branch; label-smoothed cross-entropy that ignores padding (id 0).
 
+Dropout is stateless: training passes `seed` (the Trainer's, from train.seed, rank, step and micro-batch) down to
+every Dropout layer, which folds in its own index. A mask is then a function of those numbers alone, so a resumed
+run draws exactly the masks of the uninterrupted one, with no random state to checkpoint.
+
 Masks are additive biases: 0 where attending is allowed, a large negative number where not (padded keys, and
 future positions in the decoder's self-attention). Softmax runs in float32 so mixed precision cannot overflow it.
 """
@@ -49,6 +53,23 @@ def causal_bias(length):
     return ((1.0 - allowed) * NEG_INF)[None, None]
 
 
+class Dropout(tf.keras.layers.Layer):
+    """Dropout whose mask is a function of `seed` and this layer's `index` (its place in the model, set by
+    Transformer). Without a seed (a hand-written training loop): Keras' stateful dropout."""
+
+    def __init__(self, rate: float, **kw):
+        super().__init__(**kw)
+        self.rate, self.index = rate, 0
+
+    def call(self, x, seed=None, training=False):
+        if not training or self.rate == 0.0:
+            return x
+        if seed is None:
+            return tf.nn.dropout(x, self.rate)
+        seed = tf.random.experimental.stateless_fold_in(seed, self.index)
+        return tf.nn.experimental.stateless_dropout(x, self.rate, seed)
+
+
 class SharedEmbedding(tf.keras.layers.Layer):
     """One [vocab, d_model] matrix: token embedding (x sqrt(d_model)) and, transposed, the output projection."""
 
@@ -83,7 +104,7 @@ class Attention(tf.keras.layers.Layer):
         dense = lambda name: tf.keras.layers.Dense(d_model, use_bias=bias, name=name,  # noqa: E731
                                                    dtype=self.dtype_policy)
         self.q, self.k, self.v, self.o = dense("q"), dense("k"), dense("v"), dense("o")
-        self.drop = tf.keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self.drop = Dropout(dropout, dtype=self.dtype_policy)
 
     def split(self, x):  # [B, T, d] -> [B, H, T, dh]
         b, t = tf.shape(x)[0], tf.shape(x)[1]
@@ -92,17 +113,17 @@ class Attention(tf.keras.layers.Layer):
     def keys_values(self, x):
         return self.split(self.k(x)), self.split(self.v(x))
 
-    def attend(self, x, k, v, bias, training=False):
+    def attend(self, x, k, v, bias, training=False, seed=None):
         q = self.split(self.q(x)) * (self.dh ** -0.5)
         scores = tf.cast(tf.matmul(q, k, transpose_b=True), tf.float32) + bias
         weights = tf.cast(tf.nn.softmax(scores, axis=-1), q.dtype)
-        out = tf.matmul(self.drop(weights, training=training), v)  # [B, H, T, dh]
+        out = tf.matmul(self.drop(weights, seed, training=training), v)  # [B, H, T, dh]
         b, t = tf.shape(out)[0], tf.shape(out)[2]
         return self.o(tf.reshape(tf.transpose(out, [0, 2, 1, 3]), [b, t, self.h * self.dh]))
 
-    def call(self, x, memory, bias, training=False):
+    def call(self, x, memory, bias, training=False, seed=None):
         k, v = self.keys_values(memory)
-        return self.attend(x, k, v, bias, training)
+        return self.attend(x, k, v, bias, training, seed)
 
 
 class FeedForward(tf.keras.layers.Layer):
@@ -110,10 +131,10 @@ class FeedForward(tf.keras.layers.Layer):
         super().__init__(**kw)
         self.up = tf.keras.layers.Dense(d_ff, activation="relu", name="up", dtype=self.dtype_policy)
         self.down = tf.keras.layers.Dense(d_model, name="down", dtype=self.dtype_policy)
-        self.drop = tf.keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self.drop = Dropout(dropout, dtype=self.dtype_policy)
 
-    def call(self, x, training=False):
-        return self.down(self.drop(self.up(x), training=training))
+    def call(self, x, training=False, seed=None):
+        return self.down(self.drop(self.up(x), seed, training=training))
 
 
 def _norm(name, policy):
@@ -124,24 +145,25 @@ def _attention(c: ModelConfig, name: str, policy):
     return Attention(c.d_model, c.num_heads, c.dropout, c.attention_bias, name=name, dtype=policy)
 
 
-def _add_ffn(layer, c: ModelConfig, norm: str) -> None:
-    """The last sub-layer of every block (its norm, the feed-forward net) and the residual dropout."""
+def _add_ffn(layer, c: ModelConfig, norm: str, branches: int) -> None:
+    """The last sub-layer of every block (its norm, the feed-forward net) and one dropout per residual branch
+    (each its own mask)."""
     p = layer.dtype_policy
     setattr(layer, norm, _norm(norm, p))
     layer.ffn = FeedForward(c.d_model, c.d_ff, c.dropout, name="ffn", dtype=p)
-    layer.drop = tf.keras.layers.Dropout(c.dropout, dtype=p)
+    layer.drops = [Dropout(c.dropout, dtype=p) for _ in range(branches)]
 
 
 class EncoderLayer(tf.keras.layers.Layer):
     def __init__(self, c: ModelConfig, **kw):
         super().__init__(**kw)
         self.norm1, self.attn = _norm("norm1", self.dtype_policy), _attention(c, "self_attn", self.dtype_policy)
-        _add_ffn(self, c, "norm2")
+        _add_ffn(self, c, "norm2", branches=2)
 
-    def call(self, x, bias, training=False):
-        h = self.norm1(x)
-        x = x + self.drop(self.attn(h, h, bias, training=training), training=training)
-        return x + self.drop(self.ffn(self.norm2(x), training=training), training=training)
+    def call(self, x, bias, training=False, seed=None):
+        h, (d1, d2) = self.norm1(x), self.drops
+        x = x + d1(self.attn(h, h, bias, training=training, seed=seed), seed, training=training)
+        return x + d2(self.ffn(self.norm2(x), training=training, seed=seed), seed, training=training)
 
 
 class DecoderLayer(tf.keras.layers.Layer):
@@ -150,31 +172,32 @@ class DecoderLayer(tf.keras.layers.Layer):
         p = self.dtype_policy
         self.norm1, self.self_attn = _norm("norm1", p), _attention(c, "self_attn", p)
         self.norm2, self.cross_attn = _norm("norm2", p), _attention(c, "cross_attn", p)
-        _add_ffn(self, c, "norm3")
+        _add_ffn(self, c, "norm3", branches=3)
 
-    def call(self, x, memory, self_bias, memory_bias, training=False, cache=None, t=None):
+    def call(self, x, memory, self_bias, memory_bias, training=False, cache=None, t=None, seed=None):
         """Whole sequence (training) or, with `cache` and position `t`, one new position (decoding)."""
-        h = self.norm1(x)
+        h, (d1, d2, d3) = self.norm1(x), self.drops
         if cache is None:
-            a = self.self_attn(h, h, self_bias, training=training)
+            a = self.self_attn(h, h, self_bias, training=training, seed=seed)
         else:  # write this position's key/value into the fixed-size cache, attend to positions <= t
             k, v = self.self_attn.keys_values(h)
             slot = tf.cast(tf.one_hot(t, tf.shape(cache["k"])[2]), k.dtype)[None, None, :, None]
             cache = {**cache, "k": cache["k"] + slot * k, "v": cache["v"] + slot * v}
             a = self.self_attn.attend(h, cache["k"], cache["v"], self_bias, training)
-        x = x + self.drop(a, training=training)
+        x = x + d1(a, seed, training=training)
         h = self.norm2(x)
         if cache is None:
-            a = self.cross_attn(h, memory, memory_bias, training=training)
+            a = self.cross_attn(h, memory, memory_bias, training=training, seed=seed)
         else:
             a = self.cross_attn.attend(h, cache["mk"], cache["mv"], memory_bias, training)
-        x = x + self.drop(a, training=training)
-        x = x + self.drop(self.ffn(self.norm3(x), training=training), training=training)
+        x = x + d2(a, seed, training=training)
+        x = x + d3(self.ffn(self.norm3(x), training=training, seed=seed), seed, training=training)
         return x, cache
 
 
 class Transformer(tf.keras.Model):
-    """Encoder-decoder. `model((src, tgt_in))` -> float32 logits [B, T, vocab].
+    """Encoder-decoder. `model((src, tgt_in))` -> float32 logits [B, T, vocab]; training:
+    `model((src, tgt_in), training=True, seed=seed)`, `seed` a [2] int tensor that fixes every dropout mask.
 
     `dtype` is a Keras dtype policy name ("float32" or "mixed_float16"): passed to every layer, so building a
     mixed-precision model never touches the process-wide global policy.
@@ -186,36 +209,38 @@ class Transformer(tf.keras.Model):
         p = self.dtype_policy
         self.embedding = SharedEmbedding(vocab_size, cfg.d_model, name="shared_embedding", dtype=p)
         self.positions = tf.constant(positional_encoding(cfg.max_positions, cfg.d_model))
-        self.drop = tf.keras.layers.Dropout(cfg.dropout, dtype=p)
+        self.src_drop, self.tgt_drop = Dropout(cfg.dropout, dtype=p), Dropout(cfg.dropout, dtype=p)
         self.encoder_layers = [EncoderLayer(cfg, name=f"encoder_{i}", dtype=p) for i in range(cfg.encoder_layers)]
         self.decoder_layers = [DecoderLayer(cfg, name=f"decoder_{i}", dtype=p) for i in range(cfg.decoder_layers)]
         self.encoder_norm = _norm("encoder_norm", p)
         self.decoder_norm = _norm("decoder_norm", p)
+        for i, layer in enumerate(m for m in self.submodules if isinstance(m, Dropout)):
+            layer.index = i  # a fixed order (tf.Module's), so each layer draws its own masks in every process
 
-    def _embed(self, ids, start=0, training=False):
+    def _embed(self, ids, start=0):
         x = self.embedding(ids)
         pos = self.positions[start:start + tf.shape(ids)[1]]
-        return self.drop(x + tf.cast(pos, x.dtype)[None], training=training)
+        return x + tf.cast(pos, x.dtype)[None]
 
-    def encode(self, src, training=False):
+    def encode(self, src, training=False, seed=None):
         """-> (memory [B, S, d], memory_bias [B, 1, 1, S])."""
         bias = padding_bias(src)
-        x = self._embed(src, training=training)
+        x = self.src_drop(self._embed(src), seed, training=training)
         for layer in self.encoder_layers:
-            x = layer(x, bias, training=training)
+            x = layer(x, bias, training=training, seed=seed)
         return self.encoder_norm(x), bias
 
-    def decode(self, tgt_in, memory, memory_bias, training=False):
+    def decode(self, tgt_in, memory, memory_bias, training=False, seed=None):
         self_bias = causal_bias(tf.shape(tgt_in)[1])
-        x = self._embed(tgt_in, training=training)
+        x = self.tgt_drop(self._embed(tgt_in), seed, training=training)
         for layer in self.decoder_layers:
-            x, _ = layer(x, memory, self_bias, memory_bias, training=training)
+            x, _ = layer(x, memory, self_bias, memory_bias, training=training, seed=seed)
         return tf.cast(self.embedding.logits(self.decoder_norm(x)), tf.float32)
 
-    def call(self, inputs, training=False):
+    def call(self, inputs, training=False, seed=None):
         src, tgt_in = inputs
-        memory, memory_bias = self.encode(src, training=training)
-        return self.decode(tgt_in, memory, memory_bias, training=training)
+        memory, memory_bias = self.encode(src, training=training, seed=seed)
+        return self.decode(tgt_in, memory, memory_bias, training=training, seed=seed)
 
     # --- incremental decoding (used by nmtkit.model.decode) ---------------------------------------------
 

@@ -60,9 +60,15 @@ class Trainer:
         self.train_step = tf.function(self._train_step, input_signature=[(pair,) * self.accum], jit_compile=self.xla)
         self.eval_step = tf.function(self._eval_step, input_signature=list(pair))
 
-    def _forward(self, src, tgt):
+    def _dropout_seed(self, micro: int):
+        """The seed of this micro-batch's dropout masks, from (train.seed, rank, step, micro-batch) alone: a resumed
+        run draws the uninterrupted run's masks with no random state in the checkpoint; each rank draws its own."""
+        base = tf.constant([self.cfg.train.seed, self.dist.rank], tf.int64)
+        return tf.random.experimental.stateless_fold_in(base, self.step * self.accum + micro)
+
+    def _forward(self, src, tgt, seed):
         with tf.GradientTape() as tape:
-            logits = self.model((src, tgt[:, :-1]), training=True)
+            logits = self.model((src, tgt[:, :-1]), training=True, seed=seed)
             loss_sum, ntok = smoothed_loss(logits, tgt[:, 1:], self.cfg.model.label_smoothing)
             loss = loss_sum / tf.maximum(ntok, 1.0)
             scaled = self.optimizer.get_scaled_loss(loss) if self.mixed else loss
@@ -81,8 +87,8 @@ class Trainer:
         gradients averaged over ranks (dist.mean_all) and one Adam update.
         """
         losses, src_tok, tgt_tok, total = [], 0.0, 0.0, None
-        for src, tgt in batches:
-            tape, loss, scaled, ntok = self._forward(src, tgt)
+        for micro, (src, tgt) in enumerate(batches):
+            tape, loss, scaled, ntok = self._forward(src, tgt, self._dropout_seed(micro))
             grads = self._gradients(tape, scaled)
             if self.accum > 1:
                 local = [tf.convert_to_tensor(g) / self.accum for g in grads]
