@@ -95,8 +95,6 @@ class Analysis:
         """The kit's verdict on question `number` for every run, and the grading rubric (instructors' cells)."""
         show_verdict(self.report, number, rubric)
 
-    answer = verdict  # the older name, until every notebook calls verdict
-
     def eval_mode_losses(self, run, batches: int = 10) -> str:
         """Question 3: the loss with dropout off on a training slice and on dev, from the run's checkpoint (loads
         TensorFlow; a few seconds on the tiny model), or why it cannot be measured."""

@@ -29,12 +29,12 @@ def test_setup_is_the_preamble_and_prints_what_the_notebooks_committed(tmp_path,
     monkeypatch.setenv("NMTKIT_PROFILE", "tiny")
     cfg, run = nb.setup()
     assert run is None and cfg.profile == "tiny" and cfg.data.dir == str(tmp_path / "data" / "tiny")
-    assert capsys.readouterr().out == committed_stream("01_data_prep_bpe.ipynb", "nb.setup()")
+    assert capsys.readouterr().out == committed_stream("01_data_prep_bpe.ipynb", "nk.setup()")
     cfg, run = nb.setup(run_name="baseline", overrides={"train.steps": 7})
     assert run == tmp_path / "runs" / "baseline" and cfg.train.steps == 7
     # the cell prints its config table after setup's line
     assert capsys.readouterr().out.splitlines()[0] == committed_stream("02_single_gpu_baseline.ipynb",
-                                                                       "nb.setup(").splitlines()[0]
+                                                                       "nk.setup(").splitlines()[0]
     cfg, _ = nb.setup("wmt16-base", "horovod")
     assert cfg.data.dir == str(tmp_path / "data" / "wmt16-base")
 
