@@ -9,8 +9,11 @@ Students reach the kit through one name, `import nmtkit as nk`:
                  nk.checkpoint_files(run), nk.Translator(model, tokenizer, beam_size=...)
     many nodes   nk.Cluster(cfg).start() (.preflight, .check_ranks, .launch -> Job, .stop), nk.panel(job),
                  nk.attach(run), nk.assign_slots(nodes), nk.rank_env(slot, ...), nk.compression_trials(...)
-    analysis     nk.analyse(["baseline", "horovod"]) -> Analysis (.figure, .answer, .evidence, .comparison, .run,
-                 .write), nk.check(rep, question, value), nk.check_lr(fn, cfg), nk.check_plan(plan)
+    analysis     nk.analyse(["baseline", "horovod"]) -> Analysis (.figure, .evidence, .comparison, .run, .write;
+                 .verdict for instructors), nk.check(rep, "qN", **figures), nk.check_plan(plan)
+    exercises    nk.check_file_size (01), nk.check_schedule (02), nk.check_link_share (03), nk.check_batching (05)
+    prose        nk.wmt16_facts(), nk.link_table(trials, gbps), nk.homework_exchange(), nk.draw_ring(trials): the
+                 figures the notebooks' text states, computed
     serving      nk.export(run) -> path, nk.load_export(path), nk.translate_in_fresh_process(path, sentences),
                  nk.latency(fn, sentences), nk.translation_box(fn)
     errors       nk.NmtkitError: the root of every error the kit raises on purpose
@@ -48,7 +51,7 @@ _FRONT = {
     "attach": ("nmtkit.notebook", "attach"), "assign_slots": ("nmtkit.cluster.plan", "assign_slots"),
     "rank_env": ("nmtkit.cluster.plan", "rank_env"), "compression_trials": ("nmtkit.cluster.link", "compression_trials"),
     "analyse": ("nmtkit.notebook", "analyse"), "check": ("nmtkit.analysis.exercises", "check"),
-    "check_lr": ("nmtkit.analysis.exercises", "check_lr"), "check_plan": ("nmtkit.analysis.exercises", "check_plan"),
+    "check_plan": ("nmtkit.analysis.exercises", "check_plan"),
     "align_steps_to_network": ("nmtkit.analysis.machines", "align_steps_to_network"),
     "export": ("nmtkit.export", "export"), "load_export": ("nmtkit.export", "load"),
     "translate_in_fresh_process": ("nmtkit.export", "translate_in_fresh_process"),
