@@ -69,6 +69,8 @@ def _quote(s: str) -> str:
 
 
 class Rehearsal:
+    job_timeout = 900  # seconds a training launch may take
+
     def __init__(self, opts: Options):
         self.o = opts
         self.r: dict = {"ok": False, "checks": {}}
@@ -178,7 +180,7 @@ class Rehearsal:
         logs = [CounterLog(h.ns, python=sys.executable) for h in net.hosts]
         with logs[0], logs[1]:
             job = cluster.launch(self.cfg(data, steps, compression), run_dir, data_dir=data, preflight=False)
-            results = job.wait(timeout=900)
+            results = job.wait(timeout=self.job_timeout)
             wall = time.time() - t
             time.sleep(idle + 0.3)
         return [r.value for r in results], logs, wall
