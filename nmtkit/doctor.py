@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import nmtkit  # noqa: F401  (TF_USE_LEGACY_KERAS=1 before TensorFlow)
+from nmtkit.data.wmt import DISK_NEED_GB
 
 # The pins the kit was verified on (pyproject.toml holds the same; a test keeps them in step).
 TENSORFLOW_VERSION = "2.18.1"
@@ -230,7 +231,7 @@ def judge(f: Facts) -> list[Check]:
     rows.append(Check(f"free disk ({f.disk_path})", "?" if free is None else f"{free:.1f} GB",
                       free is None or free >= MIN_FREE_GB,
                       f"less than {MIN_FREE_GB} GB free where data goes: free space or pass --data elsewhere "
-                      "(WMT16 needs about 10 GB)"))
+                      f"(WMT16 needs {DISK_NEED_GB} GB)"))
     return rows
 
 

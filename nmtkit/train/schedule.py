@@ -126,8 +126,8 @@ def use_xla(setting: bool, size: int, horovod: bool = False) -> bool:
 
 class FusedAdam(tf.keras.optimizers.Adam):
     """Keras Adam whose dense update is TensorFlow's fused ResourceApplyAdam kernel (one pass over each variable
-    and its two slots, as nanoGPT's `fused=True` AdamW) instead of ~8 elementwise ops: 158 -> 60 ms per update of
-    the base shape's 44.6M parameters on 2 cores. Same math (epsilon outside the bias-corrected sqrt), same
+    and its two slots, as nanoGPT's `fused=True` AdamW) instead of ~8 elementwise ops (the update's time, measured:
+    bench/README.md). Same math (epsilon outside the bias-corrected sqrt), same
     slots, so checkpoints are unchanged; sparse gradients keep Keras's path."""
 
     def update_step(self, gradient, variable):
