@@ -118,11 +118,8 @@ def check(rep, question: str, run=None, **values) -> None:
         why = _wrong(values.get(name), want[name], tol)
         if why:
             raise ExerciseError(f"✗ {question} {name}: {why}. Hint: {hint}")
-    print(f"✓ {question}: " + ", ".join(_shown(values[n]) for n in targets) + " agree with the logs")
-
-
-def _shown(v) -> str:
-    return f"{v:.4g}" if isinstance(v, float) else str(v)
+    # the names, not the values: a value measured on this machine (an MFU's peak) would differ on the grader's
+    print(f"✓ {question}: " + ", ".join(targets) + " agree with the logs")
 
 
 def _verdict(label: str, value: float, ref: float, rel: float, abs_tol: float, hint: str) -> str:
