@@ -156,12 +156,13 @@ class RunDir:
         """A checkpoint (or a projection) while running; the status stays as it is."""
         return _write_status(self.path, step=step, **fields)
 
-    def ended(self, status: str, step: int, *, reason: str | None = None, summary: dict | None = None) -> dict:
+    def ended(self, status: str, step: int, *, reason: str | None = None, summary: dict | None = None,
+              **fields) -> dict:
         """The run finished, or stopped (why: the signal's name, "budget", "plateau"); it can resume."""
         if status not in ("finished", "stopped"):
             raise ValueError(f"RunDir.ended({status!r}): finished or stopped")
         flat = {k: v for k, v in (summary or {}).items() if isinstance(v, (int, float, str, type(None)))}
-        return _write_status(self.path, status=status, step=step, reason=reason, summary=flat)
+        return _write_status(self.path, status=status, step=step, reason=reason, summary=flat, **fields)
 
     def failed(self, error: str, step: int | None = None) -> dict:
         """A rank raised or died: the reason, for `nmtkit report` and for whoever launches next."""

@@ -63,8 +63,8 @@ def test_slots_follow_nodes_not_engine_order():
 
 
 def test_slots_match_horovodrun_for_its_host_string():
-    plan = get_host_assignments(plan.parse_hosts("h1:2,h2:1,h3:3"), 6)
-    assert plan.assign_slots(["h1", "h1", "h2", "h3", "h3", "h3"]) == plan
+    horovodrun = get_host_assignments(plan.parse_hosts("h1:2,h2:1,h3:3"), 6)
+    assert plan.assign_slots(["h1", "h1", "h2", "h3", "h3", "h3"]) == horovodrun
 
 
 def test_logical_nodes_look_like_single_rank_nodes():

@@ -214,7 +214,7 @@ def test_two_ranks_with_dropout_resume_exactly_after_stop_or_a_killed_engine(clu
     # stop(): every rank stops after a checkpoint of the step it reached
     job = cluster.launch(cfg, tmp_path / "stopped", preflight=False)
     _wait_for_step(job, 7)
-    stopped = job.stop(timeout=120)[0]["value"]
+    stopped = job.stop(timeout=120)[0].value
     assert stopped["status"] == "stopped" and stopped["step"] < 30
     cluster.launch(cfg, tmp_path / "stopped", preflight=False).wait(timeout=400)
     _exact(tmp_path / "straight", tmp_path / "stopped")
@@ -226,6 +226,6 @@ def test_two_ranks_with_dropout_resume_exactly_after_stop_or_a_killed_engine(clu
     with pytest.raises(RankFailedError):
         job.wait(timeout=60)
     results = cluster.launch(cfg, run, preflight=False).wait(timeout=400)
-    assert all(r["value"]["status"] == "finished" and r["value"]["step"] == 30 for r in results)
+    assert all(r.value["status"] == "finished" and r.value["step"] == 30 for r in results)
     assert 10 <= json.loads((run / "run.json").read_text())["resumed_from"] < 30
     _exact(tmp_path / "straight", run)

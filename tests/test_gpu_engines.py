@@ -13,7 +13,8 @@ pytestmark = [pytest.mark.slow,
 
 
 def test_rank_check_then_a_job_pinned_before_the_first_collective(tmp_path_factory):
-    from nmtkit.cluster import Cluster, rank_check
+    from nmtkit.cluster import Cluster
+    from nmtkit.cluster.remote import rank_check
     from nmtkit.data.prepare import prepare
     from nmtkit.train.dist import thread_counts
     from test_cluster_train import TINY
@@ -23,9 +24,9 @@ def test_rank_check_then_a_job_pinned_before_the_first_collective(tmp_path_facto
     cluster = Cluster(engines=2, profile_dir=tmp_path_factory.mktemp("ipython") / "profile_nmtkit").start()
     try:
         checks = cluster.submit(rank_check).wait(timeout=180)
-        assert [c["value"]["allreduce_sum"] for c in checks] == [3.0, 3.0]
+        assert [c.value["allreduce_sum"] for c in checks] == [3.0, 3.0]
         for c in checks:
-            v = c["value"]
+            v = c.value
             assert v["pinned"]["tf_started_before"] is False, v  # pinned before the allreduce started TensorFlow
             want = thread_counts(len(os.sched_getaffinity(0)), v["hvd"][3], v["env"])
             assert v["pinned"]["threads"] == want
@@ -33,10 +34,10 @@ def test_rank_check_then_a_job_pinned_before_the_first_collective(tmp_path_facto
                 assert v["threads"] == want
             assert v["gpus"] == [] and v["pinned"]["gpus"] == 0  # no GPU here; test_gpu_pinning covers the choice
         results = cluster.launch(cfg, tmp_path_factory.mktemp("run") / "run", preflight=False).wait(timeout=300)
-        sums = [r["value"] for r in results]
+        sums = [r.value for r in results]
         assert sums[0]["weights_checksum"] == sums[1]["weights_checksum"]
         again = cluster.submit(rank_check).wait(timeout=180)  # same engines, same pinning: still fine
-        assert [c["value"]["threads"] for c in again] == [c["value"]["threads"] for c in checks]
-        assert all(c["value"]["pinned"]["tf_started_before"] for c in again)  # and pinning again did not raise
+        assert [c.value["threads"] for c in again] == [c.value["threads"] for c in checks]
+        assert all(c.value["pinned"]["tf_started_before"] for c in again)  # and pinning again did not raise
     finally:
         cluster.stop()

@@ -101,7 +101,7 @@ def test_two_ranks_mixed_float16_equal_weights_with_and_without_fp16_compression
         for compression in ("none", "fp16"):
             c = cfg.with_overrides({"train.compression": compression})
             results = cluster.launch(c, tmp_path_factory.mktemp(compression) / "run", preflight=False).wait(timeout=300)
-            sums = [r["value"] for r in results]
+            sums = [r.value for r in results]
             assert [s["precision"] for s in sums] == ["mixed_float16"] * 2
             assert math.isfinite(sums[0]["train_loss"])
             assert sums[0]["weights_checksum"] == sums[1]["weights_checksum"], compression

@@ -188,7 +188,7 @@ def _finish(p: Progress, t, rd: RunDir, ckpts: Checkpoints, evaluator: Evaluator
             evaluator.dev(p.step)
         summary.update(evaluator.test(p.step))
     summary.update(evaluator.summary())
-    rd.ended(p.status, p.step, reason=p.reason, summary=summary)
+    rd.ended(p.status, p.step, reason=p.reason, summary=summary, spent_hours=spend.hours())  # the next session's start
     return summary
 
 
