@@ -25,7 +25,7 @@ from nmtkit import config, runs
 from nmtkit.analysis import logs, reference as shipped
 from nmtkit.errors import NmtkitError
 from nmtkit.files import atomic_write_json, atomic_write_text, read_json, sha256_file
-from nmtkit.rehearsal.run import CODE_ROOT, TINY, Options, Rehearsal, report_md
+from nmtkit.rehearsal.run import CODE_ROOT, TINY, Options, Rehearsal, rehearse
 
 MAX_BYTES = 2_000_000
 # The reference run's shape on top of the rehearsal's TINY: evaluations every 40 steps (questions 2, 3 need 4+),
@@ -56,19 +56,9 @@ class ReferenceRehearsal(Rehearsal):
 
 def make(out: Path, rate: str = RATE, steps: int = STEPS) -> dict:
     """Rehearse one run on 2 hosts x 2 ranks at `rate` (no compression runs, no kill); report.json in `out`."""
-    out = Path(out).resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    reh = ReferenceRehearsal(Options(out=out, rate=rate, measure_rates=(rate,), steps=steps, kill=False,
-                                     compressions=("none",)))
-    try:
-        return reh.run()
-    except BaseException as e:
-        reh.r["error"] = f"{type(e).__name__}: {e}"
-        raise
-    finally:
-        reh.r["reference"] = {"rate": rate, "steps": steps, "overrides": dict(TINY, **REFERENCE)}
-        atomic_write_json(out / "report.json", reh.r)
-        atomic_write_text(out / "report.md", report_md(reh.r))
+    opts = Options(out=Path(out), rate=rate, measure_rates=(rate,), steps=steps, kill=False, compressions=("none",))
+    return rehearse(opts, ReferenceRehearsal, {"reference": {"rate": rate, "steps": steps,
+                                                             "overrides": dict(TINY, **REFERENCE)}})
 
 
 def _scrub(text: str, places: dict[str, str]) -> str:

@@ -377,16 +377,19 @@ def _compression_md(rows: list[dict]) -> list[str]:
     return lines
 
 
-def rehearse(opts: Options) -> dict:
+def rehearse(opts: Options, kind: type | None = None, record: dict | None = None) -> dict:
+    """Run a Rehearsal (or a subclass, `kind`) and write report.json/.md in opts.out, also when it fails; `record`
+    adds fields to the report."""
     opts.out = Path(opts.out).resolve()  # the hosts see the same absolute paths (their ssh sessions start in ~)
     opts.out.mkdir(parents=True, exist_ok=True)
-    reh = Rehearsal(opts)
+    reh = (kind or Rehearsal)(opts)
     try:
         return reh.run()
     except BaseException as e:
         reh.r["error"] = f"{type(e).__name__}: {e}"
         raise
     finally:
+        reh.r.update(record or {})
         atomic_write_json(opts.out / "report.json", reh.r)
         atomic_write_text(opts.out / "report.md", report_md(reh.r))
 
