@@ -116,7 +116,7 @@ def cmd_grade(args) -> int:
 def cmd_student(args) -> int:
     from nmtkit.student import NOTEBOOKS_DIR, write_student_copies
     for path, replaced in write_student_copies(out_dir=args.out, src_dir=args.notebooks or NOTEBOOKS_DIR,
-                                               for_nbgrader=args.nbgrader):
+                                               for_nbgrader=args.nbgrader, force=args.force):
         print(f"{path}: {replaced} exercise(s), instructor cells removed: nbgrader's source" if args.nbgrader else
               f"{path}: {replaced} solution(s) replaced by `raise NotImplementedError`, outputs cleared")
     return 0
@@ -196,6 +196,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--nbgrader", action="store_true",
                    help="write nbgrader's source versions instead (solutions kept, instructor cells removed): put "
                         "them in <course>/source/<assignment>/ for nbgrader generate_assignment")
+    p.add_argument("--force", action="store_true",
+                   help="move aside (into DIR/replaced-<time>/) notebooks in DIR that the kit did not write or that "
+                        "changed since; without it such a DIR is refused and nothing is written")
     p.set_defaults(func=cmd_student)
 
     p = sub.add_parser("grade", help="course staff: grade a student's notebooks with the instructor's checks, no training")

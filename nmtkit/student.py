@@ -26,9 +26,11 @@ from nmtkit.errors import NmtkitError
 import copy
 import os
 import re
+import time
 from pathlib import Path
 
-from nmtkit.files import atomic_write_text
+from nmtkit.errors import CourseError
+from nmtkit.files import atomic_write_json, atomic_write_text, read_json, sha256_file
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
@@ -164,10 +166,16 @@ def nbgrader_source(nb: dict, name: str = "notebook") -> tuple[dict, int]:
     return nb, n
 
 
+MANIFEST = ".nmtkit-student.json"  # in a directory of student copies: what the kit wrote there, by sha256
+
+
 def write_student_copies(out_dir: str | os.PathLike = "student", src_dir: str | os.PathLike = NOTEBOOKS_DIR,
-                         for_nbgrader: bool = False) -> list[tuple[Path, int]]:
+                         for_nbgrader: bool = False, force: bool = False) -> list[tuple[Path, int]]:
     """Write a student copy of every NN_*.ipynb in `src_dir` into `out_dir`: [(path, solutions replaced)]; with
-    `for_nbgrader`, nbgrader's source version instead: [(path, exercises)]."""
+    `for_nbgrader`, nbgrader's source version instead: [(path, exercises)].
+
+    Never overwrites work: `out_dir` must be new, empty, or one this function wrote (its manifest), and a copy
+    that changed since it was written is refused; `force` moves such files aside into `replaced-<time>/` first."""
     import nbformat
 
     src_dir, out_dir = Path(src_dir), Path(out_dir)
@@ -177,10 +185,44 @@ def write_student_copies(out_dir: str | os.PathLike = "student", src_dir: str | 
     if out_dir.resolve() == src_dir.resolve():
         raise StudentError(f"{out_dir}: the student copies would overwrite the instructor's notebooks; "
                            f"choose another directory (default: student/)")
-    written = []
+    copies = []
     for path in sources:
         nb = nbformat.read(path, as_version=4)
         copy_, replaced = (nbgrader_source if for_nbgrader else student_notebook)(nb, name=path.name)
         nbformat.validate(copy_)
-        written.append((atomic_write_text(out_dir / path.name, nbformat.writes(copy_) + "\n"), replaced))
+        copies.append((path.name, nbformat.writes(copy_) + "\n", replaced))
+    ours = _clear_the_way(out_dir, [name for name, _, _ in copies], force)
+    written = []
+    for name, text, replaced in copies:
+        written.append((atomic_write_text(out_dir / name, text), replaced))
+        ours[name] = sha256_file(out_dir / name)
+    atomic_write_json(out_dir / MANIFEST, {"written_by": "nmtkit student", "files": ours})
     return written
+
+
+def _clear_the_way(out_dir: Path, names: list[str], force: bool) -> dict[str, str]:
+    """The manifest's {name: sha256} of `out_dir` once nothing in the way is the student's or another tool's:
+    refuses (CourseError) a file where the directory belongs, a non-empty directory the kit did not write, and a
+    copy changed since it was written; with `force`, moves those notebooks aside (never deletes)."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise CourseError(f"{out_dir}: a file where the student copies' directory belongs; choose another --out")
+    if not out_dir.exists():
+        return {}
+    manifest = read_json(out_dir / MANIFEST, CourseError, missing=None)
+    ours = dict((manifest or {}).get("files") or {})
+    if manifest is None and any(out_dir.iterdir()) and not force:
+        raise CourseError(f"{out_dir}: not a directory `nmtkit student` made (it holds other files); nothing "
+                          f"written: choose a new --out directory, or add --force to move its notebooks aside first")
+    changed = [n for n in names if (out_dir / n).exists() and ours.get(n) != sha256_file(out_dir / n)]
+    if changed and not force:
+        raise CourseError(f"{out_dir / changed[0]}: changed since `nmtkit student` wrote it ({len(changed)} such "
+                          f"notebook(s)); nothing written: choose a new --out directory, or add --force to move "
+                          f"the old copies aside first")
+    if changed:
+        aside = out_dir / time.strftime("replaced-%Y%m%d-%H%M%S")
+        aside.mkdir()
+        for n in changed:
+            os.replace(out_dir / n, aside / n)
+            ours.pop(n, None)
+        print(f"{out_dir}: moved {len(changed)} notebook(s) the kit did not write, or that changed, into {aside}")
+    return ours

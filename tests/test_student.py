@@ -164,3 +164,50 @@ def test_the_convention_is_enforced_before_a_student_sees_it(broken, message):
         check.metadata["nbgrader"]["locked"] = False
     with pytest.raises(StudentError, match=message):
         student_notebook(nb, "09_x.ipynb")
+
+
+# --- student copies never overwrite work ---------------------------------------------------------------------
+
+def _tree(d):
+    return {p.relative_to(d): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def test_student_out_refuses_a_directory_it_did_not_make_and_changes_nothing(tmp_path, capsys):
+    src, mine = tmp_path / "src", tmp_path / "mine"
+    src.mkdir(), mine.mkdir()
+    _notebook(src / "02_exercise.ipynb")
+    _notebook(mine / "02_exercise.ipynb")      # e.g. a copy of the instructor's notebooks, or a student's work
+    before = _tree(mine)
+    assert cli.main(["student", "--notebooks", str(src), "--out", str(mine)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not a directory `nmtkit student` made" in err[0] and "--force" in err[0]
+    assert _tree(mine) == before
+
+
+def test_student_rerun_replaces_untouched_copies_and_refuses_edited_ones(tmp_path, capsys):
+    src, out = tmp_path / "src", tmp_path / "student"
+    src.mkdir()
+    _notebook(src / "02_exercise.ipynb")
+    write_student_copies(out, src)
+    write_student_copies(out, src)             # untouched copies: a re-run simply writes them again
+    work = out / "02_exercise.ipynb"
+    work.write_text(work.read_text().replace("raise NotImplementedError", "x = 42  # my answer"))
+    before = _tree(out)
+    assert cli.main(["student", "--notebooks", str(src), "--out", str(out)]) == 1
+    assert "changed since" in capsys.readouterr().err
+    assert _tree(out) == before                # the student's answer survives
+    # --force keeps it too: moved aside, never deleted
+    assert cli.main(["student", "--notebooks", str(src), "--out", str(out), "--force"]) == 0
+    [aside] = list(out.glob("replaced-*/02_exercise.ipynb"))
+    assert "x = 42  # my answer" in aside.read_text()
+    assert "x = 42" not in work.read_text()
+
+
+def test_student_out_over_a_file_names_it(tmp_path, capsys):
+    src = tmp_path / "src"
+    src.mkdir()
+    _notebook(src / "02_exercise.ipynb")
+    (tmp_path / "afile").write_text("keep")
+    assert cli.main(["student", "--notebooks", str(src), "--out", str(tmp_path / "afile")]) == 1
+    assert "a file where" in capsys.readouterr().err
+    assert (tmp_path / "afile").read_text() == "keep"
