@@ -73,7 +73,7 @@ bench: setup
 
 # The two-VM path on one machine (root, openssh-server): two SSH-reached hosts, 4 ranks; see docs/rehearsal.md.
 rehearsal: setup
-	$(PY) -m nmtkit.rehearsal
+	$(PY) -m tools.rehearsal
 
 clean:
 	rm -rf notebooks/workspace runs .pytest_cache student

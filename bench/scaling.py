@@ -7,7 +7,7 @@
     With a control without Horovod: the same training as one process alone and as two independent processes at
     once (what the machine alone costs two ranks). Rounds of all four, back to back; medians over the rounds.
     Round 0 also runs one rank confined to one core.
-(b) Two hosts (nmtkit.rehearsal.netns.TwoHosts: network namespaces reached over SSH, joined by a veth pair that
+(b) Two hosts (tools.rehearsal.netns.TwoHosts: network namespaces reached over SSH, joined by a veth pair that
     carries Horovod's traffic), one hand-started engine on each, tc tbf at 1 Gbit/s and 200 Mbit/s, each with
     train.compression none and fp16. The compute time is the 2-rank step time with the link unshaped; the model
     predicts step = compute + 2(N-1)/N x gradient bytes / rate (gradient bytes = 4 x trainable parameters with
@@ -37,7 +37,7 @@ from nmtkit.cluster import Cluster  # noqa: E402
 from nmtkit.data.prepare import prepare  # noqa: E402
 from nmtkit.files import read_jsonl  # noqa: E402
 
-from nmtkit.rehearsal.netns import TwoHosts, unavailable  # noqa: E402
+from tools.rehearsal.netns import TwoHosts, unavailable  # noqa: E402
 
 RATES = {"1gbit": 1e9, "200mbit": 200e6}  # tc's units are SI: bits per second
 COMPRESSIONS = {"none": 4, "fp16": 2}      # train.compression -> bytes per gradient value on the wire

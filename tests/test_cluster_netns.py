@@ -2,7 +2,7 @@
 launcher, as students run `ipengine` on each VM), a 2-rank Horovod training across them, and the interface
 counters prove that the gradients crossed the link between them.
 
-The hosts are nmtkit.rehearsal.netns.TwoHosts (its docstring has the topology and the why of each piece: names
+The hosts are tools.rehearsal.netns.TwoHosts (its docstring has the topology and the why of each piece: names
 with a random suffix, a free subnet, a bridge for the control traffic, a tc-limited veth pair nmt0 <-> nmt0 for
 Horovod's, host names that resolve to the nmt0 addresses because Horovod 0.28.1 binds its process-set Gloo context
 to the host name's address and ignores HOROVOD_GLOO_IFACE there). The engines are started over SSH into each host.
@@ -13,8 +13,8 @@ import importlib.util
 import pytest
 
 from nmtkit import config
-from nmtkit.rehearsal.netns import TwoHosts, unavailable
-from nmtkit.rehearsal.run import CODE_ROOT
+from tools.rehearsal.netns import TwoHosts, unavailable
+from tools.rehearsal.run import CODE_ROOT
 
 _why = unavailable()
 pytestmark = [pytest.mark.slow, pytest.mark.netns,

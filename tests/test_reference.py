@@ -1,4 +1,4 @@
-"""The frozen reference run shipped in the package (nmtkit/reference/, made by nmtkit.rehearsal.reference): small,
+"""The frozen reference run shipped in the package (nmtkit/reference/, made by tools.rehearsal.reference): small,
 from 2 hosts x 2 ranks over a shaped and measured link, and analysed the same way every time without TensorFlow."""
 import json
 import os
@@ -180,7 +180,7 @@ def fake_rehearsal(tmp_path: Path, ok: bool = True) -> Path:
 
 
 def test_freeze_copies_replaces_paths_and_lists_every_file(tmp_path):
-    from nmtkit.rehearsal.reference import freeze
+    from tools.rehearsal.reference import freeze
     dest = freeze(fake_rehearsal(tmp_path), tmp_path / "frozen")
     assert json.loads((dest / "config.json").read_text())["data"]["dir"] == "<rehearsal>/node/data"
     m = json.loads((dest / "manifest.json").read_text())
@@ -191,21 +191,21 @@ def test_freeze_copies_replaces_paths_and_lists_every_file(tmp_path):
 
 
 def test_freeze_refuses(tmp_path):
-    from nmtkit.rehearsal.reference import ReferenceError, freeze
+    from tools.rehearsal.reference import RehearsalError, freeze
     foreign = tmp_path / "foreign"
     foreign.mkdir()
     (foreign / "notes.txt").write_text("mine")
-    with pytest.raises(ReferenceError, match="not ours to replace"):
+    with pytest.raises(RehearsalError, match="not ours to replace"):
         freeze(fake_rehearsal(tmp_path / "a"), foreign)
     assert (foreign / "notes.txt").read_text() == "mine"
-    with pytest.raises(ReferenceError, match="not green"):
+    with pytest.raises(RehearsalError, match="not green"):
         freeze(fake_rehearsal(tmp_path / "b", ok=False), tmp_path / "out-b")
     out = fake_rehearsal(tmp_path / "c")
     (out / "run" / "translations" / "dev.20.de").write_text("see " + "/".join(["", "root", "x"]) + "\n")
     dest = freeze(fake_rehearsal(tmp_path / "d"), tmp_path / "out-c")
     before = {p: p.read_bytes() for p in dest.rglob("*") if p.is_file()}
-    with pytest.raises(ReferenceError, match="translations/dev.20.de: still names a path"):
+    with pytest.raises(RehearsalError, match="translations/dev.20.de: still names a path"):
         freeze(out, dest)
     assert {p: p.read_bytes() for p in dest.rglob("*") if p.is_file()} == before, "a failed freeze changed dest"
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".out-c")) == [], "staging left behind"
-    assert issubclass(ReferenceError, NmtkitError)
+    assert issubclass(RehearsalError, NmtkitError)

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from nmtkit.rehearsal.netns import DATA_IFACE, TwoHosts, unavailable
+from tools.rehearsal.netns import DATA_IFACE, TwoHosts, unavailable
 
 _why = unavailable()
 pytestmark = [pytest.mark.slow, pytest.mark.netns, pytest.mark.skipif(_why is not None, reason=_why or "")]
@@ -52,7 +52,7 @@ def test_each_host_answers_ssh_with_its_own_name(net, work):
 
 @pytest.mark.parametrize("rate,mbit", [("1gbit", 1000.0), ("200mbit", 200.0)])
 def test_link_measured_within_15_percent_of_tc_rate(net, rate, mbit):
-    from nmtkit.rehearsal.link import measure_netns
+    from tools.rehearsal.link import measure_netns
     a, b = net.hosts
     net.set_rate(rate)
     try:
@@ -65,8 +65,8 @@ def test_link_measured_within_15_percent_of_tc_rate(net, rate, mbit):
 
 @pytest.fixture(scope="module")
 def cluster(net, work):
-    from nmtkit.rehearsal.run import CODE_ROOT, TINY
-    from nmtkit.rehearsal.ssh import launcher_traits, start_cluster
+    from tools.rehearsal.run import CODE_ROOT, TINY
+    from tools.rehearsal.ssh import launcher_traits, start_cluster
     from nmtkit import config
     # the rehearsal's model (d_model 256, so gradients dominate the link's bytes) at a quarter of its width: the
     # tests check where bytes go and who runs, not the fp16 ratio, and a smaller model traces and steps faster
@@ -109,7 +109,7 @@ def test_engines_over_ssh_two_slots_per_host(net, cluster):
 
 
 def test_link_measured_between_engines_on_two_hosts(net, cluster):
-    from nmtkit.rehearsal.link import measure_engines
+    from tools.rehearsal.link import measure_engines
     engines = cluster.engines()
     a = next(e for e in engines if e.host == net.hosts[0].name)
     b = next(e for e in engines if e.host == net.hosts[1].name)
@@ -122,7 +122,8 @@ def test_link_measured_between_engines_on_two_hosts(net, cluster):
 def test_short_4_rank_run_with_the_data_pushed(net, cluster, work):
     from nmtkit import runs
     from nmtkit.data.prepare import prepare
-    from nmtkit.rehearsal.run import remote_sha, sha256_dir
+    from tools.rehearsal.probes import dir_sha as sha256_dir
+    from tools.rehearsal.run import remote_sha
     data = work / "node" / "data"
     prepare(cluster.cfg, progress=False)
     second = net.hosts[1].name
@@ -140,7 +141,7 @@ def test_short_4_rank_run_with_the_data_pushed(net, cluster, work):
     logs = [p.name for p in (work / "run" / runs.MONITOR_DIR).glob("*.jsonl")]
     assert all(any(x.startswith(h.name) for x in logs) for h in net.hosts), logs
     # every step's gradients crossed the data link: at least the ring's share per host per step
-    from nmtkit.rehearsal.run import ring_bytes
+    from tools.rehearsal.run import ring_bytes
     bound = ring_bytes(summaries[0]["params"], 4) * cluster.cfg.train.steps
     for b, a in zip(before, after):
         assert a["tx_bytes"] - b["tx_bytes"] >= bound
@@ -152,7 +153,7 @@ def test_remote_kill_named_within_60_s_and_the_relaunch_resumes(net, cluster, wo
     from nmtkit.cluster import RankFailedError
     from nmtkit.data.prepare import prepare
     from nmtkit.files import read_jsonl
-    from nmtkit.rehearsal.run import last_checkpoint
+    from tools.rehearsal.run import last_checkpoint
     data, run = work / "node" / "data", work / "run"
     if not (data / "manifest.json").exists():  # run on its own (-k): the short run's test prepared it
         prepare(cluster.cfg, progress=False)

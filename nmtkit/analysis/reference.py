@@ -3,7 +3,7 @@
     from nmtkit.analysis import reference_run, load_run
     ref = load_run(reference_run())          # analyse it beside the student's own run
 
-Made and frozen by `python -m nmtkit.rehearsal.reference` (its manifest.json says how, when and on what).
+Made and frozen by `python -m tools.rehearsal.reference` (its manifest.json says how, when and on what).
 Importable without TensorFlow; it only names the directory.
 """
 from __future__ import annotations
@@ -37,4 +37,4 @@ def reference_run(name: str = NAME) -> Path:
 def manifest(name: str = NAME) -> dict:
     """How, when, on what machine and at which rate the reference run was made (its manifest.json)."""
     from nmtkit.analysis.logs import AnalysisError
-    return read_json(reference_run(name) / MANIFEST, AnalysisError, hint="written by nmtkit.rehearsal.reference")
+    return read_json(reference_run(name) / MANIFEST, AnalysisError, hint="written by tools.rehearsal.reference")

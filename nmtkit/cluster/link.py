@@ -14,7 +14,7 @@ at the last, so connection set-up and process start-up do not count; TCP and IP 
 
 Bytes per step: counter samples (time, tx_bytes, rx_bytes) of one NIC, from `NicCounters` (psutil, in this
 process: the driver's own machine, e.g. `lo` when the ranks are local engines) or from a sampler inside a network
-namespace (nmtkit.rehearsal.netns.CounterLog); `steady_traffic()` turns them and rank 0's step log into bytes per
+namespace (tools.rehearsal.netns.CounterLog); `steady_traffic()` turns them and rank 0's step log into bytes per
 step between the end of step `first` and the end of the last step, so the initial broadcast, the first step's
 graph tracing and the final evaluation stay out.
 """

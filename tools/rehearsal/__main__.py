@@ -1,14 +1,14 @@
-"""python -m nmtkit.rehearsal [--out DIR] [--rate 1gbit] [--steps 12] [--no-kill]: the two-VM rehearsal."""
+"""python -m tools.rehearsal [--out DIR] [--rate 1gbit] [--steps 12] [--no-kill]: the two-VM rehearsal."""
 import argparse
 import sys
 from pathlib import Path
 
-from nmtkit.rehearsal.netns import unavailable
-from nmtkit.rehearsal.run import Options, default_out, rehearse
+from tools.rehearsal.netns import unavailable
+from tools.rehearsal.run import Options, default_out, rehearse
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m nmtkit.rehearsal", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m tools.rehearsal", description=__doc__)
     ap.add_argument("--out", type=Path, default=None, help="report directory (default: runs/rehearsal-<time>)")
     ap.add_argument("--rate", default="1gbit", help="tc rate of the data link during training")
     ap.add_argument("--steps", type=int, default=12, help="steps of the short run")

@@ -22,8 +22,6 @@ away on exit with the namespaces, the bridge, /etc/netns/<ns> and every process 
 """
 from __future__ import annotations
 
-from nmtkit.errors import NmtkitError
-
 import fcntl
 import os
 import secrets
@@ -35,14 +33,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nmtkit.cluster.link import counter_at
+from nmtkit.errors import NmtkitError
+import tools.rehearsal.probes as probes
 
 SSHD = "/usr/sbin/sshd"
 INSTALL = "apt-get install -y openssh-server iproute2"
 DATA_IFACE = "nmt0"
 
 
-class NetnsError(NmtkitError, RuntimeError):
-    """The two hosts could not be set up; the message says which command failed."""
+class RehearsalError(NmtkitError, RuntimeError):
+    """The rehearsal cannot run, or its reference run cannot be made or frozen as asked; the message says why."""
 
 
 def unavailable() -> str | None:
@@ -66,7 +66,7 @@ def sh(*cmd: str, ns: str | None = None, timeout: float = 30) -> str:
     full = (["ip", "netns", "exec", ns] if ns else []) + list(cmd)
     r = subprocess.run(full, capture_output=True, text=True, timeout=timeout)
     if r.returncode != 0:
-        raise NetnsError(f"{' '.join(full)}: {r.stderr.strip() or r.stdout.strip()}")
+        raise RehearsalError(f"{' '.join(full)}: {r.stderr.strip() or r.stdout.strip()}")
     return r.stdout
 
 
@@ -76,7 +76,7 @@ def _free_subnets() -> tuple[str, str]:
     for c in range(100 + secrets.randbelow(50), 250, 2):
         if f"10.77.{c}." not in used:
             return f"10.77.{c}", f"10.77.{c + 1}"
-    raise NetnsError("no free 10.77.x.0/24 subnet for the rehearsal's bridge")
+    raise RehearsalError("no free 10.77.x.0/24 subnet for the rehearsal's bridge")
 
 
 @dataclass
@@ -126,7 +126,7 @@ class TwoHosts:
     def up(self) -> None:
         why = unavailable()
         if why:
-            raise NetnsError(why)
+            raise RehearsalError(why)
         # Two rehearsals starting at once (a test run and `make rehearsal`) could both find the same subnet free
         # before either takes it: pick and take it under one machine-wide lock. Names carry a random id.
         with open(Path(tempfile.gettempdir()) / "nmtkit-rehearsal-subnets.lock", "a") as lock:
@@ -212,12 +212,12 @@ class TwoHosts:
             deadline = time.time() + timeout
             while True:
                 if h.proc.poll() is not None:
-                    raise NetnsError(f"sshd on {h.name} exited ({h.proc.returncode}): {h.log.read_text().strip()}")
+                    raise RehearsalError(f"sshd on {h.name} exited ({h.proc.returncode}): {h.log.read_text().strip()}")
                 r = self.ssh(h.name, "true", check=False, timeout=15)
                 if r.returncode == 0:
                     break
                 if time.time() > deadline:
-                    raise NetnsError(f"ssh {h.name} fails after {timeout:.0f} s: {r.stderr.strip()}")
+                    raise RehearsalError(f"ssh {h.name} fails after {timeout:.0f} s: {r.stderr.strip()}")
                 time.sleep(0.3)
 
     # --- use -----------------------------------------------------------------------------------------------
@@ -228,7 +228,7 @@ class TwoHosts:
     def ssh(self, host: str, *cmd: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
         r = subprocess.run(self.ssh_cmd(host) + ["--", *cmd], capture_output=True, text=True, timeout=timeout)
         if check and r.returncode != 0:
-            raise NetnsError(f"ssh {host} {' '.join(cmd)}: {r.stderr.strip()}")
+            raise RehearsalError(f"ssh {host} {' '.join(cmd)}: {r.stderr.strip()}")
         return r
 
     def host_spec(self, slots: int = 2) -> str:
@@ -237,9 +237,9 @@ class TwoHosts:
 
     def start_engine(self, i: int, engine_file: str | os.PathLike, log: Path, code_root: str | os.PathLike) -> None:
         """One ipyparallel engine on host i, started over SSH (so it has the host's name, mounts and network),
-        with the same environment as the SSH launcher's engines (nmtkit.rehearsal.ssh.launcher_traits). It
+        with the same environment as the SSH launcher's engines (tools.rehearsal.ssh.launcher_traits). It
         lives as long as its ssh session: down() ends both."""
-        from nmtkit.rehearsal.ssh import launcher_traits
+        from tools.rehearsal.ssh import launcher_traits
         cmd = launcher_traits(self.ssh_config, code_root, self.tmp)["engine_cmd"]
         with open(log, "wb") as out:
             self.engines.append(subprocess.Popen(self.ssh_cmd(self.hosts[i].name) + ["--", *cmd,
@@ -322,17 +322,12 @@ class TwoHosts:
             time.sleep(0.3)
 
 
-COUNTER_LOOP = ("import sys,time\nd='/sys/class/net/'+sys.argv[1]+'/statistics/'\n"
-                "while True:\n    tx=open(d+'tx_bytes').read().strip(); rx=open(d+'rx_bytes').read().strip()\n"
-                "    print(f'{time.time():.3f} {tx} {rx}', flush=True); time.sleep(float(sys.argv[2]))\n")
-
-
 class CounterLog:
     """The data link's byte counters in one host, sampled every `interval` s by a process inside its namespace:
     `with CounterLog(ns) as c: ...` then `c.tx_at(t)` (interpolated) for any wall-clock time t inside the window."""
 
     def __init__(self, ns: str, dev: str = DATA_IFACE, interval: float = 0.1, python: str = "python3"):
-        self.cmd = ["ip", "netns", "exec", ns, python, "-c", COUNTER_LOOP, dev, str(interval)]
+        self.cmd = ["ip", "netns", "exec", ns, *probes.command(python, "counters", dev, str(interval))]
         self.samples: list[tuple[float, int, int]] = []
         self.proc: subprocess.Popen | None = None
 

@@ -1,7 +1,7 @@
 """The frozen reference run: a rehearsal run over a shaped link, trimmed and shipped in the package.
 
-    python -m nmtkit.rehearsal.reference --out runs/reference             # rehearse at 200mbit, then freeze
-    python -m nmtkit.rehearsal.reference --freeze-only --out runs/reference  # freeze an earlier rehearsal again
+    python -m tools.rehearsal.reference --out runs/reference             # rehearse at 200mbit, then freeze
+    python -m tools.rehearsal.reference --freeze-only --out runs/reference  # freeze an earlier rehearsal again
 
 The course runs on one CPU over loopback, where questions 4, 5 and 11 cannot show a network. The rehearsal
 (docs/rehearsal.md) gives two SSH-reached hosts, 2 ranks each, over a `tc`-shaped data link; this module trains
@@ -23,9 +23,9 @@ from pathlib import Path
 
 from nmtkit import config, runs
 from nmtkit.analysis import logs, reference as shipped
-from nmtkit.errors import NmtkitError
 from nmtkit.files import atomic_write_json, atomic_write_text, read_json, sha256_file
-from nmtkit.rehearsal.run import CODE_ROOT, TINY, Options, Rehearsal, rehearse
+from tools.rehearsal.netns import RehearsalError
+from tools.rehearsal.run import CODE_ROOT, TINY, Options, Rehearsal, rehearse
 
 MAX_BYTES = 2_000_000
 # The reference run's shape on top of the rehearsal's TINY: evaluations every 40 steps (questions 2, 3 need 4+),
@@ -38,10 +38,6 @@ RATE = "200mbit"
 # listing, TensorBoard events by scalars.jsonl (the same values).
 COPY = (runs.STATUS, runs.CONFIG, runs.DATA_STATS, runs.SCALARS, runs.BEST_JSON)
 COPY_GLOBS = (f"{runs.RANKS_DIR}/rank*.jsonl", f"{runs.MONITOR_DIR}/*.jsonl", f"{runs.TRANSLATIONS}/*")
-
-
-class ReferenceError(NmtkitError):
-    """The reference run cannot be made or frozen as asked; the message says why."""
 
 
 class ReferenceRehearsal(Rehearsal):
@@ -83,17 +79,17 @@ def freeze(rehearsal_out: Path, dest: Path, *, command: str = "") -> Path:
     """Copy the rehearsal's run (`<rehearsal_out>/run`) into `dest`, trimmed: see the module docstring. Built in a
     temporary sibling directory and renamed into place, so a failed freeze leaves `dest` as it was."""
     rehearsal_out, dest = Path(rehearsal_out).resolve(), Path(dest).resolve()
-    report = read_json(rehearsal_out / "report.json", ReferenceError, hint="written by the rehearsal")
+    report = read_json(rehearsal_out / "report.json", RehearsalError, hint="written by the rehearsal")
     if not report.get("ok"):
-        raise ReferenceError(f"{rehearsal_out}/report.md: the rehearsal was not green; freeze only a green one")
+        raise RehearsalError(f"{rehearsal_out}/report.md: the rehearsal was not green; freeze only a green one")
     if dest.exists() and not (dest / shipped.MANIFEST).is_file():
-        raise ReferenceError(f"{dest}: exists and holds no {shipped.MANIFEST}; not ours to replace")
+        raise RehearsalError(f"{dest}: exists and holds no {shipped.MANIFEST}; not ours to replace")
     dest.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.partial-"))
     try:
         total = _write(rehearsal_out, stage, report, command)
         if total > MAX_BYTES:
-            raise ReferenceError(f"{rehearsal_out}/run: {total:,} B frozen, over the {MAX_BYTES:,} B budget; "
+            raise RehearsalError(f"{rehearsal_out}/run: {total:,} B frozen, over the {MAX_BYTES:,} B budget; "
                                  f"make a shorter run")
         old = dest.with_name(f".{dest.name}.old") if dest.exists() else None
         if old:
@@ -118,11 +114,11 @@ def _write(rehearsal_out: Path, dest: Path, report: dict, command: str) -> int:
         text = _scrub(p.read_text(encoding="utf-8"), places)
         bad = [f for f in shipped.FORBIDDEN if f in text]
         if bad:
-            raise ReferenceError(f"{rel}: still names a path under {bad} after the placeholders; add one to freeze()")
+            raise RehearsalError(f"{rel}: still names a path under {bad} after the placeholders; add one to freeze()")
         atomic_write_text(dest / rel, text)
     info = logs.checkpoint_info(src, with_variables=True)
     if info.prefix is None or info.weights_bytes is None:
-        raise ReferenceError(f"{src}: no readable checkpoint to list ({info.problem})")
+        raise RehearsalError(f"{src}: no readable checkpoint to list ({info.problem})")
     logs.write_checkpoint_listing(info, src, dest)
     atomic_write_text(dest / "README.md", readme(report, command))
     shipped_files = sorted(p for p in dest.rglob("*") if p.is_file())
@@ -131,7 +127,7 @@ def _write(rehearsal_out: Path, dest: Path, report: dict, command: str) -> int:
     manifest = {
         "what": "a frozen reference run: the rehearsal's two SSH-reached hosts (network namespaces on one "
                 "machine), 2 ranks each, gradients over a tc-shaped data link; see docs/rehearsal.md",
-        "command": command or "python -m nmtkit.rehearsal.reference --out <rehearsal>",
+        "command": command or "python -m tools.rehearsal.reference --out <rehearsal>",
         "made": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(made)) if made else None,
         "machine": _machine(), "load_avg_1m_after": traffic.get("load_avg_1m"),
         "tc_rate": (report.get("reference") or {}).get("rate"),
@@ -160,7 +156,7 @@ def readme(report: dict, command: str) -> str:
     return (f"# The reference run ({rate}, 2 hosts x 2 ranks)\n\n"
             f"A training run on the rehearsal's two SSH-reached hosts (network namespaces on one machine, "
             f"docs/rehearsal.md), 2 ranks each, the gradients over a data link shaped by `tc tbf` to {rate}; "
-            f"frozen by `nmtkit.rehearsal.reference` for notebook 04, which analyses it beside the student's run "
+            f"frozen by `tools.rehearsal.reference` for notebook 04, which analyses it beside the student's run "
             f"(`nmtkit.analysis.reference_run()`).\n\n"
             f"- made with: `{command}`\n"
             f"- link measured by preflight ({link.get('from')} -> {link.get('to')}): {link.get('measured_mbit_s')} "
@@ -174,7 +170,7 @@ def readme(report: dict, command: str) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m nmtkit.rehearsal.reference", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m tools.rehearsal.reference", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, required=True, help="the rehearsal's directory (its run is <out>/run)")
     ap.add_argument("--rate", default=RATE, help="tc rate of the data link")
@@ -184,7 +180,7 @@ def main(argv=None) -> int:
     ap.add_argument("--freeze-only", action="store_true", help="freeze an earlier rehearsal in --out")
     a = ap.parse_args(argv)
     if not a.freeze_only:
-        from nmtkit.rehearsal.netns import unavailable
+        from tools.rehearsal.netns import unavailable
         why = unavailable()
         if why:
             print(f"reference run not made: {why}", file=sys.stderr)
@@ -193,7 +189,7 @@ def main(argv=None) -> int:
         print(f"rehearsal {'green' if r['ok'] else 'RED'} in {r['seconds']} s: {a.out / 'report.md'}")
         if not r["ok"]:
             return 1
-    cmd = f"python -m nmtkit.rehearsal.reference --out <rehearsal> --rate {a.rate} --steps {a.steps}"
+    cmd = f"python -m tools.rehearsal.reference --out <rehearsal> --rate {a.rate} --steps {a.steps}"
     dest = freeze(a.out, a.dest or shipped.default_dir(f"rehearsal-{a.rate}"), command=cmd)
     print(f"frozen: {dest} ({sum(p.stat().st_size for p in dest.rglob('*') if p.is_file()):,} B)")
     return 0

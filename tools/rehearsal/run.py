@@ -1,7 +1,7 @@
-"""The homework's two-VM path, rehearsed on one machine: `python -m nmtkit.rehearsal` (or `make rehearsal`).
+"""The homework's two-VM path, rehearsed on one machine: `python -m tools.rehearsal` (or `make rehearsal`).
 
-Two hosts reached over real SSH (nmtkit.rehearsal.netns), 2 engines on each started by ipyparallel's SSH launcher
-(nmtkit.rehearsal.ssh), then what a student does in notebook 03: preflight (the data is pushed to the host that
+Two hosts reached over real SSH (tools.rehearsal.netns), 2 engines on each started by ipyparallel's SSH launcher
+(tools.rehearsal.ssh), then what a student does in notebook 03: preflight (the data is pushed to the host that
 lacks it and checked by sha256 over SSH), a short tiny training on 4 ranks, identical weights on every rank, a
 monitor log per host; the link measured with a timed transfer (between the namespaces at both tc rates, and by
 preflight between engines, recorded in run.json), and the bytes per step that crossed it compared with the
@@ -11,7 +11,6 @@ report.json into the output directory.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import sys
@@ -22,9 +21,10 @@ from pathlib import Path
 from nmtkit import config, runs
 from nmtkit.files import atomic_write_json, atomic_write_text, read_jsonl
 from nmtkit.cluster.link import ring_bytes, steady_traffic
-import nmtkit.rehearsal.link as link
-from nmtkit.rehearsal.netns import DATA_IFACE, CounterLog, TwoHosts
-from nmtkit.rehearsal.ssh import launcher_traits, start_cluster
+import tools.rehearsal.link as link
+import tools.rehearsal.probes as probes
+from tools.rehearsal.netns import DATA_IFACE, CounterLog, TwoHosts
+from tools.rehearsal.ssh import launcher_traits, start_cluster
 
 CODE_ROOT = Path(__file__).resolve().parents[2]
 TINY = {"data.train_size": 2000, "data.dev_size": 20, "data.test_size": 20, "data.vocab_size": 300,
@@ -45,27 +45,9 @@ class Options:
     compressions: tuple[str, ...] = ("none", "fp16")  # train.compression, each run at every measure_rates rate
 
 
-def sha256_dir(d: Path) -> str:
-    h = hashlib.sha256()
-    for p in sorted(d.iterdir()):
-        if p.is_file() and not p.name.startswith("."):
-            h.update(p.name.encode() + b"\0" + p.read_bytes())
-    return h.hexdigest()
-
-
-REMOTE_SHA = ("import hashlib,pathlib,sys;d=pathlib.Path(sys.argv[1]);h=hashlib.sha256()\n"
-              "for p in sorted(d.iterdir()) if d.is_dir() else []:\n"
-              "    if p.is_file() and not p.name.startswith('.'): h.update(p.name.encode()+b'\\0'+p.read_bytes())\n"
-              "print(h.hexdigest() if d.is_dir() else 'missing')")
-
-
 def remote_sha(net: TwoHosts, host: str, d: Path) -> str:
     """sha256 of a data directory on a host, computed there (over SSH): the check that the push arrived intact."""
-    return net.ssh(host, sys.executable, "-c", _quote(REMOTE_SHA), str(d)).stdout.strip()
-
-
-def _quote(s: str) -> str:
-    return "'" + s.replace("'", "'\"'\"'") + "'"
+    return net.ssh(host, *probes.command(sys.executable, "sha", str(d))).stdout.strip()
 
 
 class Rehearsal:
@@ -164,7 +146,7 @@ class Rehearsal:
         self.r["preflight"] = table.reset_index()[["rank", "host", "host_addr", "data_ok", "rendezvous_ok",
                                                    "iface"]].to_dict("records")
         self.r["push_seconds"] = round(time.time() - t, 1)
-        after, local = remote_sha(net, second, data), sha256_dir(data)
+        after, local = remote_sha(net, second, data), probes.dir_sha(data)
         self.check("preflight table shows both hosts", sorted(set(table["host"])) == sorted(h.name for h in net.hosts),
                    ", ".join(sorted(set(table["host"]))))
         self.check("data pushed to the host lacking it, sha256 equal", before == "missing" and after == local,
