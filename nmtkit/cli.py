@@ -88,8 +88,12 @@ def cmd_train(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from nmtkit.analysis.report import write_report
-    path = write_report(args.run, out_dir=args.out, instructor=args.instructor)
+    if args.instructor:
+        from nmtkit.course.verdicts import write_instructor_report
+        path = write_instructor_report(args.run, out_dir=args.out)
+    else:
+        from nmtkit.analysis.report import write_report
+        path = write_report(args.run, out_dir=args.out)
     print(f"report: {path}")
     return 0
 
@@ -102,19 +106,19 @@ def cmd_export(args) -> int:
 
 
 def cmd_course(args) -> int:
-    from nmtkit.course import run_course
+    from nmtkit.course.runner import run_course
     return run_course(out_dir=args.out, profile=args.profile, publish_outputs=args.publish)
 
 
 def cmd_grade(args) -> int:
-    from nmtkit.grade import grade, summary
+    from nmtkit.course.grade import grade, summary
     results = grade(args.submission, workspace=args.workspace, only=args.only or (), out=args.out)
     print(summary(results))
     return 0 if all(r["points"] == r["max_points"] for r in results) else 1
 
 
 def cmd_student(args) -> int:
-    from nmtkit.student import NOTEBOOKS_DIR, write_student_copies
+    from nmtkit.course.student import NOTEBOOKS_DIR, write_student_copies
     for path, replaced in write_student_copies(out_dir=args.out, src_dir=args.notebooks or NOTEBOOKS_DIR,
                                                for_nbgrader=args.nbgrader, force=args.force):
         print(f"{path}: {replaced} exercise(s), instructor cells removed: nbgrader's source" if args.nbgrader else

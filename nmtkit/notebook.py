@@ -98,7 +98,7 @@ class Analysis:
     def eval_mode_losses(self, run, batches: int = 10) -> str:
         """Question 3: the loss with dropout off on a training slice and on dev, from the run's checkpoint (loads
         TensorFlow; a few seconds on the tiny model), or why it cannot be measured."""
-        from nmtkit.heldout import describe
+        from nmtkit.train.heldout import describe
         return describe(run, batches)
 
     def listing(self, run, folder: str = "checkpoints") -> list[str]:
@@ -144,14 +144,16 @@ def show_verdict(rep: Report | None, number: int, rubric: bool = True) -> None:
     if rep is None:
         print(NO_RUNS)
         return
+    from nmtkit.course.rubric import RUBRIC
+    from nmtkit.course.verdicts import answer
     for run in rep.runs:
-        a = rep.answers[run.name][number - 1]
+        a = answer(run, number, rep.out_dir / report.FIGURES_DIR)
         body = a.answer if a.answered else f"**Not answered.** {a.answer}"
         display(Markdown(f"**{run.name}, Q{a.number}.** {body}"))
         if a.figure is not None:
             display(Image(filename=str(a.figure)))
     if rubric:
-        display(Markdown(f"**Rubric, Q{number}.** {report.RUBRIC[number]}"))
+        display(Markdown(f"**Rubric, Q{number}.** {RUBRIC[number]}"))
 
 
 # --- widgets -------------------------------------------------------------------------------------------------

@@ -16,7 +16,8 @@ import pytest
 
 import nmtkit  # noqa: F401
 from nmtkit import config as config_mod, runs
-from nmtkit.analysis import AnalysisError, evidence, load_run, questions, report
+from nmtkit.analysis import AnalysisError, evidence, load_run, report
+from nmtkit.course import verdicts as questions
 from nmtkit.analysis.logs import checkpoint_info, load_scalars, variable_kind
 from nmtkit.data.stats import DataStats
 from nmtkit.files import append_jsonl, atomic_write_json
@@ -355,7 +356,7 @@ def test_learning_rate_prediction_follows_the_rank_scaling(tmp_path):
 
 
 def test_importing_the_analysis_leaves_tensorflow_out():
-    code = ("import sys, nmtkit.analysis, nmtkit.analysis.questions, nmtkit.runs; "
+    code = ("import sys, nmtkit.analysis, nmtkit.course.verdicts, nmtkit.runs; "
             "print('tensorflow' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr

@@ -12,7 +12,7 @@ import pytest
 from conftest import small_config
 from nmtkit import runs
 from nmtkit.analysis import load_run, write_report
-from nmtkit.analysis.questions import Options, answer_all
+from nmtkit.course.verdicts import Options, answer_all
 
 pytestmark = pytest.mark.slow
 

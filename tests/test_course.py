@@ -3,7 +3,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from nmtkit import course
+from nmtkit.course import runner as course
 
 
 def _write(path, *sources):

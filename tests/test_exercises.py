@@ -11,9 +11,9 @@ import nbformat
 
 from nmtkit import config as config_mod
 from nmtkit.analysis import report
-from nmtkit.analysis.exercises import ExerciseError, check, check_lr, check_plan
+from nmtkit.course.exercises import ExerciseError, check, check_lr, check_plan
 from nmtkit.analysis.reference import reference_run
-from nmtkit.student import is_instructor
+from nmtkit.course.student import is_instructor
 
 NB = Path(__file__).resolve().parents[1] / "notebooks"
 
@@ -60,7 +60,7 @@ def test_schedule_and_plan_exercises():
 
 @pytest.mark.slow
 def test_a_wrong_answer_fails_nbval(tmp_path):
-    src = (f"from nmtkit.analysis import report\nfrom nmtkit.analysis.exercises import check\n"
+    src = (f"from nmtkit.analysis import report\nfrom nmtkit.course.exercises import check\n"
            f"rep = report.analyse([{str(reference_run())!r}], {str(tmp_path / 'r')!r})\n")
 
     def notebook(answer):
@@ -81,7 +81,7 @@ def test_a_wrong_answer_fails_nbval(tmp_path):
 
 
 def test_q3_eval_mode_losses_say_why_the_reference_run_cannot_give_them():
-    from nmtkit.heldout import HeldoutError, describe, eval_mode_losses
+    from nmtkit.train.heldout import HeldoutError, describe, eval_mode_losses
     with pytest.raises(HeldoutError, match="no checkpoint weights"):
         eval_mode_losses(reference_run())
     assert describe(reference_run()).startswith("eval-mode losses: cannot measure: rehearsal-200mbit: no checkpoint")

@@ -8,8 +8,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from nmtkit.grade import SKIP_TAG, assemble, grade
-from nmtkit.student import NOTEBOOKS_DIR, exercises, grade_id, is_instructor, student_notebook
+from nmtkit.course.grade import SKIP_TAG, assemble, grade
+from nmtkit.course.student import NOTEBOOKS_DIR, exercises, grade_id, is_instructor, student_notebook
 
 NB04 = NOTEBOOKS_DIR / "04_monitoring_analysis.ipynb"
 CODE = re.compile(r"\w\(|\w\.\w|=|\[|\bimport\b")  # a call, an attribute, an assignment, an index
@@ -51,7 +51,7 @@ def test_assemble_puts_the_instructors_checks_back_and_skips_what_grading_skips(
 
 
 def test_hints_point_in_words_and_never_give_code_or_the_value():
-    from nmtkit.analysis.exercises import TARGETS
+    from nmtkit.course.exercises import TARGETS
     for q, figures in TARGETS.items():
         for name, (_, hint) in figures.items():
             assert not CODE.search(hint), f"{q} {name}: the hint reads like code: {hint}"
@@ -59,8 +59,8 @@ def test_hints_point_in_words_and_never_give_code_or_the_value():
 
 def test_a_wrong_figure_fails_with_a_hint_that_holds_no_code_and_no_answer():
     from nmtkit.analysis import load_run, reference_run
-    from nmtkit.analysis.decisions import decide
-    from nmtkit.analysis.exercises import ExerciseError, check
+    from nmtkit.course.decisions import decide
+    from nmtkit.course.exercises import ExerciseError, check
     ref = load_run(reference_run())
     rep = type("Rep", (), {"runs": [ref]})
     want = decide(ref)["q10"]
@@ -111,9 +111,10 @@ def test_the_students_report_holds_evidence_and_the_instructors_adds_verdicts_an
     import json
     from nmtkit.analysis import reference_run
     from nmtkit.analysis.report import write_report
-    from nmtkit.analysis.rubric import RUBRIC
+    from nmtkit.course.rubric import RUBRIC
     student = write_report([reference_run()], tmp_path / "student").read_text()
-    staff = write_report([reference_run()], tmp_path / "staff", instructor=True).read_text()
+    from nmtkit.course.verdicts import write_instructor_report
+    staff = write_instructor_report([reference_run()], tmp_path / "staff").read_text()
     verdict_words = ("Yes.", "No:", "the network does hold steps back", "No cost")
     assert "evidence" in student and not any(w in student for w in verdict_words) and "Rubric" not in student
     assert all(json.loads((tmp_path / "student" / "report.json").read_text())[n][0]["answer"] == ""

@@ -10,7 +10,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from nmtkit.student import NOTEBOOKS_DIR, grade_id, nbgrader_source
+from nmtkit.course.student import NOTEBOOKS_DIR, grade_id, nbgrader_source
 
 nbgrader = pytest.importorskip("nbgrader", reason="nbgrader is not installed (pip install -e .[dev] brings it)")
 NB04 = "04_monitoring_analysis.ipynb"

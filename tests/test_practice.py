@@ -1,5 +1,5 @@
-"""Notebooks 01, 02, 03 and 05's exercise checks (nmtkit.analysis.practice) and the prose the kit words from a
-table (nmtkit.analysis.prose): right answers pass, each kind of wrong answer fails with a hint and no code, and
+"""Notebooks 01, 02, 03 and 05's exercise checks (nmtkit.course.practice) and the prose the kit words from a
+table (nmtkit.course.prose): right answers pass, each kind of wrong answer fails with a hint and no code, and
 every figure in a generated sentence is the table's."""
 import re
 
@@ -8,8 +8,8 @@ import pytest
 
 import nmtkit as nk
 from nmtkit import config, lr
-from nmtkit.analysis import practice, prose
-from nmtkit.analysis.exercises import ExerciseError
+from nmtkit.course import practice, prose
+from nmtkit.course.exercises import ExerciseError
 from nmtkit.errors import NmtkitError
 
 
@@ -146,4 +146,4 @@ def test_batching(capsys):
 def test_front_door_names():
     for name in ("check_file_size", "check_schedule", "check_link_share", "check_batching", "wmt16_facts",
                  "link_table", "homework_exchange", "draw_ring"):
-        assert getattr(nk, name).__module__.startswith("nmtkit.analysis.")
+        assert getattr(nk, name).__module__.startswith("nmtkit.course.")

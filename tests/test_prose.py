@@ -33,7 +33,7 @@ WRONG = [  # (file, claim that must not appear, why)
     ("notebooks/02_single_gpu_baseline.ipynb", r"\text{lr} = 2.0", "the tiny profile's lr_scale is 0.5"),
     ("notebooks/02_single_gpu_baseline.ipynb", "2**20", "MB means 10^6 bytes throughout"),
     ("docs/instructors.md", "about 10 GB", "data/README.md says about 5 GB"),
-    ("nmtkit/analysis/questions.py", "widening", "the verdict explains the sign and size of the gap"),
+    ("nmtkit/course/verdicts.py", "widening", "the verdict explains the sign and size of the gap"),
     # issue 22, item 5: prose written once about figures that change with every run, or simply wrong
     ("notebooks/03_horovod_multinode.ipynb", "few percent of a step", "the committed table showed a 21% share"),
     ("notebooks/03_horovod_multinode.ipynb", "differ only by noise", "the committed table showed 351 vs 160 ms"),
@@ -131,7 +131,7 @@ def test_the_link_verdict_states_the_figures_of_the_table_it_is_printed_with():
 
 
 def test_the_wmt_figures_notebook_01_prints_are_the_pins():
-    from nmtkit.analysis.prose import wmt16_facts
+    from nmtkit.course.prose import wmt16_facts
     cell = next(c for c in cells("01_data_prep_bpe") if "nk.wmt16_facts()" in "".join(c["source"]))
     assert printed(cell).strip() == wmt16_facts()
 
@@ -140,7 +140,7 @@ def test_the_homeworks_exchange_in_the_docs_is_computed_from_the_parameter_count
     """docs/instructors.md and docs/terminal-lab.md quote the wmt16-base parameter count and what follows from it;
     notebook 02 prints the count, notebook 03 the exchange: all four agree with the model built here."""
     from nmtkit import config
-    from nmtkit.analysis.prose import homework_exchange
+    from nmtkit.course.prose import homework_exchange
     from nmtkit.model.transformer import build, count_params
     base = config.profile("wmt16-base")
     params = count_params(build(base.model, base.data.vocab_size))

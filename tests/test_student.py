@@ -5,7 +5,7 @@ import nbformat
 import pytest
 
 from nmtkit import cli
-from nmtkit.student import StudentError, strip_solutions, write_student_copies
+from nmtkit.course.student import StudentError, strip_solutions, write_student_copies
 
 INTRO = "import pandas as pd\nframe = pd.DataFrame({'step': [1, 2], 'loss': [3.0, 2.5]})\nframe"
 EXERCISE = """def lr(step, d_model=512, warmup=8000):
@@ -109,7 +109,7 @@ def test_cli_student_names_a_missing_notebook_dir(tmp_path, capsys):
 # --- the exercise convention (nbgrader metadata) and what student copies of the course leave out --------------
 
 def test_student_copies_of_the_course_carry_no_verdicts_and_an_answer_cell_per_question(tmp_path):
-    from nmtkit.student import NOTEBOOKS_DIR, exercises, is_instructor, role
+    from nmtkit.course.student import NOTEBOOKS_DIR, exercises, is_instructor, role
     written = dict(write_student_copies(tmp_path, NOTEBOOKS_DIR))
     for path in written:
         text = path.read_text()
@@ -133,7 +133,7 @@ def test_student_copies_of_the_course_carry_no_verdicts_and_an_answer_cell_per_q
 
 
 def test_hidden_tests_never_reach_a_student_copy():
-    from nmtkit.student import nbgrader_metadata, student_notebook
+    from nmtkit.course.student import nbgrader_metadata, student_notebook
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell("x = 1\n### BEGIN SOLUTION\nx = 2\n### END SOLUTION",
                                           metadata=nbgrader_metadata("09", "q1", "work")),
@@ -151,7 +151,7 @@ def test_hidden_tests_never_reach_a_student_copy():
     ("twice", "repeats cell"),
 ])
 def test_the_convention_is_enforced_before_a_student_sees_it(broken, message):
-    from nmtkit.student import nbgrader_metadata, student_notebook
+    from nmtkit.course.student import nbgrader_metadata, student_notebook
     work = nbformat.v4.new_code_cell("### BEGIN SOLUTION\nx = 2\n### END SOLUTION",
                                      metadata=nbgrader_metadata("09", "q1", "work"))
     check = nbformat.v4.new_code_cell("check(x)", metadata=nbgrader_metadata("09", "q1", "check", 1))

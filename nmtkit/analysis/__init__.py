@@ -1,18 +1,20 @@
-"""Analysis of finished (or unfinished) runs from their files alone: loading, figures, the 11 questions, the report.
+"""Analysis of finished (or unfinished) runs from their files alone: runs' files -> measurements -> figures -> report.
 
     logs.py       the run directory's files -> a Run of DataFrames (run.json, config, data_stats.json through
                   their owners: nmtkit.runs and DataStats); the latest checkpoint's files and variables
     evidence.py   measurements of the learning, the data and the checkpoints -> numbers (Q1-3, Q6-10)
     machines.py   measurements of the machines from the monitor samples -> numbers (Q4, Q5, Q11)
     figures.py    PNG figures (matplotlib, Agg), written atomically
-    questions.py  the 11 answers in words, from the numbers and the figures; answer_all
+    questions.py  each question's evidence and figure, no verdict: measured, evidence_all
     report.py     report.md / report.json for one or more runs, and the notebooks' no-display helpers
     reference.py  the reference run shipped with the kit (2 hosts x 2 ranks over a shaped link): reference_run()
+    live.py       a run followed from its files while it trains (the notebooks' panel, nmtkit.notebook.attach)
 
-Never imports nmtkit.train or TensorFlow (only checkpoint_info's variable listing does, when called): a run
-directory copied from any machine is enough.
+The verdicts in words, the decisions they rest on and the rubric are the course's (nmtkit.course). Never imports
+nmtkit.train or TensorFlow (only checkpoint_info's variable listing does, when called): a run directory copied
+from any machine is enough.
 """
 from nmtkit.analysis.logs import AnalysisError, Run, load_run, load_runs  # noqa: F401
 from nmtkit.analysis.reference import reference_run  # noqa: F401
-from nmtkit.analysis.questions import Answer, Options, answer_all  # noqa: F401
+from nmtkit.analysis.questions import Answer, Options, evidence_all  # noqa: F401
 from nmtkit.analysis.report import Report, analyse, write_report  # noqa: F401

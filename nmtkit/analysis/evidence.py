@@ -3,7 +3,7 @@
 
 Each `measure_*` returns the evidence (a flat dict that goes into report.json) and, where a figure needs them, the
 frames or arrays it was computed from; it raises `Missing` saying what the logs lack. Words are in
-nmtkit.analysis.questions, drawings in nmtkit.analysis.figures.
+nmtkit.course.verdicts, drawings in nmtkit.analysis.figures.
 """
 from __future__ import annotations
 
@@ -36,6 +36,11 @@ class Options:
     gap_tol: float = 0.05                   # Q3: a signed gap that rose by more than this (nats) counts
     busy_util: float = 80.0                 # Q4: "busy" means above this utilisation (%)
     skip_steps: int = 3                     # Q10/11: first steps of each rank (graph tracing, warm-up) left out
+
+
+def bytes_per_param(run: Run) -> int:
+    """What one gradient value costs on the wire: 2 bytes under train.compression=fp16, else 4 (float32)."""
+    return 2 if run.config and run.config.train.compression == "fp16" else 4
 
 
 # --- frames shared by several questions ---------------------------------------------------------------

@@ -2,7 +2,7 @@
 under nohup, another kernel, this kernel before a restart). The same interface as a cluster Job (`done`,
 `check()`, `progress()`, `headline()`), so `nmtkit.notebook.panel` shows either.
 
-    nb.attach("workspace/runs/horovod")     # in a notebook; or RunWatch(run).progress() anywhere
+    nk.attach("workspace/runs/horovod")     # in a notebook; or RunWatch(run).progress() anywhere
 """
 from __future__ import annotations
 

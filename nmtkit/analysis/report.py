@@ -16,8 +16,7 @@ from nmtkit import runs as rundir
 import nmtkit.analysis.figures as figures
 from nmtkit.analysis.evidence import Options, steady_steps, tokens_per_s
 from nmtkit.analysis.logs import AnalysisError, Run, load_runs
-from nmtkit.analysis.questions import Answer, answer_all
-from nmtkit.analysis.rubric import RUBRIC
+from nmtkit.analysis.questions import Answer, evidence_all
 from nmtkit.files import atomic_write_text
 
 FIGURES_DIR = "figures"
@@ -30,9 +29,13 @@ class Report:
     figures: dict[str, Path] = field(default_factory=dict)          # overview figures (all runs together)
     answers: dict[str, list[Answer]] = field(default_factory=dict)  # run name -> its 11 answers
     comparison: pd.DataFrame = field(default_factory=pd.DataFrame)  # one row per run
+    rubric: dict[int, str] | None = None  # question -> rubric: only where the course's verdicts made the answers
 
     def markdown(self, instructor: bool = False) -> str:
         """The report; the kit's verdicts and the rubric only for instructors (students get the evidence)."""
+        if instructor and self.rubric is None:
+            raise AnalysisError("an instructor's report needs the course's verdicts: nmtkit.course.verdicts."
+                                "write_instructor_report, or `nmtkit report --instructor` in the instructor's kit")
         rel = lambda p: os.path.relpath(p, self.out_dir)  # noqa: E731  links that survive moving the folder
         names = ", ".join(r.name for r in self.runs)
         out = [f"# Training report: {names}", "",
@@ -55,7 +58,7 @@ class Report:
                 out += [f"### {a.number}. {a.title}", ""]
                 if instructor:
                     out += [a.answer if a.answered else f"**Not answered.** {a.answer}", "",
-                            f"**Rubric.** {RUBRIC[a.number]}", ""]
+                            f"**Rubric.** {self.rubric[a.number]}", ""]
                 elif not a.answered:
                     out += [f"**Cannot be answered from these logs:** {a.missing}.", ""]
                 if a.figure is not None:
@@ -138,12 +141,14 @@ def comparison(runs: list[Run], answers: dict[str, list[Answer]]) -> pd.DataFram
     return pd.DataFrame(rows)
 
 
-def analyse(runs, out_dir: str | Path | None = None, options: Options | None = None) -> Report:
-    """Load the runs, draw the overview figures and answer the questions (figures under out_dir/figures)."""
+def analyse(runs, out_dir: str | Path | None = None, options: Options | None = None, answers=evidence_all,
+            rubric: dict[int, str] | None = None) -> Report:
+    """Load the runs, draw the overview figures and each question's evidence (figures under out_dir/figures);
+    `answers(run, fig_dir, options) -> [Answer]` words them too where the caller has the verdicts (the course)."""
     loaded = runs if runs and all(isinstance(r, Run) for r in runs) else load_runs(runs)
     out_dir = Path(out_dir) if out_dir is not None else loaded[0].path
     fig_dir = out_dir / FIGURES_DIR
-    rep = Report(loaded, out_dir)
+    rep = Report(loaded, out_dir, rubric=rubric)
     warmup = loaded[0].config.train.warmup_steps if loaded[0].config else None
     overview = {  # title -> (file name, drawing)
         "BLEU": ("bleu", lambda p: figures.bleu(loaded, p)),
@@ -158,24 +163,25 @@ def analyse(runs, out_dir: str | Path | None = None, options: Options | None = N
         if path is not None:
             rep.figures[title] = path
     for run in loaded:
-        rep.answers[run.name] = answer_all(run, fig_dir, options)
+        rep.answers[run.name] = answers(run, fig_dir, options)
     rep.comparison = comparison(loaded, rep.answers)
     return rep
 
 
 def write_report(runs, out_dir: str | Path | None = None, options: Options | None = None,
-                 instructor: bool = False) -> Path:
+                 instructor: bool = False, answers=evidence_all, rubric: dict[int, str] | None = None) -> Path:
     """Write report.md (and report.json, the answers as data) for one or more run directories; returns report.md.
-    Without `instructor` both hold the evidence but not the kit's verdicts."""
+    Both hold the evidence; the verdicts and the rubric only with `instructor`, where the course passes its
+    `answers` and `rubric` (nmtkit.course.verdicts.write_instructor_report)."""
     if isinstance(runs, (str, Path)):
         runs = [runs]
     if not runs:
         raise AnalysisError("no run directories given: pass --run DIR (repeat it to compare runs)")
-    rep = analyse(list(runs), out_dir, options)
+    rep = analyse(list(runs), out_dir, options, answers, rubric)
     rep.out_dir.mkdir(parents=True, exist_ok=True)
     md = atomic_write_text(rep.out_dir / "report.md", rep.markdown(instructor))
     data = {name: [{**asdict(a), "figure": str(a.figure) if a.figure else None,
-                    **({"rubric": RUBRIC[a.number]} if instructor else {"answer": ""})} for a in answers]
+                    **({"rubric": rep.rubric[a.number]} if instructor else {"answer": ""})} for a in answers]
             for name, answers in rep.answers.items()}
     atomic_write_text(rep.out_dir / "report.json", json.dumps(data, indent=1, default=_jsonable) + "\n")
     return md

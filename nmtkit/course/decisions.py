@@ -1,7 +1,7 @@
 """The figures that decide each homework question, computed from a run's logs the way the exercises of notebook 04
 ask the student to compute them: `decide(run)[q]` is {variable name: value} for q in "q1".."q11".
 
-These are what `nmtkit.analysis.exercises.check` grades against and what the instructor's verdicts quote; the
+These are what `nmtkit.course.exercises.check` grades against and what the instructor's verdicts quote; the
 student never needs this module (its figures are the answers). TensorFlow-free; a question whose inputs the logs
 lack is left out (with the reason under "missing").
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from nmtkit import lr
-from nmtkit.analysis.evidence import Missing, Options, plateau_rule, steady_steps
+from nmtkit.analysis.evidence import Missing, Options, bytes_per_param, plateau_rule, steady_steps
 from nmtkit.analysis.logs import Run, checkpoint_info
 from nmtkit.config import profile
 
@@ -25,11 +25,6 @@ def step_seconds(run: Run, o: Options) -> float:
     if st.empty:
         raise Missing("per-step times (ranks/rank<R>.jsonl)")
     return float(st["step_time"].mean())
-
-
-def bytes_per_param(run: Run) -> int:
-    """What one gradient value costs on the wire: 2 bytes under train.compression=fp16, else 4 (float32)."""
-    return 2 if run.config and run.config.train.compression == "fp16" else 4
 
 
 def q1(run: Run, o: Options) -> dict:

@@ -1,5 +1,5 @@
 """Exercise checks: the student computes the figures that decide a question from the loaded logs; `check`
-compares them with the kit's own (nmtkit.analysis.decisions) for the same run and prints a tick, or raises with a
+compares them with the kit's own (nmtkit.course.decisions) for the same run and prints a tick, or raises with a
 hint that points at the mistake (never code, never the expected value), so a wrong answer fails grading.
 
     nk.check(rep, "q5", bound_mb=..., link_s_1g=..., run=ref)   # notebook 04, after the student's cell
@@ -17,7 +17,7 @@ from nmtkit.errors import NmtkitError
 
 import math
 
-from nmtkit.analysis.decisions import decide
+from nmtkit.course.decisions import decide
 
 
 class ExerciseError(NmtkitError, AssertionError):

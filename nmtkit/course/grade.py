@@ -5,7 +5,7 @@
 For each of the student's NN_*.ipynb that the kit also ships, grading
 
 1. assembles the graded notebook: the student's cells in the student's order, with every check cell (by its
-   nbgrader grade id, nmtkit.student) replaced by the instructor's, hidden tests included; a check cell the
+   nbgrader grade id, nmtkit.course.student) replaced by the instructor's, hidden tests included; a check cell the
    student deleted is put back after the student's work cell of the same question. Deleting or editing a check
    changes nothing.
 2. leaves out the cells tagged "grade-skip" (training, starting a cluster: the minutes a notebook spends making
@@ -28,7 +28,8 @@ from pathlib import Path
 
 from nmtkit.errors import NmtkitError
 from nmtkit.files import atomic_write_json
-from nmtkit.student import MARKDOWN_STUB, NOTEBOOKS_DIR, cell_source, exercises, grade_id, is_instructor
+from nmtkit.course.student import (MARKDOWN_STUB, NOTEBOOKS_DIR, cell_source, exercises, grade_id, is_instructor,
+                                   kernel_name)
 
 SKIP_TAG = "grade-skip"
 
@@ -107,12 +108,11 @@ def grade_notebook(path: Path, instructor_path: Path, workspace: Path, timeout: 
     """Assemble, run and score one notebook of a submission."""
     import nbformat
     from nbclient import NotebookClient
-    from nmtkit.course import _kernel_name
 
     nb = assemble(nbformat.read(path, as_version=4), nbformat.read(instructor_path, as_version=4), path.name)
     env = {**os.environ, "NMTKIT_WORKDIR": str(workspace), "NMTKIT_GRADING": "1"}
     run_dir = Path(tempfile.mkdtemp(prefix="nmtkit-graded-"))
-    client = NotebookClient(nb, timeout=timeout, kernel_name=_kernel_name(nb), allow_errors=True,
+    client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name(nb), allow_errors=True,
                             resources={"metadata": {"path": str(run_dir)}})
     t0 = time.time()
     with open(run_dir / "kernel.log", "wb") as log:  # the kernel's start-up chatter stays out of the terminal

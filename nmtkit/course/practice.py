@@ -17,8 +17,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from nmtkit.analysis.exercises import ExerciseError
-from nmtkit.analysis.prose import BOUND_SHARE, link_table
+from nmtkit.course.exercises import ExerciseError
+from nmtkit.course.prose import BOUND_SHARE, link_table
 
 TEXT_FILES = [f"{split}.{lang}" for split in ("train", "dev", "test") for lang in ("en", "de")]
 

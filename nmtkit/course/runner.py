@@ -5,15 +5,14 @@ figures and report.md all land there; the executed copies are written beside the
 """
 from __future__ import annotations
 
-from nmtkit.errors import NmtkitError
-
 import os
 import sys
 import time
 from datetime import datetime
 from pathlib import Path
 
-NOTEBOOKS_DIR = Path(__file__).resolve().parents[1] / "notebooks"
+from nmtkit.course.student import NOTEBOOKS_DIR, kernel_name
+from nmtkit.errors import NmtkitError
 
 
 class CourseError(NmtkitError, RuntimeError):
@@ -25,13 +24,6 @@ def notebooks(directory: Path = NOTEBOOKS_DIR) -> list[Path]:
     if not found:
         raise CourseError(f"no notebooks (NN_name.ipynb) in {directory}")
     return found
-
-
-def _kernel_name(nb) -> str:
-    """The notebook's kernel if installed (the 'nmtkit' kernel sets TF_USE_LEGACY_KERAS), else python3."""
-    from jupyter_client.kernelspec import KernelSpecManager
-    wanted = nb.metadata.get("kernelspec", {}).get("name", "python3")
-    return wanted if wanted in KernelSpecManager().find_kernel_specs() else "python3"
 
 
 def _failing_cell(nb) -> tuple[int, str]:
@@ -55,7 +47,7 @@ def execute(path: Path, out_dir: Path, timeout: int = 1200) -> float:
     skipped = [c for c in nb.cells if c.cell_type == "code" and c.source.lstrip().startswith("# NBVAL_SKIP")]
     for cell in skipped:
         cell.metadata.setdefault("tags", []).append("skip-execution")
-    client = NotebookClient(nb, timeout=timeout, kernel_name=_kernel_name(nb),
+    client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name(nb),
                             resources={"metadata": {"path": str(path.parent)}})
     t0 = time.time()
     # The kernel's stderr (TensorFlow's C++ start-up chatter) goes to a log beside the executed copy, keeping the

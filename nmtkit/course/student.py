@@ -16,7 +16,7 @@ The committed notebooks are the instructor's. Every exercise is three cells, mar
 Cells tagged "instructor" (the kit's own verdicts and rubric) are left out of student copies. A student copy
 replaces every SOLUTION block, markers included, with `raise NotImplementedError` at the BEGIN marker's
 indentation (in Markdown: "YOUR ANSWER HERE"), drops hidden tests, and clears every output. `nmtkit grade`
-(nmtkit.grade) puts the instructor's check cells back by grade id before it runs a submission, so deleting or
+(nmtkit.course.grade) puts the instructor's check cells back by grade id before it runs a submission, so deleting or
 editing a check cell changes nothing.
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ from pathlib import Path
 from nmtkit.errors import CourseError
 from nmtkit.files import atomic_write_json, atomic_write_text, read_json, sha256_file
 
-NOTEBOOKS_DIR = Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"  # the instructor's, in the kit's checkout
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 CODE_STUB, MARKDOWN_STUB = "raise NotImplementedError", "YOUR ANSWER HERE"
@@ -96,12 +96,21 @@ def exercises(nb: dict, name: str = "notebook") -> dict[str, dict[str, int]]:
         wrong = [k for k in ("solution", "grade", "locked") if bool(meta.get(k)) != want[k]]
         if wrong or (cell.get("cell_type") == "markdown") != (kind == "verdict"):
             raise StudentError(f"{name}, cell {i}: {grade_id(cell)} has the wrong cell type or nbgrader flags "
-                               f"{wrong}; use nmtkit.student.nbgrader_metadata")
+                               f"{wrong}; use nmtkit.course.student.nbgrader_metadata")
         out[q][kind] = i
     for q, cells in out.items():
         if set(cells) != set(ROLES):
             raise StudentError(f"{name}: exercise {q} lacks its {', '.join(sorted(set(ROLES) - set(cells)))} cell")
     return out
+
+
+# --- running a notebook -------------------------------------------------------------------------------------
+
+def kernel_name(nb) -> str:
+    """The notebook's kernel if installed (the 'nmtkit' kernel sets TF_USE_LEGACY_KERAS), else python3."""
+    from jupyter_client.kernelspec import KernelSpecManager
+    wanted = nb.metadata.get("kernelspec", {}).get("name", "python3")
+    return wanted if wanted in KernelSpecManager().find_kernel_specs() else "python3"
 
 
 # --- student copies ----------------------------------------------------------------------------------------

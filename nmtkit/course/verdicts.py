@@ -1,63 +1,25 @@
-"""The homework's 11 questions, answered in words from a run's measurements.
+"""The kit's verdicts on the homework's 11 questions, in words: the instructor's half of the report.
 
-Every answer is an `Answer`: its number, the question, the answer in words, the numbers it rests on (evidence),
-a figure, and — when the logs cannot answer — answered=False with `missing` saying what would be needed.
-The numbers come from nmtkit.analysis.evidence and .machines, the drawings from .figures; this module only
-words the verdicts. Nothing here guesses: no figure from the config stands in for one that should have been measured.
+Every answer is an `Answer` (nmtkit.analysis.questions): its number, the question, the answer in words, the numbers
+it rests on (evidence: the run's measurements, nmtkit.analysis.questions.measured, plus the deciding figures of
+nmtkit.course.decisions), a figure, and, when the logs cannot answer, answered=False with `missing` saying what
+would be needed. Nothing here guesses: no figure from the config stands in for one that should have been measured.
+Students' copies of the kit leave this module out; the plain report shows only the evidence.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
-import nmtkit.analysis.decisions as D
-import nmtkit.analysis.evidence as E
-import nmtkit.analysis.figures as figures
 import nmtkit.analysis.machines as M
+import nmtkit.course.decisions as D
 from nmtkit.analysis.evidence import Missing, Options  # noqa: F401  Options is part of this module's API
 from nmtkit.analysis.logs import Run
-
-TITLES = {
-    1: "How long did the run take, and how long would the homework's step count take at this run's pace?",
-    2: "Is the model fully trained?",
-    3: "Is the model overfitting?",
-    4: "Were the GPUs fully utilised?",
-    5: "Was the network the bottleneck?",
-    6: "What does the learning-rate plot show, and why?",
-    7: "How big is the training set?",
-    8: "Which files make up a TensorFlow checkpoint?",
-    9: "How big is a checkpoint, and how much of it is weights vs optimizer state?",
-    10: "What is the average step time?",
-    11: "Is step time correlated with inter-node network throughput?",
-}
-
-
-@dataclass
-class Answer:
-    number: int
-    title: str
-    answer: str = ""
-    evidence: dict = field(default_factory=dict)
-    figure: Path | None = None
-    answered: bool = True
-    missing: str = ""
-    run: str = ""
-
-
-def missing(number: int, what: str, run: Run, evidence: dict | None = None, answer: str = "") -> Answer:
-    return Answer(number, TITLES[number], answer=answer or f"Cannot answer from these logs: {what}.",
-                  evidence=evidence or {}, answered=False, missing=what, run=run.name)
-
-
-def _drawn(fig_dir, run: Run, number: int, name: str, draw) -> Path | None:
-    """draw(path) into <fig_dir>/<run>-q<NN>-<name>.png; None when no figures are wanted."""
-    return None if fig_dir is None else draw(Path(fig_dir) / f"{run.name}-q{number:02d}-{name}.png")
-
+import nmtkit.analysis.questions as Q
+from nmtkit.analysis.questions import TITLES, Answer, guarded, missing  # noqa: F401  part of the API
 
 def q1_time_and_cost(run: Run, fig_dir, o: Options) -> Answer:
-    ev, curve = E.measure_time_and_cost(run, o)
-    ev = {k: v for k, v in ev.items() if k not in ("projected_hours", "projected_cost", "price_per_node_hour",
-                                                   "lower_bound", "target_source")}
+    ev, fig = Q.measured(1, run, fig_dir, o)
     d = D.q1(run, o)
     ev.update(d)
     text = (f"The run took {_hms(ev['elapsed_s'])} of wall-clock time to reach step {ev['step']:,} (status: "
@@ -70,13 +32,11 @@ def q1_time_and_cost(run: Run, fig_dir, o: Options) -> Answer:
                  f"USD {d['cost']:,.0f}.")
     else:
         text += "No cost: these ranks ran on hardware with no price (local processes are not cloud VMs)."
-    fig = _drawn(fig_dir, run, 1, "progress", lambda p: figures.progress(
-        curve["hours"].to_numpy(), curve["step"].to_numpy(), ev["step"], ev["steps_per_s"] * 3600, p))
     return Answer(1, TITLES[1], text.strip(), ev, fig, run=run.name)
 
 
 def q2_fully_trained(run: Run, fig_dir, o: Options) -> Answer:
-    ev, bleu, loss = E.measure_plateau(run, o)
+    ev, fig = Q.measured(2, run, fig_dir, o)
     k, parts = o.plateau_k, []
     if "bleu_plateau" in ev:
         parts.append(f"dev BLEU {'has plateaued' if ev['bleu_plateau'] else 'is still rising'} "
@@ -99,12 +59,11 @@ def q2_fully_trained(run: Run, fig_dir, o: Options) -> Answer:
         text += f" (Judged on eval loss alone: only {ev['bleu_evaluations']} BLEU evaluations.)"
     elif "eval_loss_plateau" not in ev:
         text += f" (Judged on BLEU alone: only {ev['loss_evaluations']} eval-loss evaluations.)"
-    fig = _drawn(fig_dir, run, 2, "plateau", lambda p: figures.plateau(bleu, loss, k, p))
     return Answer(2, TITLES[2], text, ev, fig, run=run.name)
 
 
 def q3_overfitting(run: Run, fig_dir, o: Options) -> Answer:
-    ev, g = E.measure_overfitting(run, o)
+    ev, fig = Q.measured(3, run, fig_dir, o)
     first, last = ev["gap_first"], ev["gap_last"]
     trend = {"falling": "is still falling", "flat": "has stopped improving", "rising": "has risen"}[ev["eval_trend"]]
     held_out = (f"eval loss {trend} ({ev['eval_loss_first']:.3f} at the first evaluation, best "
@@ -131,7 +90,6 @@ def q3_overfitting(run: Run, fig_dir, o: Options) -> Answer:
     elif last > 0:
         text += ("A positive gap means the model does better on sentences it trained on than on new ones; it "
                  "matters only when it grows while eval loss stops falling.")
-    fig = _drawn(fig_dir, run, 3, "gap", lambda p: figures.loss_gap(g["step"], g["train"], g["eval"], p))
     return Answer(3, TITLES[3], text.strip(), ev, fig, run=run.name)
 
 
@@ -145,7 +103,7 @@ NCCL_WAIT = ("A wait for the gradient exchange does not show as idle: NCCL's ker
 
 
 def q4_utilisation(run: Run, fig_dir, o: Options) -> Answer:
-    ev = M.measure_utilisation(run, o)
+    ev, fig = Q.measured(4, run, fig_dir, o)
     listing = "; ".join(f"{r['host']} {r['device']}: mean {r['mean']:.0f}%, above {o.busy_util:.0f}% "
                         f"{r['busy_share']:.0%} of the time"
                         + (f", memory peak {r['mem_peak_mb'] / 1024:.1f} of {r['mem_total_mb'] / 1024:.1f} GiB"
@@ -167,13 +125,11 @@ def q4_utilisation(run: Run, fig_dir, o: Options) -> Answer:
     else:
         text = (f"No: {listing}.{mfu} Idle time means the GPUs waited on input or on evaluation and checkpointing. "
                 f"{NVML_MEANING} {NCCL_WAIT}")
-    fig = _drawn(fig_dir, run, 4, "utilisation", lambda p: figures.device_utilisation([run], p))
     return Answer(4, TITLES[4], text, ev, fig, run=run.name)
 
 
 def q5_network(run: Run, fig_dir, o: Options) -> Answer:
-    ev = M.measure_network(run, replace(o, bytes_per_param=D.bytes_per_param(run)))
-    fig = _drawn(fig_dir, run, 5, "network", lambda p: figures.network([run], p))
+    ev, fig = Q.measured(5, run, fig_dir, o)
     if ev["ranks"] <= 1:
         text = ("No: this is a single-rank run, so there is no gradient exchange at all; the network carried only "
                 "incidental traffic. The question matters for the multi-node run.")
@@ -204,7 +160,7 @@ def q5_network(run: Run, fig_dir, o: Options) -> Answer:
 
 
 def q6_learning_rate(run: Run, fig_dir, o: Options) -> Answer:
-    ev = E.measure_learning_rate(run)
+    ev, fig = Q.measured(6, run, fig_dir, o)
     peak, peak_step = ev["peak_lr"], ev["peak_step"]
     if "predicted_peak_lr" in ev:
         w, factor = ev["warmup_steps"], ev["rank_factor"]
@@ -227,12 +183,11 @@ def q6_learning_rate(run: Run, fig_dir, o: Options) -> Answer:
     text += ("This shape is the schedule's doing, computed from the step number alone: warmup keeps Adam's first "
              "updates small while its moment estimates are still noisy, then the decay anneals. Adam does not set "
              "the learning rate; it only rescales each parameter's update.")
-    fig = _drawn(fig_dir, run, 6, "lr", lambda p: figures.learning_rate([run], p, ev.get("warmup_steps")))
     return Answer(6, TITLES[6], text, ev, fig, run=run.name)
 
 
 def q7_training_set(run: Run, fig_dir, o: Options) -> Answer:
-    ev = E.measure_training_set(run)
+    ev, _ = Q.measured(7, run, fig_dir, o)
     d = D.q7(run, o)
     ev.update(d)
     return Answer(7, TITLES[7], run.data_stats.answer() + f" Exactly: {d['train_mb']:.3f} MB (10^6 bytes) = "
@@ -241,7 +196,7 @@ def q7_training_set(run: Run, fig_dir, o: Options) -> Answer:
 
 
 def q8_checkpoint_files(run: Run, fig_dir, o: Options) -> Answer:
-    ev = E.measure_checkpoint_files(run)
+    ev, fig = Q.measured(8, run, fig_dir, o)
     name, files = Path(ev["prefix"]).name, ev["files"]
     text = (f"The latest checkpoint, {name}, is {len(files)} files: "
             + "; ".join(f"{Path(f['file']).name} ({f['bytes']:,} B) - {f['role']}" for f in files)
@@ -249,13 +204,11 @@ def q8_checkpoint_files(run: Run, fig_dir, o: Options) -> Answer:
               "TensorFlow 1 answer also lists ckpt-N.meta: TF1's tf.train.Saver stored the graph (a MetaGraphDef) "
               "beside the values. TensorFlow 2's object-based checkpoints write no .meta: the Python code rebuilds "
               "the model, and the .index records which object each value belongs to.")
-    fig = _drawn(fig_dir, run, 8, "files", lambda p: figures.bars(
-        [Path(f["file"]).name for f in files], [f["bytes"] / 1e6 for f in files], p, f"Files of {name}", "MB"))
     return Answer(8, TITLES[8], text, ev, fig, run=run.name)
 
 
 def q9_checkpoint_size(run: Run, fig_dir, o: Options) -> Answer:
-    ev = E.measure_checkpoint_size(run)
+    ev, fig = Q.measured(9, run, fig_dir, o)
     if "problem" in ev:
         return missing(9, ev["problem"], run, ev, f"The latest checkpoint takes {ev['total_mb']:.2f} MB on disk, but "
                                                   f"its weights/optimizer split cannot be computed: {ev['problem']}.")
@@ -271,14 +224,11 @@ def q9_checkpoint_size(run: Run, fig_dir, o: Options) -> Answer:
             f"({ev['optimizer_to_weights']:.2f}x the weights: Adam keeps two moments, m and v, per parameter), plus "
             f"{ev['other_mb']:.3f} MB of counters and the object graph. An exported model for inference needs only "
             f"the weights.")
-    fig = _drawn(fig_dir, run, 9, "split", lambda p: figures.bars(
-        ["weights", "optimizer (Adam m, v, ...)", "other"], [ev["weights_mb"], ev["optimizer_mb"], ev["other_mb"]],
-        p, "Checkpoint contents", "MB"))
     return Answer(9, TITLES[9], text, ev, fig, run=run.name)
 
 
 def q10_step_time(run: Run, fig_dir, o: Options) -> Answer:
-    ev, x = E.measure_step_time(run, o)
+    ev, fig = Q.measured(10, run, fig_dir, o)
     n = run.n_ranks
     text = (f"{ev['mean_ms']:.1f} ms per step on average (std {ev['std_ms']:.1f} ms, median {ev['median_ms']:.1f}, "
             f"10-90% range {ev['p10_ms']:.1f}-{ev['p90_ms']:.1f} ms) over {ev['n']:,} steps, from {ev['source']}. "
@@ -295,13 +245,11 @@ def q10_step_time(run: Run, fig_dir, o: Options) -> Answer:
                  + " (synchronous training: every rank waits for the slowest).")
     if "tokens_per_s_per_rank" in ev:
         text += f" That is {ev['tokens_per_s_per_rank']:,.0f} tokens/s per rank."
-    fig = _drawn(fig_dir, run, 10, "steptime", lambda p: figures.histogram(
-        x * 1000, p, "Step time", "ms/step", {"mean": ev["mean_ms"], "median": ev["median_ms"]}))
     return Answer(10, TITLES[10], text, ev, fig, run=run.name)
 
 
 def q11_correlation(run: Run, fig_dir, o: Options) -> Answer:
-    ev, pairs = M.measure_correlation(run, o)
+    ev, fig = Q.measured(11, run, fig_dir, o)
     r, iface = ev["pearson_r"], ev["iface"]
     if run.n_ranks <= 1:
         text = ("A single-rank run exchanges no gradients, so its network traffic is incidental: there is nothing "
@@ -328,9 +276,6 @@ def q11_correlation(run: Run, fig_dir, o: Options) -> Answer:
     text += (f"As a description only: Pearson r = {r:+.2f} between step time and {iface} throughput over "
              f"{ev['pairs']} one-sample windows ({ev['steps_matched']:,} steps), a {ev['strength']} "
              f"{'positive' if r > 0 else 'negative'} correlation (windows without a step end are not paired).")
-    fig = _drawn(fig_dir, run, 11, "scatter", lambda p: figures.scatter(
-        pairs["net_Bps"].to_numpy() / 1e6, pairs["step_time"].to_numpy() * 1000, p,
-        f"Step time vs {iface} throughput (r = {r:+.2f})", f"{iface} sent + received (MB/s)", "step time (ms)"))
     return Answer(11, TITLES[11], text, ev, fig, run=run.name)
 
 
@@ -341,15 +286,12 @@ QUESTIONS = (q1_time_and_cost, q2_fully_trained, q3_overfitting, q4_utilisation,
 def answer_all(run: Run, fig_dir: str | Path | None = None, options: Options | None = None) -> list[Answer]:
     """All 11 answers for one run; a question that fails unexpectedly says so instead of sinking the report."""
     o = options or Options()
-    out = []
-    for number, q in enumerate(QUESTIONS, 1):
-        try:
-            out.append(q(run, fig_dir, o))
-        except Missing as e:
-            out.append(missing(number, str(e), run))
-        except Exception as e:  # noqa: BLE001
-            out.append(missing(number, f"the logs could not be analysed ({type(e).__name__}: {e})", run))
-    return out
+    return [guarded(n, run, lambda q=q: q(run, fig_dir, o)) for n, q in enumerate(QUESTIONS, 1)]
+
+
+def answer(run: Run, number: int, fig_dir: str | Path | None = None, options: Options | None = None) -> Answer:
+    """Question `number` alone, with the kit's verdict."""
+    return guarded(number, run, lambda: QUESTIONS[number - 1](run, fig_dir, options or Options()))
 
 
 def _hms(seconds: float) -> str:
@@ -357,3 +299,10 @@ def _hms(seconds: float) -> str:
     h, rest = divmod(seconds, 3600)
     m, s = divmod(rest, 60)
     return f"{h}h {m:02d}m {s:02d}s" if h else f"{m}m {s:02d}s"
+
+
+def write_instructor_report(runs, out_dir: str | Path | None = None, options: Options | None = None) -> Path:
+    """report.md and report.json with the kit's verdicts and the rubric (`nmtkit report --instructor`)."""
+    from nmtkit.analysis.report import write_report
+    from nmtkit.course.rubric import RUBRIC
+    return write_report(runs, out_dir, options, instructor=True, answers=answer_all, rubric=RUBRIC)

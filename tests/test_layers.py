@@ -1,0 +1,96 @@
+"""The layers of docs/architecture.md hold in the code: no module imports from a layer above its own.
+
+The ordered list of layers is read from the doc's `layers` block (written once, there). Every import counts, those
+inside functions too. `import nmtkit` alone (the package: it selects Keras 2 and loads names lazily) is exempt.
+"""
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PKG = ROOT / "nmtkit"
+
+
+def layers() -> list[list[str]]:
+    """[[path prefix, ...] per layer, top first] from the ```layers block of docs/architecture.md."""
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    block = re.search(r"```layers\n(.*?)\n```", doc, re.S)
+    assert block, "docs/architecture.md lost its ```layers block"
+    out = []
+    for line in block.group(1).splitlines():
+        m = re.match(r"\s*\d+\.\s+[\w -]+:\s+(.*)", line)
+        if m:
+            out.append(m.group(1).split())
+    return out
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+def module_file(name: str) -> str | None:
+    """nmtkit.a.b -> 'nmtkit/a/b.py' or 'nmtkit/a/b/__init__.py' if it exists."""
+    base = ROOT / Path(*name.split("."))
+    for f in (base.with_suffix(".py"), base / "__init__.py"):
+        if f.is_file():
+            return str(f.relative_to(ROOT))
+    return None
+
+
+def imports(path: Path) -> set[str]:
+    """The nmtkit modules `path` imports anywhere in it (functions included), by file."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [f"{node.module}.{a.name}" if module_file(f"{node.module}.{a.name}") else node.module
+                     for a in node.names]
+        for n in names:
+            if n.startswith("nmtkit.") and module_file(n):
+                out.add(module_file(n))
+    return out
+
+
+def layer_of(file: str, table: list[list[str]]) -> int:
+    best = None
+    for i, prefixes in enumerate(table):
+        for p in prefixes:
+            if file == p or (p.endswith("/") and file.startswith(p)):
+                if best is None or len(p) > best[1]:
+                    best = (i, len(p))
+    assert best is not None, f"{file} is in no layer of docs/architecture.md: add it to the layers block"
+    return best[0]
+
+
+def upward_imports(table) -> list[str]:
+    bad = []
+    for path in sorted(PKG.rglob("*.py")):
+        me = str(path.relative_to(ROOT))
+        mine = layer_of(me, table)
+        for other in sorted(imports(path)):
+            if layer_of(other, table) < mine:  # a smaller index is a higher layer
+                bad.append(f"{me} (layer {mine + 1}) imports {other} (layer {layer_of(other, table) + 1})")
+    return bad
+
+
+def test_every_module_is_in_a_layer_and_imports_only_down():
+    assert upward_imports(layers()) == []
+
+
+def test_the_check_catches_an_upward_import(tmp_path, monkeypatch):
+    # the same walk over a copy of the layer table in which analysis sits above the course: analysis' own imports
+    # of nothing above it stay legal, while the course's imports of analysis become upward ones
+    table = layers()
+    course = next(i for i, row in enumerate(table) if "nmtkit/course/" in row)
+    analysis = next(i for i, row in enumerate(table) if "nmtkit/analysis/" in row)
+    assert course < analysis
+    swapped = [list(row) for row in table]
+    swapped[course].remove("nmtkit/course/")
+    swapped[analysis].append("nmtkit/course/")
+    swapped[analysis].remove("nmtkit/analysis/")
+    swapped[course].append("nmtkit/analysis/")
+    assert any("nmtkit/course/" in b for b in upward_imports(swapped))
