@@ -28,7 +28,7 @@ from pathlib import Path
 
 import nmtkit  # noqa: F401  (selects the Keras 2 API before anything imports TensorFlow)
 from nmtkit import config as config_mod
-from nmtkit.errors import NmtkitError
+from nmtkit.errors import NmtkitError, ConfigError
 
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
@@ -57,7 +57,7 @@ def cmd_prepare(args) -> int:
     own = {f"data.{r}": getattr(args, r) for r in ROLES if getattr(args, r)}
     if own:
         if not args.data and not any(o.strip().startswith("data.dir=") for o in args.overrides):
-            raise config_mod.ConfigError("--train-src and friends need --data DIR: where the prepared corpus goes "
+            raise ConfigError("--train-src and friends need --data DIR: where the prepared corpus goes "
                                          "(pass the same --data to `nmtkit train`)")
         cfg = cfg.with_overrides({"data.source": "files", **own})
     if args.tokenized is not None:
@@ -71,7 +71,7 @@ def cmd_prepare(args) -> int:
 def cmd_train(args) -> int:
     from nmtkit.runs import RunDir
     if args.np < 1:
-        raise config_mod.ConfigError(f"--np {args.np}: the number of ranks must be at least 1")
+        raise ConfigError(f"--np {args.np}: the number of ranks must be at least 1")
     run = RunDir(args.logdir)  # a file where the run directory belongs is named as such
     cfg = _config(args)
     budget = {k: v for k, v in (("train.max_hours", args.max_hours), ("train.max_cost", args.max_cost)) if v is not None}
@@ -260,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, _terminate)
     try:
         return args.func(args)
-    except config_mod.ConfigError as e:
+    except ConfigError as e:
         print(f"nmtkit: config error: {_one_line(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

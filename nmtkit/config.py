@@ -14,17 +14,13 @@ import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nmtkit.errors import NmtkitError
 from nmtkit.fieldrules import Rule, rule
 from nmtkit.files import atomic_write_text, read_json
 from nmtkit.lr import SCALINGS
+from nmtkit.errors import ConfigError
 
 PROFILE_ENV = "NMTKIT_PROFILE"
 DEFAULT_PROFILE = "tiny"
-
-
-class ConfigError(NmtkitError, ValueError):
-    """A bad key, value or profile; the message names it."""
 
 
 @dataclass

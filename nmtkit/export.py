@@ -21,19 +21,15 @@ from pathlib import Path
 from typing import Sequence
 
 from nmtkit import runs
-from nmtkit.errors import NmtkitError
 from nmtkit.files import atomic_write_json
 from nmtkit.model.decode import search
 from nmtkit.model.transformer import BOS, EOS, PAD
 from nmtkit.keras2 import import_tf
+from nmtkit.errors import ExportError
 
 tf = import_tf()
 
 TF_TEXT_PIN = "tensorflow-text==2.18.1"  # the release built for TensorFlow 2.18 (pyproject.toml pins the same)
-
-
-class ExportError(NmtkitError):
-    """The run cannot be exported or the export cannot be loaded; the message says what to do."""
 
 
 def _tensorflow_text():
@@ -114,7 +110,8 @@ def export(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None,
     anything else, the run directory and other places inside it are refused with ExportError."""
     import shutil
     import tempfile
-    from nmtkit.train.checkpoints import TrainError, load_model
+    from nmtkit.train.checkpoints import load_model
+    from nmtkit.errors import TrainError
     run = Path(run_dir)
     if not (run / runs.CONFIG).exists():
         raise ExportError(f"{run}/{runs.CONFIG}: not a run directory (train first, or pass the run's --logdir)")

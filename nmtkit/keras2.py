@@ -6,11 +6,7 @@ import os
 import re
 import sys
 import tempfile
-from nmtkit.errors import NmtkitError
-
-
-class StackError(NmtkitError, RuntimeError):
-    """The software stack is not the one nmtkit needs; the message says what to do."""
+from nmtkit.errors import StackError
 
 
 KERAS3_FIX = ("Keras 3 was loaded in this process before nmtkit could select the Keras 2 API (tf-keras), and "

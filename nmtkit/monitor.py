@@ -14,7 +14,6 @@ terminal view (`nmtkit monitor`).
 """
 from __future__ import annotations
 
-from nmtkit.errors import NmtkitError
 
 import os
 import re
@@ -27,10 +26,7 @@ from pathlib import Path
 import psutil
 
 from nmtkit.files import append_jsonl
-
-
-class MonitorError(NmtkitError, RuntimeError):
-    """The sampler cannot do what was asked (e.g. a bad interval); the message says what to do."""
+from nmtkit.errors import TrainError
 
 
 # --- column names: the one definition the sampler writes and the analysis reads -----------------------
@@ -210,7 +206,7 @@ class Sampler:
     def __init__(self, path: str | Path | None, interval: float = 1.0, rank: int = 0, host: str | None = None,
                  tb_dir: str | Path | None = None, nvml=None):
         if not interval > 0:
-            raise MonitorError(f"sampler interval must be > 0 seconds, got {interval!r} (monitor.interval)")
+            raise TrainError(f"sampler interval must be > 0 seconds, got {interval!r} (monitor.interval)")
         self.path = Path(path) if path is not None else None
         self.interval = float(interval)
         self.rank = rank
@@ -325,7 +321,7 @@ def live(interval: float = 1.0, out: str | Path | None = None, *, iterations: in
     `out`: also append every sample to this JSONL file. `iterations`: stop after that many (tests).
     """
     if not interval > 0:
-        raise MonitorError(f"--interval must be > 0 seconds, got {interval!r}")
+        raise TrainError(f"--interval must be > 0 seconds, got {interval!r}")
     stream = stream or sys.stdout
     probe = Probe(nvml=nvml)
     clear = "\x1b[2J\x1b[H" if getattr(stream, "isatty", lambda: False)() else ""

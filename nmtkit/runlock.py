@@ -4,7 +4,7 @@ Two jobs on one run directory interleave their rank logs, delete each other's ch
 so a second launch must fail at once, naming who holds the directory:
 
     with RunLock(run):                 # the driver (CLI, notebook cluster job) or a single-process train()
-        ...                            # RunLockError: "run directory ... in use by pid P on host H since T"
+        ...                            # RunDirError: "run directory ... in use by pid P on host H since T"
 
 The lock is `fcntl.flock` on `.lock` (released by the kernel when its process dies, however it dies), and the
 file's content says who holds it. A dead owner's lock is therefore free: the next job takes it over and says
@@ -14,7 +14,6 @@ over (an orphan from a killed driver then stops instead of writing over the new 
 """
 from __future__ import annotations
 
-from nmtkit.errors import NmtkitError
 
 import fcntl
 import json
@@ -23,13 +22,10 @@ import socket
 import time
 from datetime import datetime
 from pathlib import Path
+from nmtkit.errors import RunDirError
 
 LOCK_FILE = ".lock"
 TOKEN_ENV = "NMTKIT_RUN_LOCK"
-
-
-class RunLockError(NmtkitError, RuntimeError):
-    """The run directory is in use by another live job; the message names its pid, host and start time."""
 
 
 def describe(owner: dict) -> str:
@@ -65,7 +61,7 @@ class RunLock:
         except BlockingIOError:
             os.close(fd)
             owner = read_owner(self.run)
-            raise RunLockError(f"run directory {self.run} in use by {describe(owner)}; stop that job first "
+            raise RunDirError(f"run directory {self.run} in use by {describe(owner)}; stop that job first "
                                f"(Ctrl-C or `kill {owner.get('pid', '<pid>')}` on {owner.get('host', 'its host')}),"
                                f" or train into another --logdir") from None
         previous = read_owner(self.run)

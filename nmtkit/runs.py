@@ -24,9 +24,9 @@ from pathlib import Path
 
 import psutil
 
-from nmtkit.errors import NmtkitError
 from nmtkit.files import atomic_write_json, read_json
 from nmtkit.runlock import RunLock, describe, read_owner, still_ours
+from nmtkit.errors import RunDirError
 
 CONFIG = "config.json"
 DATA_STATS = "data_stats.json"
@@ -52,10 +52,6 @@ def rank_log(run: str | Path, rank: int) -> Path:
 
 def monitor_log(run: str | Path, host: str, rank: int) -> Path:
     return Path(run) / MONITOR_DIR / f"{host}-rank{rank}.jsonl"
-
-
-class RunDirError(NmtkitError, ValueError):
-    """A run directory's file is unreadable; the message names the file."""
 
 
 def read_status(run: str | Path) -> dict:
@@ -118,7 +114,7 @@ class RunDir:
 
     # the lock, and whether the directory is still this job's
     def lock(self) -> RunLock:
-        """The directory's lock, not yet taken: `with rd.lock() as lock:` (RunLockError names a live holder)."""
+        """The directory's lock, not yet taken: `with rd.lock() as lock:` (RunDirError names a live holder)."""
         return RunLock(self.path)
 
     def still_ours(self, token: str | None = None) -> bool:

@@ -16,11 +16,12 @@ import pytest
 
 import nmtkit  # noqa: F401
 from nmtkit import config as config_mod, runs
-from nmtkit.analysis import AnalysisError, evidence, load_run, report
+from nmtkit.analysis import evidence, load_run, report
 from nmtkit.course import verdicts as questions
 from nmtkit.analysis.logs import checkpoint_info, load_scalars, variable_kind
 from nmtkit.data.stats import DataStats
 from nmtkit.files import append_jsonl, atomic_write_json
+from nmtkit.errors import AnalysisError
 
 T0 = 1_700_000_000.0
 WARMUP, D_MODEL, LR_SCALE = 200, 128, 2.0

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from nmtkit import runs
-from nmtkit.config import ConfigError
-from nmtkit.train.budget import Budget, BudgetError, Plateau, Projection, measured_step_s
+from nmtkit.train.budget import Budget, Plateau, Projection, measured_step_s
 from conftest import small_config
+from nmtkit.errors import ConfigError
 
 
 # --- the decisions, without training ------------------------------------------------------------------------
@@ -30,7 +30,7 @@ def test_a_cost_budget_is_hours_at_the_price_of_every_node():
     assert Budget(0.0, 12.0, price=3.0, nodes=2).limit_h == pytest.approx(2.0)
     assert Budget(1.5, 12.0, price=3.0, nodes=2).limit_h == pytest.approx(1.5)  # the smaller limit rules
     cfg = small_config(**{"train.max_cost": 5.0, "monitor.price_per_node_hour": 0.0})
-    with pytest.raises(BudgetError, match="monitor.price_per_node_hour"):  # price 0 is "unknown", never "free"
+    with pytest.raises(ConfigError, match="monitor.price_per_node_hour"):  # price 0 is "unknown", never "free"
         Budget.of(cfg, nodes=1)
 
 
@@ -38,10 +38,10 @@ def test_a_budget_that_buys_no_step_is_refused_in_one_line():
     b = Budget(max_hours=0.01, max_cost=0.0, price=0.0, nodes=1)
     b.check_affordable(0.0, None)
     b.check_affordable(0.005, 10.0)
-    with pytest.raises(BudgetError, match="buys no step") as e:
+    with pytest.raises(ConfigError, match="buys no step") as e:
         b.check_affordable(0.0099, 60.0)  # 3.6 s left, a step takes 60 s
     assert "\n" not in str(e.value) and "--max-hours" in str(e.value)
-    with pytest.raises(BudgetError, match="already spent"):
+    with pytest.raises(ConfigError, match="already spent"):
         b.check_affordable(0.02, None)
 
 
@@ -103,7 +103,7 @@ def test_a_budget_stops_at_a_checkpoint_and_a_larger_one_resumes_to_the_straight
     assert "by its budget" in out and "test BLEU" in out  # evaluated: dev, then test
     assert "projection: " in out and status["projection"]["step_s"] > 0 and status["spent_hours"] > 0
     # the same budget again buys no step: refused before training, nothing lost
-    with pytest.raises(BudgetError, match="buys no step"):
+    with pytest.raises(ConfigError, match="buys no step"):
         train(small_config(**base, **{"train.max_hours": status["spent_hours"]}), run, data_dir=nmt_data,
               progress=False)
     assert runs.read_status(run)["status"] == "stopped"

@@ -18,7 +18,7 @@ from horovod.runner.common.util.hosts import SlotInfo, get_host_assignments  # n
 
 from nmtkit import cluster as cl  # noqa: E402  (needs horovod.runner)
 from nmtkit.cluster import plan, preflight, remote  # noqa: E402
-from nmtkit.cluster import ClusterError, PreflightError  # noqa: E402
+from nmtkit.errors import ClusterError
 
 
 # --- pure: hosts, slots, environment, listen address ---------------------------------------------------------------
@@ -264,7 +264,7 @@ def test_results_are_ordered_by_rank_not_engine_id_and_relaunch_works(cluster):
 @pytest.mark.slow
 def test_preflight_refuses_an_engine_whose_data_dir_is_missing(cluster, tmp_path):
     missing = tmp_path / "not-prepared"
-    with pytest.raises(PreflightError) as err:
+    with pytest.raises(ClusterError) as err:
         cluster.preflight(missing)
     text = str(err.value)
     assert "rank 0 on node0" in text and "rank 1 on node1" in text and str(missing) in text and "spm.model" in text
@@ -281,7 +281,7 @@ def test_preflight_table_and_unreachable_rendezvous_named(cluster, tmp_path):
         port = s.getsockname()[1]
     table = cluster.preflight(data, rendezvous=("127.0.0.1", port), raise_on_problems=False)
     assert list(table.index) == [0, 1] and table["data_ok"].all() and not table["rendezvous_ok"].any()
-    with pytest.raises(PreflightError, match=f"cannot reach the rendezvous server at 127.0.0.1:{port}"):
+    with pytest.raises(ClusterError, match=f"cannot reach the rendezvous server at 127.0.0.1:{port}"):
         cluster.preflight(data, rendezvous=("127.0.0.1", port))
 
 

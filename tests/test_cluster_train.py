@@ -16,10 +16,11 @@ import psutil
 import pytest
 
 from nmtkit import config
-from nmtkit.cluster import Cluster, RankFailedError
+from nmtkit.cluster import Cluster
 from nmtkit.files import read_jsonl
 from test_cli_cluster import start, tagged, wait_for
 from test_train_resume import checkpoint_difference
+from nmtkit.errors import RankFailedError
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not importlib.util.find_spec("horovod"), reason="Horovod is not installed")]

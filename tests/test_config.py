@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 
 from nmtkit import config
-from nmtkit.errors import NmtkitError
 from nmtkit.lr import SCALINGS
 from nmtkit.cli import main as cli_main
+from nmtkit.errors import NmtkitError, ConfigError
 
 
 def test_default_profile_is_tiny_and_env_selects_another():
@@ -48,7 +48,7 @@ def test_overrides_coerce_to_the_field_type():
     ("train.steps", ["section.key=value"]),
 ])
 def test_unknown_keys_are_named(item, words):
-    with pytest.raises(config.ConfigError) as e:
+    with pytest.raises(ConfigError) as e:
         config.load("tiny", [item], env={})
     for w in words:
         assert w in str(e.value)
@@ -60,14 +60,14 @@ def test_unknown_keys_are_named(item, words):
     ("train.xla=maybe", ["train.xla", "boolean"]),
 ])
 def test_wrong_types_are_named(item, words):
-    with pytest.raises(config.ConfigError) as e:
+    with pytest.raises(ConfigError) as e:
         config.load("tiny", [item], env={})
     for w in words:
         assert w in str(e.value)
 
 
 def test_unknown_profile():
-    with pytest.raises(config.ConfigError, match="unknown profile 'huge'.*tiny, wmt16-base"):
+    with pytest.raises(ConfigError, match="unknown profile 'huge'.*tiny, wmt16-base"):
         config.load("huge", env={})
 
 
@@ -79,15 +79,15 @@ def test_json_round_trip_and_bad_files(tmp_path):
     d = json.loads(path.read_text())
     d["model"]["d_modle"] = 3
     path.write_text(json.dumps(d))
-    with pytest.raises(config.ConfigError, match="d_modle"):
+    with pytest.raises(ConfigError, match="d_modle"):
         config.Config.load_json(path)
     d["model"].pop("d_modle")
     d["train"]["steps"] = "many"
     path.write_text(json.dumps(d))
-    with pytest.raises(config.ConfigError, match="train.steps"):
+    with pytest.raises(ConfigError, match="train.steps"):
         config.Config.load_json(path)
     path.write_text('{"profile": "tiny",\n "data": {')
-    with pytest.raises(config.ConfigError, match="line 2"):
+    with pytest.raises(ConfigError, match="line 2"):
         config.Config.load_json(path)
 
 
@@ -125,7 +125,7 @@ def test_cli_reports_bad_override_in_one_line(capsys):
     ("train.lr_scale=0", ["train.lr_scale=0.0", "> 0"]),
 ])
 def test_out_of_range_values_are_one_line_naming_the_key(item, words):
-    with pytest.raises(config.ConfigError) as e:
+    with pytest.raises(ConfigError) as e:
         config.load("tiny", [item], env={})
     msg = str(e.value)
     assert "\n" not in msg and f"--set {words[0].split('=')[0]}=" in msg  # which key, and how to set it
@@ -138,13 +138,13 @@ def test_ranges_are_checked_on_every_path_in(tmp_path):
     assert good.model.num_heads == 8  # 128 / 8: fine, and 0 means "only at the end" where documented
     d = good.to_dict()
     d["train"]["log_every"] = 0
-    with pytest.raises(config.ConfigError, match=r"^train.log_every=0: must be >= 1"):
+    with pytest.raises(ConfigError, match=r"^train.log_every=0: must be >= 1"):
         config.Config.from_dict(d)
     (tmp_path / "config.json").write_text(json.dumps(d))
-    with pytest.raises(config.ConfigError, match="train.log_every=0"):
+    with pytest.raises(ConfigError, match="train.log_every=0"):
         config.Config.load_json(tmp_path)
     good.train.steps = -5  # set by hand in a notebook: validate() is what train() calls
-    with pytest.raises(config.ConfigError, match="train.steps=-5"):
+    with pytest.raises(ConfigError, match="train.steps=-5"):
         good.validate()
     # a bad value fixed later in the same override list is fine: the check runs once, at the end
     assert config.load("tiny", ["train.steps=-1", "train.steps=3"], env={}).train.steps == 3
@@ -164,7 +164,7 @@ def test_every_value_declares_its_meaning_and_the_rule_at_its_field_is_what_vali
         else:
             assert r.rule == "", r
             continue
-        with pytest.raises(config.ConfigError, match=rf"^{r.key}=.*: (must be|choose) {re.escape(r.rule)}; set"):
+        with pytest.raises(ConfigError, match=rf"^{r.key}=.*: (must be|choose) {re.escape(r.rule)}; set"):
             config.load("tiny", {r.key: bad}, env={})
     assert config.load("tiny", {"train.lr_scale": 1e-9, "model.dropout": 0.0}, env={}).model.dropout == 0.0
 
@@ -173,16 +173,16 @@ def test_choices_are_read_from_the_fields():
     assert config.choices("cluster.launcher") == ("auto", "local", "ssh", "manual")
     assert config.choices("train.compression") == ("none", "fp16")
     assert config.choices("train.lr_scaling") == SCALINGS  # the LR formula's own list, declared at the field
-    with pytest.raises(config.ConfigError, match="'train.steps' has no choices.*cluster.launcher"):
+    with pytest.raises(ConfigError, match="'train.steps' has no choices.*cluster.launcher"):
         config.choices("train.steps")
 
 
 def test_a_wrong_type_set_by_hand_is_a_config_error():
     cfg = config.load("tiny", env={})
     cfg.train.steps = "5"
-    with pytest.raises(config.ConfigError, match=r"^train.steps='5': must be a number >= 1"):
+    with pytest.raises(ConfigError, match=r"^train.steps='5': must be a number >= 1"):
         cfg.validate()
-    assert issubclass(config.ConfigError, NmtkitError) and issubclass(config.ConfigError, ValueError)
+    assert issubclass(ConfigError, NmtkitError) and issubclass(ConfigError, ValueError)
 
 
 def test_docs_config_md_is_what_the_rules_render():

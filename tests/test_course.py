@@ -4,6 +4,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from nmtkit.course import runner as course
+from nmtkit.errors import CourseError
 
 
 def _write(path, *sources):
@@ -55,7 +56,7 @@ def test_a_failing_cell_is_named_and_the_executed_copy_kept(books, tmp_path, cap
 
 
 def test_no_notebooks_is_a_clear_error(tmp_path):
-    with pytest.raises(course.CourseError, match="no notebooks"):
+    with pytest.raises(CourseError, match="no notebooks"):
         course.notebooks(tmp_path)
 
 

@@ -3,9 +3,10 @@ import numpy as np
 import pytest
 
 from nmtkit import config
-from nmtkit.data import DataError, bpe
+from nmtkit.data import bpe
 from nmtkit.data.pipeline import bucket_plan, example_lengths, load_encoded, make_dataset
 from nmtkit.data.prepare import prepare
+from nmtkit.errors import DataError
 
 SMALL = {"data.train_size": 1500, "data.dev_size": 50, "data.test_size": 50, "data.vocab_size": 300,
          "data.bpe_sample": 3000}

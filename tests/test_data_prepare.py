@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 
 from nmtkit import config
-from nmtkit.data import (DataError, EmptyFileError, IncompleteDataError, LineCountError, MissingFileError, ModelMismatchError,
-                         Utf8Error, bpe)
+from nmtkit.data import bpe
 from nmtkit.data.clean import clean_pairs
 from nmtkit.data.pipeline import load_encoded, make_dataset, read_split
 from nmtkit.data.prepare import prepare
 from nmtkit.data.stats import DataStats
 from nmtkit.data.text import read_lines, read_parallel
+from nmtkit.errors import DataError
 
 SMALL = {"data.train_size": 2000, "data.dev_size": 100, "data.test_size": 100, "data.vocab_size": 400,
          "data.bpe_sample": 4000}
@@ -118,25 +118,25 @@ def test_cleaning_counts():
 def test_line_count_mismatch_names_both_files(tmp_path):
     (tmp_path / "a.en").write_text("one\ntwo\nthree\n")
     (tmp_path / "a.de").write_text("eins\nzwei\n")
-    with pytest.raises(LineCountError) as e:
+    with pytest.raises(DataError) as e:
         read_parallel(tmp_path / "a.en", tmp_path / "a.de")
     msg = str(e.value)
     assert "a.en" in msg and "a.de" in msg and "3" in msg and "2" in msg
 
 
 def test_missing_and_empty_files(tmp_path):
-    with pytest.raises(MissingFileError, match="nope.en"):
+    with pytest.raises(DataError, match="nope.en"):
         read_lines(tmp_path / "nope.en")
     (tmp_path / "empty.de").write_bytes(b"")
-    with pytest.raises(EmptyFileError, match="empty.de"):
+    with pytest.raises(DataError, match="empty.de"):
         read_lines(tmp_path / "empty.de")
-    with pytest.raises(MissingFileError, match="test.en"):
+    with pytest.raises(DataError, match="test.en"):
         read_split(tmp_path, "test")
 
 
 def test_undecodable_utf8_names_file_and_line(tmp_path):
     (tmp_path / "bad.de").write_bytes("gut\nauch gut\n".encode() + b"schlecht \xff\xfe\n")
-    with pytest.raises(Utf8Error, match=r"bad.de: line 3"):
+    with pytest.raises(DataError, match=r"bad.de: line 3"):
         read_lines(tmp_path / "bad.de")
 
 
@@ -155,7 +155,7 @@ def test_crlf_is_normalised_and_nul_bytes_refused(tmp_path):
 def test_data_directory_without_manifest_is_one_clear_line(prepared):
     d, _ = prepared
     (d / "manifest.json").rename(d / "manifest.json.moved")
-    with pytest.raises(IncompleteDataError) as e:
+    with pytest.raises(DataError) as e:
         load_encoded(d, "train")
     msg = str(e.value)
     assert msg.startswith(f"{d / 'manifest.json'}: no such file, so {d} is not a prepared data directory")
@@ -166,7 +166,7 @@ def test_spm_model_from_another_run_is_refused(prepared, cfg):
     d, _ = prepared
     src, ref = read_split(d, "train")
     bpe.train_bpe(src + ref, d, 300)  # a different model over the encoded data
-    with pytest.raises(ModelMismatchError, match="different sentencepiece model"):
+    with pytest.raises(DataError, match="different sentencepiece model"):
         make_dataset(d, "train", cfg.data)
     prepare(cfg, data_dir=d, progress=False)  # the rerun notices and redoes bpe, encode, stats
     assert load_encoded(d, "train")["en"][0].size > 0
@@ -178,7 +178,7 @@ def test_half_written_directory_is_detected_and_repaired(prepared, cfg, capsys):
     # A crash mid-write: a truncated array, a temp file, and a manifest that lost its last steps.
     (d / "train.en.ids.npy").write_bytes(good[: len(good) // 2])
     (d / ".train.en.ids.npy.tmp").write_bytes(b"junk")
-    with pytest.raises(IncompleteDataError):
+    with pytest.raises(DataError):
         load_encoded(d, "train")
     prepare(cfg, data_dir=d)
     out = capsys.readouterr().out
@@ -187,7 +187,7 @@ def test_half_written_directory_is_detected_and_repaired(prepared, cfg, capsys):
     assert not list(d.glob(".*.tmp"))
     # A manifest torn by a crash: everything is redone, nothing is trusted.
     (d / "manifest.json").write_text('{"version": 1, "steps": {"corp')
-    with pytest.raises(IncompleteDataError, match="not completely prepared"):
+    with pytest.raises(DataError, match="not completely prepared"):
         load_encoded(d, "train")
     prepare(cfg, data_dir=d)
     assert "already done" not in capsys.readouterr().out
@@ -206,7 +206,7 @@ def test_crash_inside_a_step_leaves_it_undone(prepared, cfg, monkeypatch):
         prepare(cfg, data_dir=d, force=True, progress=False)
     steps = json.loads((d / "manifest.json").read_text())["steps"]
     assert "corpus" in steps and "bpe" not in steps and "encode" not in steps
-    with pytest.raises(IncompleteDataError):
+    with pytest.raises(DataError):
         make_dataset(d, "train", cfg.data)
     monkeypatch.undo()
     prepare(cfg, data_dir=d, progress=False)
@@ -215,8 +215,8 @@ def test_crash_inside_a_step_leaves_it_undone(prepared, cfg, monkeypatch):
 
 
 def test_unknown_source(tmp_path, cfg):
-    from nmtkit.data import DataError
-    from nmtkit.config import ConfigError
+    from nmtkit.errors import DataError
+    from nmtkit.errors import ConfigError
     with pytest.raises(ConfigError, match="data.source='nope': choose one of synthetic, wmt16"):
         cfg.with_overrides({"data.source": "nope"})
     bad = cfg.with_overrides({})

@@ -16,10 +16,10 @@ from unittest import mock
 import pytest
 
 from nmtkit import config
-from nmtkit.data import LineCountError, Utf8Error
 from nmtkit.data import synthetic, wmt
 from nmtkit.data.prepare import prepare
 from nmtkit.data.text import read_lines
+from nmtkit.errors import DataError
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -186,15 +186,15 @@ def test_corrupted_download_is_refused_and_moved_aside(server, tmp_path):
     data = b"not what the table says" * 10
     handler.files["f.tgz"] = data
     aside = tmp_path / f"f.tgz.bad-{hashlib.sha256(data).hexdigest()[:12]}"
-    with pytest.raises(wmt.ChecksumError) as e:
+    with pytest.raises(DataError) as e:
         wmt.download(f"{base}/f.tgz", tmp_path / "f.tgz", sha256="0" * 64, progress=False)
     assert str(e.value).startswith(f"{tmp_path / 'f.tgz'}: sha256 {hashlib.sha256(data).hexdigest()}, expected {'0' * 64}")
     assert "moved aside to " + aside.name in str(e.value) and "\n" not in str(e.value)
     assert aside.read_bytes() == data  # kept for a look, never used, never deleted
     aside.unlink()
-    with pytest.raises(wmt.ChecksumError, match=r"f.tgz: size 230 bytes, expected 5; moved aside"):
+    with pytest.raises(DataError, match=r"f.tgz: size 230 bytes, expected 5; moved aside"):
         wmt.download(f"{base}/f.tgz", tmp_path / "f.tgz", size=5, progress=False)
-    with pytest.raises(wmt.ChecksumError, match=r"md5 [0-9a-f]{32}, expected f{32}"):
+    with pytest.raises(DataError, match=r"md5 [0-9a-f]{32}, expected f{32}"):
         wmt.download(f"{base}/f.tgz", tmp_path / "f.tgz", md5="f" * 32, progress=False)
     assert not (tmp_path / "f.tgz").exists() and not (tmp_path / "f.tgz.part").exists()
     assert [p.name for p in tmp_path.iterdir()] == [aside.name]
@@ -205,7 +205,7 @@ def test_a_file_already_in_place_is_verified_too(server, tmp_path):
     data = b"good archive" * 50
     handler.files["f.tgz"] = data
     (tmp_path / "f.tgz").write_bytes(data[:-1] + b"!")  # same size, one byte changed
-    with pytest.raises(wmt.ChecksumError, match="sha256"):
+    with pytest.raises(DataError, match="sha256"):
         wmt.download(f"{base}/f.tgz", tmp_path / "f.tgz", size=len(data), sha256=hashlib.sha256(data).hexdigest(),
                      progress=False)
     assert not (tmp_path / "f.tgz").exists() and len(list(tmp_path.glob("f.tgz.bad-*"))) == 1
@@ -227,7 +227,7 @@ def test_no_content_length_still_ends_verified_or_refused(server, tmp_path):
     assert path.read_bytes() == data and handler.log[1] == ("f.tgz", f"bytes={len(data) // 3}-")
     # With only a hash pinned, the short file is refused and moved aside, never renamed into place.
     handler.cut_once.add("f.tgz")
-    with pytest.raises(wmt.ChecksumError, match=f"md5 .*, expected {hashlib.md5(data).hexdigest()}"):
+    with pytest.raises(DataError, match=f"md5 .*, expected {hashlib.md5(data).hexdigest()}"):
         wmt.download(f"{base}/f.tgz", tmp_path / "b" / "f.tgz", md5=hashlib.md5(data).hexdigest(), progress=False)
     assert not (tmp_path / "b" / "f.tgz").exists()
     assert [p.stat().st_size for p in (tmp_path / "b").glob("f.tgz.bad-*")] == [len(data) // 3]
@@ -242,7 +242,7 @@ def test_https_first_then_http_and_sacrebleus_cache(server, tmp_path, monkeypatc
     path = wmt.fetch(src, tmp_path / "raw", progress=True)
     assert path.read_bytes() == data and "trying http://127.0.0.1" in capsys.readouterr().out
     unpinned = dataclasses.replace(src, md5=None)
-    with pytest.raises(wmt.DataError, match="no size or checksum pinned"):
+    with pytest.raises(DataError, match="no size or checksum pinned"):
         wmt.fetch(unpinned, tmp_path / "raw2", progress=False)
     # sacreBLEU's own copy is used when it has one (no download at all).
     cache = tmp_path / "sb"
@@ -256,15 +256,15 @@ def test_https_first_then_http_and_sacrebleus_cache(server, tmp_path, monkeypatc
 
 def test_missing_file_and_dead_server(server, tmp_path):
     handler, base = server
-    with pytest.raises(wmt.DownloadError, match="HTTP 404"):
+    with pytest.raises(DataError, match="HTTP 404"):
         wmt.download(f"{base}/nope.tgz", tmp_path / "nope.tgz", progress=False)
-    with pytest.raises(wmt.DownloadError, match="rerun prepare to resume"):
+    with pytest.raises(DataError, match="rerun prepare to resume"):
         wmt.download("http://127.0.0.1:9/x.tgz", tmp_path / "x.tgz", progress=False, retries=1, timeout=2)
 
 
 def test_disk_space_check_refuses_clearly(tmp_path):
     huge = [wmt.Source("x", "http://127.0.0.1:9/x.tgz", "x.tgz", {}, approx_bytes=10 ** 18)]
-    with pytest.raises(wmt.DiskSpaceError, match=r"needs about [\d.,]+ GB free but only [\d.,]+ GB is free"):
+    with pytest.raises(DataError, match=r"needs about [\d.,]+ GB free but only [\d.,]+ GB is free"):
         wmt.check_disk(tmp_path, huge)
     wmt.check_disk(tmp_path, [wmt.Source("x", "u", "x.tgz", {}, approx_bytes=1000)])  # small: fine
 
@@ -305,7 +305,7 @@ def test_prepare_refuses_a_tampered_archive(server, tmp_path, monkeypatch):
     handler.files[name] = good[:100] + bytes([good[100] ^ 1]) + good[101:]  # same size, one bit flipped
     cfg = config.load("wmt16-base", {"data.base_url": base})
     d = tmp_path / "wmt16"
-    with pytest.raises(wmt.ChecksumError, match=f"{name}: sha256 [0-9a-f]{{64}}, expected {hashlib.sha256(good).hexdigest()}"):
+    with pytest.raises(DataError, match=f"{name}: sha256 [0-9a-f]{{64}}, expected {hashlib.sha256(good).hexdigest()}"):
         prepare(cfg, data_dir=d, progress=False)
     assert not (d / "raw" / name).exists() and len(list((d / "raw").glob(name + ".bad-*"))) == 1
     assert not (d / "train.en").exists()
@@ -318,13 +318,13 @@ def test_wmt_bad_archive_content(server, tmp_path, monkeypatch):
     archives, _ = _archives(bad_europarl_de=_text(["Zeile"] * 120))
     handler.files.update(archives)
     monkeypatch.setattr(wmt, "SOURCES", _table(archives))
-    with pytest.raises(LineCountError, match=r"europarl-v7.de-en.en has 123 lines but .*europarl-v7.de-en.de has 120"):
+    with pytest.raises(DataError, match=r"europarl-v7.de-en.en has 123 lines but .*europarl-v7.de-en.de has 120"):
         prepare(cfg, data_dir=tmp_path / "a", progress=False)
     # Latin-1 bytes in the German side.
     archives, _ = _archives(bad_europarl_de=_text(["ok"] * 5) + b"Gr\xfc\xdfe\n" + _text(["ok"] * 117))
     handler.files.update(archives)
     monkeypatch.setattr(wmt, "SOURCES", _table(archives))
-    with pytest.raises(Utf8Error, match=r"europarl-v7.de-en.de: line 6"):
+    with pytest.raises(DataError, match=r"europarl-v7.de-en.de: line 6"):
         prepare(cfg, data_dir=tmp_path / "b", progress=False)
     assert not (tmp_path / "b" / "train.en").exists()  # nothing half-made looks finished
 
@@ -350,5 +350,5 @@ def test_the_docs_quote_the_one_computed_disk_need():
         assert downloads and {float(a or b) for a, b in downloads} == {wmt.DOWNLOAD_GB}, (doc, downloads)
     # prepare's refusal, with nothing downloaded yet, names the same figure
     with mock.patch.object(wmt, "disk_free", return_value=0), \
-            pytest.raises(wmt.DiskSpaceError, match=f"needs about {wmt.DISK_NEED_GB:.1f} GB free"):
+            pytest.raises(DataError, match=f"needs about {wmt.DISK_NEED_GB:.1f} GB free"):
         wmt.check_disk(root / "no-such-dir", wmt.SOURCES)

@@ -9,9 +9,10 @@ import unicodedata
 import pytest
 
 from nmtkit.data.pipeline import read_split
-from nmtkit.export import MARKER, ExportError, _check_out, export, latency, load, translate_in_fresh_process
+from nmtkit.export import MARKER, _check_out, export, latency, load, translate_in_fresh_process
 from nmtkit.model.decode import Translator
 from nmtkit.train.checkpoints import load_model
+from nmtkit.errors import ExportError
 
 pytestmark = pytest.mark.slow
 

@@ -56,7 +56,7 @@ def test_every_exception_class_of_the_kit_derives_from_nmtkit_error():
                 seen += 1
                 if not issubclass(obj, NmtkitError):
                     bad.append(f"{mod.__name__}.{name}")
-    assert seen >= 20 and not bad, bad
+    assert seen >= 10 and not bad, bad  # 12 since one class per wing (tests/test_errors.py counts them)
 
 
 WRITERS = {"atomic_write_json", "atomic_write_text", "write_text", "open", "update_status", "_write_status"}

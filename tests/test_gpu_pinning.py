@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from nmtkit.errors import NmtkitError
-from nmtkit.train.dist import DevicesInitialisedError, DistError, pin_devices
+from nmtkit.train.dist import pin_devices
+from nmtkit.errors import NmtkitError, StackError
 
 
 @dataclass(frozen=True)
@@ -88,15 +88,15 @@ def test_device_index_overrides_the_local_rank():
 
 
 def test_three_ranks_on_two_gpus_is_a_clear_error():
-    with pytest.raises(DistError, match="3 ranks on this machine but 2 GPU"):
+    with pytest.raises(StackError, match="3 ranks on this machine but 2 GPU"):
         pin_devices(2, 3, config=FakeConfig(2), cores=2, env={})
-    with pytest.raises(DistError, match="3 ranks on this machine but 2 GPU"):
+    with pytest.raises(StackError, match="3 ranks on this machine but 2 GPU"):
         pin_devices(0, 1, 2, config=FakeConfig(2), cores=2, env={})  # a third engine posing as a node
 
 
 def test_too_late_raises_instead_of_sharing_gpu0():
     cfg = FakeConfig(2, initialised=True)  # something ran an op with both GPUs visible
-    with pytest.raises(DevicesInitialisedError, match="before this process could pin") as e:
+    with pytest.raises(StackError, match="before this process could pin") as e:
         pin_devices(1, 2, config=cfg, cores=2, env={})
     assert isinstance(e.value, NmtkitError)
 

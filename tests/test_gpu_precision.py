@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from nmtkit.train.schedule import (BF16_RECORD, ScheduleError, bf16_quality, choose_precision, cpu_flags,
-                                   decide_precision, use_xla)
+from nmtkit.train.schedule import BF16_RECORD, bf16_quality, choose_precision, cpu_flags, decide_precision, use_xla
+from nmtkit.errors import ConfigError
 
 
 def record(tmp_path, fp32, bf16):
@@ -39,7 +39,7 @@ def test_cpu_bf16_only_with_native_flags_and_a_good_record(tmp_path):
 def test_explicit_settings_pass_through_and_bad_ones_fail():
     assert choose_precision("float32", [(9, 0)]) == "float32"
     assert decide_precision("mixed_bfloat16", 0, set()) == ("mixed_bfloat16", "set in the config")
-    with pytest.raises(ScheduleError, match="bf17"):
+    with pytest.raises(ConfigError, match="bf17"):
         choose_precision("bf17", 0)
 
 

@@ -60,7 +60,8 @@ def test_hints_point_in_words_and_never_give_code_or_the_value():
 def test_a_wrong_figure_fails_with_a_hint_that_holds_no_code_and_no_answer():
     from nmtkit.analysis import load_run, reference_run
     from nmtkit.course.decisions import decide
-    from nmtkit.course.exercises import ExerciseError, check
+    from nmtkit.course.exercises import check
+    from nmtkit.errors import ExerciseError
     ref = load_run(reference_run())
     rep = type("Rep", (), {"runs": [ref]})
     want = decide(ref)["q10"]

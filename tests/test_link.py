@@ -7,7 +7,8 @@ from types import SimpleNamespace
 import pytest
 
 from nmtkit.cluster import link
-from nmtkit.cluster.preflight import PreflightError, link_status, measure_link, preflight_table
+from nmtkit.cluster.preflight import link_status, measure_link, preflight_table
+from nmtkit.errors import ClusterError
 
 
 class _Async:
@@ -69,7 +70,7 @@ def test_two_hosts_measured_with_who_and_when():
 def test_a_link_that_cannot_be_measured_names_both_ends():
     engines, facts = _engines(["vm1", "vm2"])
     facts[1]["host_addr"] = "192.0.2.1"  # TEST-NET-1: not an address of this machine, so listen() cannot bind
-    with pytest.raises(PreflightError, match=r"cannot measure the link vm1 -> vm2 \(192\.0\.2\.1\)"):
+    with pytest.raises(ClusterError, match=r"cannot measure the link vm1 -> vm2 \(192\.0\.2\.1\)"):
         measure_link(_Client(), engines, facts, tries=1, nbytes=1 << 20)
 
 

@@ -9,6 +9,7 @@ import pytest
 import nmtkit  # noqa: F401
 from nmtkit import monitor
 from nmtkit.files import read_jsonl
+from nmtkit.errors import TrainError
 
 
 class FakeNVMLError(Exception):
@@ -121,7 +122,7 @@ def test_sampler_errors_never_reach_the_caller(tmp_path, capsys):
 
 
 def test_bad_interval_is_a_clear_error(tmp_path):
-    with pytest.raises(monitor.MonitorError, match="interval"):
+    with pytest.raises(TrainError, match="interval"):
         monitor.Sampler(tmp_path / "m.jsonl", interval=0)
 
 

@@ -11,12 +11,12 @@ import pandas as pd
 import pytest
 
 import nmtkit  # noqa: F401
-from nmtkit.analysis import AnalysisError, load_run, reference_run
+from nmtkit.analysis import load_run, reference_run
 from nmtkit.analysis.logs import Run, checkpoint_info
 from nmtkit.analysis.machines import link_iface
 from nmtkit.analysis.reference import FORBIDDEN, manifest
-from nmtkit.errors import NmtkitError
 from nmtkit.files import sha256_file
+from nmtkit.errors import NmtkitError, AnalysisError
 
 ROOT = Path(__file__).resolve().parents[1]
 REF = reference_run()

@@ -150,7 +150,7 @@ def test_short_4_rank_run_with_the_data_pushed(net, cluster, work):
 @needs_horovod
 def test_remote_kill_named_within_60_s_and_the_relaunch_resumes(net, cluster, work):
     from nmtkit import runs
-    from nmtkit.cluster import RankFailedError
+    from nmtkit.errors import RankFailedError
     from nmtkit.data.prepare import prepare
     from nmtkit.files import read_jsonl
     from tools.rehearsal.run import last_checkpoint

@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from nmtkit.runlock import RunLock, RunLockError, read_owner, still_ours
+from nmtkit.runlock import RunLock, read_owner, still_ours
+from nmtkit.errors import RunDirError
 
 HOLD = """
 import sys, time
@@ -28,7 +29,7 @@ def test_second_lock_fails_at_once_naming_pid_and_host(tmp_path):
     p = _holder(tmp_path)
     try:
         t0 = time.time()
-        with pytest.raises(RunLockError) as err:
+        with pytest.raises(RunDirError) as err:
             RunLock(tmp_path).acquire()
         assert time.time() - t0 < 1.0
         msg = str(err.value)

@@ -41,7 +41,8 @@ def test_status_and_best_round_trip_without_tensorflow(tmp_path):
 
 
 def test_a_run_is_followed_from_its_files(tmp_path):
-    from nmtkit.analysis.live import RunFailed, RunWatch
+    from nmtkit.analysis.live import RunWatch
+    from nmtkit.errors import TrainError
     from nmtkit.files import append_jsonl
     w = RunWatch(tmp_path)
     assert not w.done and w.progress().empty and "not started" in w.headline()
@@ -59,5 +60,5 @@ def test_a_run_is_followed_from_its_files(tmp_path):
     try:
         w.check()
         raise AssertionError("check() should raise for a failed run")
-    except RunFailed as e:
+    except TrainError as e:
         assert "rank 1 on node1 died" in str(e)

@@ -5,7 +5,8 @@ import nbformat
 import pytest
 
 from nmtkit import cli
-from nmtkit.course.student import StudentError, strip_solutions, write_student_copies
+from nmtkit.course.student import strip_solutions, write_student_copies
+from nmtkit.errors import CourseError
 
 INTRO = "import pandas as pd\nframe = pd.DataFrame({'step': [1, 2], 'loss': [3.0, 2.5]})\nframe"
 EXERCISE = """def lr(step, d_model=512, warmup=8000):
@@ -81,14 +82,14 @@ def test_student_copy_runs_up_to_the_exercise(tmp_path):
     ("### BEGIN SOLUTION\n### BEGIN SOLUTION\n### END SOLUTION\n", "inside the solution opened on line 1"),
 ])
 def test_unbalanced_markers_name_the_cell_and_line(source, message):
-    with pytest.raises(StudentError, match=message) as e:
+    with pytest.raises(CourseError, match=message) as e:
         strip_solutions(source, where="04_x.ipynb, cell 7")
     assert "04_x.ipynb, cell 7, line" in str(e.value)
 
 
 def test_student_refuses_to_overwrite_the_instructor_notebooks(tmp_path):
     _notebook(tmp_path / "02_exercise.ipynb")
-    with pytest.raises(StudentError, match="overwrite"):
+    with pytest.raises(CourseError, match="overwrite"):
         write_student_copies(tmp_path, tmp_path)
 
 
@@ -162,7 +163,7 @@ def test_the_convention_is_enforced_before_a_student_sees_it(broken, message):
                 "twice": [work, work, check, verdict]}[broken]
     if broken == "unlocked-check":
         check.metadata["nbgrader"]["locked"] = False
-    with pytest.raises(StudentError, match=message):
+    with pytest.raises(CourseError, match=message):
         student_notebook(nb, "09_x.ipynb")
 
 

@@ -12,8 +12,9 @@ from conftest import small_config
 from nmtkit import runs
 from nmtkit.files import read_jsonl
 from nmtkit.keras2 import import_tf
-from nmtkit.train.checkpoints import CheckpointError, TrainError, checkpoint_files, load_model
+from nmtkit.train.checkpoints import checkpoint_files, load_model
 from nmtkit.train.loop import train
+from nmtkit.errors import TrainError
 
 tf = import_tf()
 pytestmark = pytest.mark.slow
@@ -145,7 +146,7 @@ def test_no_checkpoint_restores_refuses_and_keeps_them(trained_run, tmp_path, nm
         index.write_bytes(b"not a checkpoint index")
     before = _files(run / runs.CHECKPOINTS)
     cfg = small_config(**{"train.steps": 410, "train.warmup_steps": 100, "model.dropout": 0.0})
-    with pytest.raises(CheckpointError, match=r"none of its checkpoints restores \(ckpt-400, ckpt-200") as e:
+    with pytest.raises(TrainError, match=r"none of its checkpoints restores \(ckpt-400, ckpt-200") as e:
         train(cfg, run, data_dir=nmt_data, progress=False)
     assert "\n" not in str(e.value) and "delete" not in str(e.value)
     assert _files(run / runs.CHECKPOINTS) == before  # untouched, and not started fresh over them
@@ -159,7 +160,7 @@ def test_interrupted_saves_cleaned_and_free_disk_checked(nmt_data, tmp_path, mon
     import nmtkit.train.checkpoints as ck
     monkeypatch.setattr(ck.shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10 ** 9, 10 ** 9 - 1000, 1000))
     cfg = small_config(**{"train.steps": 3, "train.ckpt_every": 1})
-    with pytest.raises(CheckpointError, match=r"checkpoints: not enough free disk .*bytes needed, 1,000 free"):
+    with pytest.raises(TrainError, match=r"checkpoints: not enough free disk .*bytes needed, 1,000 free"):
         train(cfg, run, data_dir=nmt_data, progress=False)
     assert not (run / runs.CHECKPOINTS / "ckpt-30_temp").exists()
     assert not (run / runs.BEST / "best-20_temp").exists()
@@ -171,7 +172,7 @@ def test_incompatible_model_is_refused(trained_run, tmp_path, nmt_data):
     run = tmp_path / "run"
     shutil.copytree(trained_run[0], run)
     cfg = small_config(**{"train.steps": 410, "model.d_model": 32})
-    with pytest.raises(CheckpointError, match=r"config.json.*d_model"):
+    with pytest.raises(TrainError, match=r"config.json.*d_model"):
         train(cfg, run, data_dir=nmt_data, progress=False)
     with pytest.raises(TrainError, match="--fresh"):
         train(small_config(**{"train.steps": 410}), run, data_dir=nmt_data, progress=False, resume=False)

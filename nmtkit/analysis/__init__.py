@@ -14,7 +14,7 @@ The verdicts in words, the decisions they rest on and the rubric are the course'
 nmtkit.train or TensorFlow (only checkpoint_info's variable listing does, when called): a run directory copied
 from any machine is enough.
 """
-from nmtkit.analysis.logs import AnalysisError, Run, load_run, load_runs  # noqa: F401
+from nmtkit.analysis.logs import Run, load_run, load_runs  # noqa: F401
 from nmtkit.analysis.reference import reference_run  # noqa: F401
 from nmtkit.analysis.questions import Answer, Options, evidence_all  # noqa: F401
 from nmtkit.analysis.report import Report, analyse, write_report  # noqa: F401

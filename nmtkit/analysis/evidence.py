@@ -2,12 +2,11 @@
 6-10; the machines' questions 4, 5 and 11 are in nmtkit.analysis.machines).
 
 Each `measure_*` returns the evidence (a flat dict that goes into report.json) and, where a figure needs them, the
-frames or arrays it was computed from; it raises `Missing` saying what the logs lack. Words are in
+frames or arrays it was computed from; it raises `AnalysisError` saying what the logs lack. Words are in
 nmtkit.course.verdicts, drawings in nmtkit.analysis.figures.
 """
 from __future__ import annotations
 
-from nmtkit.errors import NmtkitError
 
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,10 +17,7 @@ import pandas as pd
 from nmtkit import lr
 from nmtkit.analysis.logs import Run, checkpoint_info
 from nmtkit.config import profile
-
-
-class Missing(NmtkitError):
-    """The logs cannot answer a question; the message says what would be needed."""
+from nmtkit.errors import AnalysisError
 
 
 @dataclass
@@ -72,7 +68,7 @@ def measure_time_and_cost(run: Run, o: Options) -> tuple[dict, pd.DataFrame]:
     start, end = run.wall_clock()
     curve = progress_curve(run)
     if start is None or len(curve) < 2:
-        raise Missing("step records with wall-clock times (ranks/rank<R>.jsonl or scalars.jsonl)")
+        raise AnalysisError("step records with wall-clock times (ranks/rank<R>.jsonl or scalars.jsonl)")
     elapsed = end - start
     step = int(curve["step"].iloc[-1])
     # The rate over the latter 90% of the run: start-up (tracing, the first evaluation) does not recur.
@@ -80,7 +76,7 @@ def measure_time_and_cost(run: Run, o: Options) -> tuple[dict, pd.DataFrame]:
     dt = float(curve["wall_time"].iloc[-1] - curve["wall_time"].iloc[i0])
     ds = float(curve["step"].iloc[-1] - curve["step"].iloc[i0])
     if dt <= 0 or ds <= 0:
-        raise Missing("at least two records at different steps and times")
+        raise AnalysisError("at least two records at different steps and times")
     rate = ds / dt  # steps per second, evaluation and checkpoint pauses included
     cfg, base = run.config, profile("wmt16-base")
     is_base = bool(cfg and cfg.profile == "wmt16-base")
@@ -124,7 +120,7 @@ def measure_plateau(run: Run, o: Options) -> tuple[dict, pd.DataFrame, pd.DataFr
     k = o.plateau_k
     bleu, loss = run.series("Eval_BLEU_Score"), run.series("eval_loss")
     if len(bleu) <= k and len(loss) <= k:
-        raise Missing(f"at least {k + 1} evaluations of dev BLEU or eval loss (have {max(len(bleu), len(loss))}); "
+        raise AnalysisError(f"at least {k + 1} evaluations of dev BLEU or eval loss (have {max(len(bleu), len(loss))}); "
                       f"the plateau rule compares the last {k} with those before")
     ev = {"rule": f"plateau = the best of the last {k} evaluations improves on the best before them by "
                   f"at most {o.plateau_tol:.0%} (BLEU: and at most {o.plateau_min_bleu} points)",
@@ -164,7 +160,7 @@ def measure_overfitting(run: Run, o: Options) -> tuple[dict, pd.DataFrame]:
     (eval - train loss) is reported and explained, not used as the verdict: its sign comes from dropout."""
     g = loss_gap_table(run)
     if len(g) < 2:
-        raise Missing(f"train_loss and at least 2 eval_loss evaluations (have {len(run.series('eval_loss'))} "
+        raise AnalysisError(f"train_loss and at least 2 eval_loss evaluations (have {len(run.series('eval_loss'))} "
                       f"evaluations, {len(run.series('train_loss'))} train-loss records)")
     i_min = int(g["eval"].idxmin())
     eval_rising = i_min < len(g) - 1 and g["eval"].iloc[-1] > g["eval"].iloc[i_min] * (1 + o.plateau_tol)
@@ -198,7 +194,7 @@ def measure_learning_rate(run: Run) -> dict:
     """Where the logged learning rate peaks, how it decays, and what the config's formula predicts."""
     s = run.series("learning_rate")
     if len(s) < 3:
-        raise Missing(f"the learning_rate scalar (have {len(s)} points)")
+        raise AnalysisError(f"the learning_rate scalar (have {len(s)} points)")
     i = int(s["value"].idxmax())
     peak_step = int(s["step"].iloc[i])
     ev = {"peak_step": peak_step, "peak_lr": float(s["value"].iloc[i]), "last_step": int(s["step"].iloc[-1]),
@@ -219,9 +215,9 @@ def measure_training_set(run: Run) -> dict:
     """Bytes and lines of the training text, as data preparation counted them (DataStats)."""
     ds = run.data_stats
     if ds is None:
-        raise Missing("data_stats.json in the run directory (training copies it from the data directory)")
+        raise AnalysisError("data_stats.json in the run directory (training copies it from the data directory)")
     if not ds.train_bytes and not ds.train_lines:
-        raise Missing("byte and line counts of train.en/train.de in data_stats.json")
+        raise AnalysisError("byte and line counts of train.en/train.de in data_stats.json")
     return {"bytes": ds.train_bytes, "mb": ds.train_mb, "lines": ds.train_lines, "examples": ds.train_examples,
             "max_tokens": ds.max_tokens}
 
@@ -246,7 +242,7 @@ def measure_checkpoint_files(run: Run) -> dict:
     """The files of the latest checkpoint, their sizes and what each holds."""
     info = checkpoint_info(run.path, with_variables=False)
     if info.prefix is None:
-        raise Missing(info.problem)
+        raise AnalysisError(info.problem)
     return {"prefix": str(info.prefix.relative_to(run.path)),
             "files": [{"file": f, "bytes": b, "role": file_role(f)} for f, b in info.files]}
 
@@ -255,7 +251,7 @@ def measure_checkpoint_size(run: Run) -> dict:
     """The latest checkpoint's size on disk and its weights / optimizer / other split (`problem` when unknown)."""
     info = checkpoint_info(run.path)
     if info.prefix is None:
-        raise Missing(info.problem)
+        raise AnalysisError(info.problem)
     ev = {"prefix": str(info.prefix.relative_to(run.path)), "total_bytes": info.total_bytes,
           "total_mb": info.total_bytes / 1e6}
     if info.weights_bytes is None:
@@ -285,7 +281,7 @@ def measure_step_time(run: Run, o: Options) -> tuple[dict, np.ndarray]:
     if st.empty:
         s = run.series("step_time")
         if s.empty:
-            raise Missing("per-step times (ranks/rank<R>.jsonl) or the step_time scalar")
+            raise AnalysisError("per-step times (ranks/rank<R>.jsonl) or the step_time scalar")
         x, source = s["value"].to_numpy(float), "the step_time scalar (averaged per log interval)"
         per_rank = {}
     else:

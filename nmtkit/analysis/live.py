@@ -6,7 +6,6 @@ under nohup, another kernel, this kernel before a restart). The same interface a
 """
 from __future__ import annotations
 
-from nmtkit.errors import NmtkitError
 
 import time
 from pathlib import Path
@@ -14,10 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from nmtkit import runs
-
-
-class RunFailed(NmtkitError, RuntimeError):
-    """run.json says the run failed (or its process died); the message is its reason."""
+from nmtkit.errors import TrainError
 
 
 class RunWatch:
@@ -35,7 +31,7 @@ class RunWatch:
     def check(self) -> None:
         state = self.status()
         if state.get("status") == "failed":
-            raise RunFailed(f"{self.run.name}: failed at step {state.get('step')}: {state.get('error')}")
+            raise TrainError(f"{self.run.name}: failed at step {state.get('step')}: {state.get('error')}")
 
     def progress(self) -> pd.DataFrame:
         """The latest step record of every rank: host, step, loss, ms/step, tok/s."""

@@ -5,7 +5,6 @@ half-way, load the same way. `load_run(dir)` is the entry point; `load_runs([...
 """
 from __future__ import annotations
 
-from nmtkit.errors import NmtkitError
 
 import re
 from dataclasses import dataclass, field
@@ -14,15 +13,10 @@ from pathlib import Path
 import pandas as pd
 
 from nmtkit import runs
-from nmtkit.config import Config, ConfigError
-from nmtkit.data import DataError
+from nmtkit.config import Config
 from nmtkit.data.stats import DataStats
-from nmtkit.errors import NmtkitError
 from nmtkit.files import atomic_write_json, read_json, read_jsonl
-
-
-class AnalysisError(NmtkitError, ValueError):
-    """The logs cannot be read as asked (not a run directory, a bad file); the message names the file."""
+from nmtkit.errors import ConfigError, DataError, RunDirError, AnalysisError
 
 
 EVENTS_GLOB = "events.out.tfevents.*"
@@ -113,7 +107,7 @@ def load_run(path: str | Path, name: str | None = None) -> Run:
     try:
         run.status = runs.read_status(path)
         run.data_stats = DataStats.load(path / runs.DATA_STATS) if (path / runs.DATA_STATS).exists() else None
-    except (runs.RunDirError, DataError) as e:  # one line naming the file (and the line of bad JSON)
+    except (RunDirError, DataError) as e:  # one line naming the file (and the line of bad JSON)
         raise AnalysisError(str(e)) from None
     run.scalars, run.scalars_source = load_scalars(path)
     run.ranks = load_rank_logs(path)

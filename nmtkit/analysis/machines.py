@@ -6,8 +6,9 @@ import numpy as np
 import pandas as pd
 
 from nmtkit import monitor
-from nmtkit.analysis.evidence import Missing, Options, params_from_checkpoint, steady_steps
+from nmtkit.analysis.evidence import Options, params_from_checkpoint, steady_steps
 from nmtkit.analysis.logs import Run
+from nmtkit.errors import AnalysisError
 
 
 # --- monitor frames, shared with the figures ------------------------------------------------------------
@@ -138,7 +139,7 @@ def measure_utilisation(run: Run, o: Options) -> dict:
     """Mean utilisation of every device on every node while training ran, and the share of time above busy_util."""
     mon = in_window(per_host(run.monitor), run)
     if mon.empty:
-        raise Missing("monitor samples (monitor/<host>-rank<R>.jsonl: run training with monitor.enabled)")
+        raise AnalysisError("monitor samples (monitor/<host>-rank<R>.jsonl: run training with monitor.enabled)")
     rows = []
     for host, df in mon.groupby("host"):
         for c in device_columns(df):
@@ -190,17 +191,17 @@ def measure_network(run: Run, o: Options) -> dict:
     st = steady_steps(run, o.skip_steps)
     link_gbps, link_source = link_capacity(run, o)
     if mon.empty:
-        raise Missing("monitor samples with network counters (monitor/*.jsonl)")
+        raise AnalysisError("monitor samples with network counters (monitor/*.jsonl)")
     if st.empty:
-        raise Missing("per-step times (ranks/rank<R>.jsonl) for the step rate")
+        raise AnalysisError("per-step times (ranks/rank<R>.jsonl) for the step rate")
     if link_gbps is None:
-        raise Missing("the link capacity: set monitor.link_gbps (config.json is missing)")
+        raise AnalysisError("the link capacity: set monitor.link_gbps (config.json is missing)")
     iface, why = link_iface(run, mon)
     if iface is None:
-        raise Missing(why)
+        raise AnalysisError(why)
     params, psrc = params_from_checkpoint(run)
     if params is None:
-        raise Missing(f"the parameter count for the allreduce estimate: {psrc}")
+        raise AnalysisError(f"the parameter count for the allreduce estimate: {psrc}")
     link_Bps = link_gbps * 1e9 / 8  # per direction (full duplex)
     step_s = float(st["step_time"].mean())
     per_step = 2 * (n - 1) / n * params * o.bytes_per_param  # bytes each rank sends (and receives) per step
@@ -266,16 +267,16 @@ def measure_correlation(run: Run, o: Options) -> tuple[dict, pd.DataFrame]:
     """Pearson r between step time and the link's throughput over the aligned (sample, steps) pairs."""
     pairs, iface, why = align_steps_to_network(run, o.skip_steps)
     if iface is None and why:
-        raise Missing(why)
+        raise AnalysisError(why)
     if len(pairs) < 5:
-        raise Missing(f"at least 5 monitor samples overlapping training steps (have {len(pairs)}); needs "
+        raise AnalysisError(f"at least 5 monitor samples overlapping training steps (have {len(pairs)}); needs "
                       f"ranks/rank<R>.jsonl and monitor/*.jsonl from the same run")
     x, y = pairs["net_Bps"].to_numpy(), pairs["step_time"].to_numpy()
     if np.ptp(x) == 0:
-        raise Missing(f"variation in network throughput: {iface} carried a constant {x[0]:.0f} B/s while steps "
+        raise AnalysisError(f"variation in network throughput: {iface} carried a constant {x[0]:.0f} B/s while steps "
                       f"ran (a single-process run has no inter-node traffic)")
     if np.ptp(y) == 0:
-        raise Missing("variation in step time (every aligned step took the same time)")
+        raise AnalysisError("variation in step time (every aligned step took the same time)")
     r = float(np.corrcoef(x, y)[0, 1])
     strength = "strong" if abs(r) >= 0.7 else "moderate" if abs(r) >= 0.4 else "weak" if abs(r) >= 0.2 else "no real"
     ev = {"pearson_r": r, "strength": strength, "pairs": int(len(pairs)), "iface": iface, "iface_choice": why,

@@ -12,8 +12,9 @@ from pathlib import Path
 import nmtkit.analysis.evidence as E
 import nmtkit.analysis.figures as figures
 import nmtkit.analysis.machines as M
-from nmtkit.analysis.evidence import Missing, Options, bytes_per_param  # noqa: F401  Options: part of the API
+from nmtkit.analysis.evidence import Options, bytes_per_param  # noqa: F401  Options: part of the API
 from nmtkit.analysis.logs import Run
+from nmtkit.errors import AnalysisError
 
 TITLES = {
     1: "How long did the run take, and how long would the homework's step count take at this run's pace?",
@@ -123,7 +124,7 @@ MEASURES = (_q1, _q2, _q3, _q4, _q5, _q6, _q7, _q8, _q9, _q10, _q11)
 
 
 def measured(number: int, run: Run, fig_dir=None, o: Options | None = None) -> tuple[dict, Path | None]:
-    """(the measurements behind question `number`, its figure or None); Missing when the logs cannot say."""
+    """(the measurements behind question `number`, its figure or None); AnalysisError when the logs cannot say."""
     return MEASURES[number - 1](run, fig_dir, o or Options())
 
 
@@ -131,7 +132,7 @@ def guarded(number: int, run: Run, answer) -> Answer:
     """answer() -> Answer, or the Answer that says what is missing; a failure says so instead of sinking a report."""
     try:
         return answer()
-    except Missing as e:
+    except AnalysisError as e:
         return missing(number, str(e), run)
     except Exception as e:  # noqa: BLE001
         return missing(number, f"the logs could not be analysed ({type(e).__name__}: {e})", run)

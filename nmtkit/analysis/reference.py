@@ -26,7 +26,7 @@ def default_dir(name: str = NAME) -> Path:
 
 def reference_run(name: str = NAME) -> Path:
     """The shipped reference run's directory; AnalysisError when the install lacks it."""
-    from nmtkit.analysis.logs import AnalysisError
+    from nmtkit.errors import AnalysisError
     d = default_dir(name)
     if not (d / MANIFEST).is_file():
         raise AnalysisError(f"{d}: the reference run {name!r} is not installed (no {MANIFEST}); reinstall nmtkit "
@@ -36,5 +36,5 @@ def reference_run(name: str = NAME) -> Path:
 
 def manifest(name: str = NAME) -> dict:
     """How, when, on what machine and at which rate the reference run was made (its manifest.json)."""
-    from nmtkit.analysis.logs import AnalysisError
+    from nmtkit.errors import AnalysisError
     return read_json(reference_run(name) / MANIFEST, AnalysisError, hint="written by tools.rehearsal.reference")

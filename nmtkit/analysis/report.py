@@ -15,9 +15,10 @@ import pandas as pd
 from nmtkit import runs as rundir
 import nmtkit.analysis.figures as figures
 from nmtkit.analysis.evidence import Options, steady_steps, tokens_per_s
-from nmtkit.analysis.logs import AnalysisError, Run, load_runs
+from nmtkit.analysis.logs import Run, load_runs
 from nmtkit.analysis.questions import Answer, evidence_all
 from nmtkit.files import atomic_write_text
+from nmtkit.errors import AnalysisError
 
 FIGURES_DIR = "figures"
 

@@ -31,8 +31,7 @@ Modules:
     driver.py      `nmtkit train --np N`: the same path in the foreground, for nohup and days-long runs
 """
 from nmtkit.cluster.engines import Cluster
-from nmtkit.cluster.jobs import Job, RankFailedError, RankResult
-from nmtkit.cluster.plan import ClusterError
-from nmtkit.cluster.preflight import PreflightError
+from nmtkit.cluster.jobs import Job, RankResult
+from nmtkit.errors import ClusterError, RankFailedError
 
-__all__ = ["Cluster", "Job", "RankResult", "ClusterError", "RankFailedError", "PreflightError"]
+__all__ = ["Cluster", "Job", "RankResult", "ClusterError", "RankFailedError", "ClusterError"]

@@ -16,8 +16,9 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from nmtkit.cluster.plan import ClusterError, parse_hosts
+from nmtkit.cluster.plan import parse_hosts
 from nmtkit.runs import RunDir
+from nmtkit.errors import ClusterError
 
 
 class _Signals:
@@ -74,7 +75,7 @@ def train_distributed(cfg, run_dir: str | Path, *, np: int, hosts: str = "", lau
                       poll: float = 0.5) -> int:
     """Run (or resume) a multi-rank training from the command line; returns the process exit code."""
     from nmtkit.cluster.engines import Cluster
-    from nmtkit.cluster.jobs import RankFailedError
+    from nmtkit.errors import RankFailedError
 
     def say(text: str) -> None:
         print(f"[nmtkit] {text}", file=out, flush=True)

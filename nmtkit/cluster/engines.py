@@ -18,15 +18,14 @@ import pandas as pd
 import nmtkit
 from nmtkit.cluster.jobs import Job
 from nmtkit.cluster.lifeline import Lifeline, hold
-from nmtkit.cluster.plan import (ClusterError, Engine, assign_slots, check_listen, controller_ip, iface_for, parse_hosts,
-                                 rank_env)
-from nmtkit.cluster.preflight import (PreflightError, gather_facts, link_status, measure_link, preflight_problems,
-                                      copy_to_node, preflight_table, reachability_listener)
+from nmtkit.cluster.plan import Engine, assign_slots, check_listen, controller_ip, iface_for, parse_hosts, rank_env
+from nmtkit.cluster.preflight import gather_facts, link_status, measure_link, preflight_problems, copy_to_node, preflight_table, reachability_listener
 from nmtkit.cluster.remote import engine_identity, rank_check, rank_main, train_rank
 from nmtkit.cluster.rendezvous import Rendezvous
 from nmtkit.config import ClusterConfig, Config, choices
 from nmtkit.runlock import RunLock
 from nmtkit.runs import RunDir
+from nmtkit.errors import ClusterError
 
 LAUNCHERS = choices("cluster.launcher")
 
@@ -264,7 +263,7 @@ class Cluster:
     # preflight and data
     def preflight(self, data_dir: str | os.PathLike | None = None, *, push_data: bool = True,
                   rendezvous: tuple[str, int] | None = None, raise_on_problems: bool = True) -> pd.DataFrame:
-        """Check every node before training; returns the per-rank DataFrame, raises PreflightError on a mismatch.
+        """Check every node before training; returns the per-rank DataFrame, raises ClusterError on a mismatch.
 
         Local engines share the driver's data directory. Remote nodes that lack the data get it copied through
         their engines (push_data) into the same path. `rendezvous`: the address the nodes must reach (default: a
@@ -280,7 +279,7 @@ class Cluster:
         self.facts = facts
         problems = preflight_problems(facts)
         if problems and raise_on_problems:
-            raise PreflightError("preflight refused to train:\n  - " + "\n  - ".join(problems))
+            raise ClusterError("preflight refused to train:\n  - " + "\n  - ".join(problems))
         self.link = None if problems else measure_link(self.client, engines, facts)
         return preflight_table(facts, self.link)
 

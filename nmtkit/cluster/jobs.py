@@ -15,10 +15,11 @@ from typing import Any, Protocol
 import pandas as pd
 import psutil
 
-from nmtkit.cluster.plan import ClusterError, Engine
+from nmtkit.cluster.plan import Engine
 from nmtkit.cluster.rendezvous import Rendezvous
 from nmtkit.runlock import RunLock
 from nmtkit.runs import RunDir, projection_text
+from nmtkit.errors import RankFailedError
 
 
 class EngineControl(Protocol):
@@ -41,10 +42,6 @@ class RankResult:
 
 
 DIED = "its engine process died (killed, or out of memory) while training"
-
-
-class RankFailedError(ClusterError):
-    """A rank died or raised during a distributed job; the message names its rank, host and engine."""
 
 
 class Job:

@@ -6,7 +6,6 @@ HOROVOD_* variables, and NCCL_SOCKET_IFNAME next to the Gloo interface). Pure Py
 """
 from __future__ import annotations
 
-from nmtkit.errors import NmtkitError
 
 import ipaddress
 import re
@@ -19,12 +18,9 @@ import psutil
 from horovod.runner.common.util.hosts import HostInfo, SlotInfo, get_host_assignments
 from horovod.runner.common.util.hosts import parse_hosts as horovod_parse_hosts
 from horovod.runner.gloo_run import create_run_env_vars, create_slot_env_vars
+from nmtkit.errors import ClusterError
 
 LOOPBACK = "127.0.0.1"
-
-
-class ClusterError(NmtkitError, RuntimeError):
-    """The cluster could not start, reach a node, or run the job; the message names the node and what to do."""
 
 
 def parse_hosts(text: str) -> list[HostInfo]:

@@ -17,18 +17,14 @@ from typing import Iterator
 import pandas as pd
 
 import nmtkit.cluster.link as link
-from nmtkit.cluster.plan import ClusterError
 from nmtkit.cluster.remote import DATA_MARKERS, node_facts, write_file_chunk
 from nmtkit.runs import workspace
+from nmtkit.errors import ClusterError
 
 TABLE_COLUMNS = ["node", "host", "host_addr", "engine", "pid", "python", "nmtkit", "tensorflow", "horovod",
                  "horovod_build", "gpus", "data_ok", "data_dir", "rendezvous_ok", "iface", "link"]
 SAME_EVERYWHERE = (("nmtkit", "nmtkit"), ("nmtkit_source", "nmtkit source (sha256)"), ("tensorflow", "TensorFlow"),
                    ("horovod", "Horovod"), ("horovod_build", "Horovod build"), ("python", "Python"))
-
-
-class PreflightError(ClusterError):
-    """The nodes differ (software, data, network) in a way that would break or silently skew training."""
 
 
 @contextmanager
@@ -116,7 +112,7 @@ def measure_link(client, engines: list, facts: list[dict], *, tries: int = 5, nb
     """Throughput from rank 0's host to the first engine of every other host (to the address its host name
     resolves to: where Horovod's Gloo traffic goes); None with one host, where there is no link to measure.
     Returns the slowest pair's figure with who -> who and when, and every pair; a transfer that fails is a
-    PreflightError (Gloo needs the same TCP ports between the nodes)."""
+    ClusterError (Gloo needs the same TCP ports between the nodes)."""
     first: dict[str, object] = {}
     for e in engines:  # rank order: the first host is rank 0's
         first.setdefault(e.host, e)
@@ -129,7 +125,7 @@ def measure_link(client, engines: list, facts: list[dict], *, tries: int = 5, nb
         try:
             m = link.measure_engines(client, d.id, src.id, addr[d.slot.rank], nbytes, tries=tries)
         except Exception as err:  # noqa: BLE001  one sentence naming both ends, not a remote traceback
-            raise PreflightError(f"cannot measure the link {src.host} -> {d.host} ({addr[d.slot.rank]}): "
+            raise ClusterError(f"cannot measure the link {src.host} -> {d.host} ({addr[d.slot.rank]}): "
                                  f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}; open TCP "
                                  f"ports between the nodes (Horovod's Gloo needs them too)") from None
         pairs.append({"from": src.host, "to": d.host, "to_addr": addr[d.slot.rank], "mbit_s": round(m["mbit_s"], 1),

@@ -15,11 +15,12 @@ import horovod
 from ipyparallel.datapub import publish_data
 
 import nmtkit
-from nmtkit.cluster.plan import ClusterError, iface_for
+from nmtkit.cluster.plan import iface_for
 from nmtkit.config import Config
 from nmtkit.runlock import TOKEN_ENV
 from nmtkit.files import sha256_file
 from nmtkit.keras2 import import_tf
+from nmtkit.errors import ClusterError
 
 # The data files a prepared data directory must hold on every node (see docs/architecture.md).
 DATA_MARKERS = ("manifest.json", "spm.model")

@@ -12,9 +12,10 @@ from pathlib import Path
 import numpy as np
 
 from nmtkit import lr
-from nmtkit.analysis.evidence import Missing, Options, bytes_per_param, plateau_rule, steady_steps
+from nmtkit.analysis.evidence import Options, bytes_per_param, plateau_rule, steady_steps
 from nmtkit.analysis.logs import Run, checkpoint_info
 from nmtkit.config import profile
+from nmtkit.errors import AnalysisError
 
 HOMEWORK = "wmt16-base"  # the homework's configuration: transformer-base, 300,000 steps, warm-up 8,000
 MB, MIB = 1e6, 2 ** 20
@@ -23,7 +24,7 @@ MB, MIB = 1e6, 2 ** 20
 def step_seconds(run: Run, o: Options) -> float:
     st = steady_steps(run, o.skip_steps)
     if st.empty:
-        raise Missing("per-step times (ranks/rank<R>.jsonl)")
+        raise AnalysisError("per-step times (ranks/rank<R>.jsonl)")
     return float(st["step_time"].mean())
 
 
@@ -40,12 +41,12 @@ def q2(run: Run, o: Options) -> dict:
     bleu, loss = run.series("Eval_BLEU_Score"), run.series("eval_loss")
     every = run.config.eval.every if run.config and run.config.eval.every else None
     if every is None or len(bleu) < 2 or len(loss) < 2:
-        raise Missing("dev BLEU and eval loss at two or more evaluations, and eval.every in config.json")
+        raise AnalysisError("dev BLEU and eval loss at two or more evaluations, and eval.every in config.json")
     window = o.plateau_k * every
     last = int(loss["step"].max())
     k_b, k_l = int((bleu["step"] > last - window).sum()), int((loss["step"] > last - window).sum())
     if k_b >= len(bleu) or k_l >= len(loss):
-        raise Missing(f"evaluations before the last {window} steps")
+        raise AnalysisError(f"evaluations before the last {window} steps")
     flat_b, gain = plateau_rule(bleu["value"].tolist(), k_b, o.plateau_tol, True, o.plateau_min_bleu)
     flat_l, drop = plateau_rule(loss["value"].tolist(), k_l, o.plateau_tol, False)
     return {"window_steps": window, "bleu_gain": gain, "loss_drop": drop, "trained": bool(flat_b and flat_l)}
@@ -54,7 +55,7 @@ def q2(run: Run, o: Options) -> dict:
 def q3(run: Run, o: Options) -> dict:
     ev, tr = run.series("eval_loss"), run.series("train_loss")
     if len(ev) < 2 or tr.empty:
-        raise Missing("eval loss at two or more evaluations and the train loss")
+        raise AnalysisError("eval loss at two or more evaluations and the train loss")
     i = int(ev["value"].idxmin())
     best, step_best = float(ev["value"].iloc[i]), int(ev["step"].iloc[i])
     train_at = lambda s: float(tr[tr["step"] <= s]["value"].iloc[-1])  # noqa: E731  the last logged at or before s
@@ -68,7 +69,7 @@ def q4(run: Run, o: Options) -> dict:
     st, summary = steady_steps(run, o.skip_steps), run.status.get("summary") or {}
     params, peak = run.status.get("params"), summary.get("peak_flops")
     if st.empty or "tokens" not in st or not params or not peak:
-        raise Missing("per-step tokens, the parameter count and the measured peak FLOP/s (run.json)")
+        raise AnalysisError("per-step tokens, the parameter count and the measured peak FLOP/s (run.json)")
     tokens = float(st["tokens"].mean())  # per rank per step
     # training costs about 6 FLOPs per parameter per token (2 forward, 4 backward)
     return {"tokens_per_step": tokens, "mfu": 6 * params * tokens / float(st["step_time"].mean()) / float(peak)}
@@ -78,14 +79,14 @@ def measured_bytes_per_step(run: Run, o: Options) -> float:
     import nmtkit.analysis.machines as M
     hosts = M.measure_network(run, o).get("hosts") or []
     if not hosts:
-        raise Missing("network counters of a run with two or more nodes")
+        raise AnalysisError("network counters of a run with two or more nodes")
     return float(np.mean([h["bytes_per_step"] for h in hosts]))
 
 
 def q5(run: Run, o: Options) -> dict:
     n, params = run.n_ranks, run.status.get("params")
     if n < 2 or not params:
-        raise Missing("two or more ranks and the parameter count (run.json)")
+        raise AnalysisError("two or more ranks and the parameter count (run.json)")
     bound = 2 * (n - 1) / n * params * bytes_per_param(run)
     return {"bytes_per_param": bytes_per_param(run), "bound_mb": bound / MB,
             "measured_over_bound": measured_bytes_per_step(run, o) / bound,
@@ -100,7 +101,7 @@ def q6(run: Run, o: Options) -> dict:
 def q7(run: Run, o: Options) -> dict:
     files = (run.data_stats.files if run.data_stats else None) or {}
     if not all(f in files for f in ("train.en", "train.de")):
-        raise Missing("the byte counts of train.en and train.de (data_stats.json)")
+        raise AnalysisError("the byte counts of train.en and train.de (data_stats.json)")
     total = sum(files[f]["bytes"] for f in ("train.en", "train.de"))
     return {"train_mb": total / MB, "train_mib": total / MIB}
 
@@ -108,21 +109,21 @@ def q7(run: Run, o: Options) -> dict:
 def q8(run: Run, o: Options) -> dict:
     info = checkpoint_info(run.path, with_variables=False)
     if info.prefix is None:
-        raise Missing(info.problem)
+        raise AnalysisError(info.problem)
     return {"files": sorted(Path(f).name for f, _ in info.files)}
 
 
 def q9(run: Run, o: Options) -> dict:
     params = run.status.get("params")
     if not params:
-        raise Missing("the parameter count (run.json)")
+        raise AnalysisError("the parameter count (run.json)")
     return {"predicted_mb": params * 4 * 3 / MB}  # float32 weights + Adam's two slots (m, v) of the same shape
 
 
 def q10(run: Run, o: Options) -> dict:
     st = steady_steps(run, o.skip_steps)
     if st.empty or "tokens" not in st:
-        raise Missing("per-step times and tokens (ranks/rank<R>.jsonl)")
+        raise AnalysisError("per-step times and tokens (ranks/rank<R>.jsonl)")
     return {"mean_ms": float(st["step_time"].mean() * 1000),
             "tokens_per_step": float(st.groupby("step")["tokens"].sum().mean())}
 
@@ -130,7 +131,7 @@ def q10(run: Run, o: Options) -> dict:
 def q11(run: Run, o: Options) -> dict:
     import nmtkit.analysis.machines as M
     if run.n_ranks < 2:
-        raise Missing("two or more ranks")
+        raise AnalysisError("two or more ranks")
     per_step = measured_bytes_per_step(run, o)
     link_Bps = M.link_capacity(run, o)[0] * 1e9 / 8
     return {"bytes_per_step_mb": per_step / MB, "link_share": per_step / link_Bps / step_seconds(run, o)}
@@ -145,6 +146,6 @@ def decide(run: Run, options: Options | None = None) -> dict:
     for q, f in DECIDERS.items():
         try:
             out[q] = f(run, o)
-        except Missing as e:
+        except AnalysisError as e:
             missing[q] = str(e)
     return {**out, "missing": missing}

@@ -13,15 +13,11 @@ more). TensorFlow-free.
 """
 from __future__ import annotations
 
-from nmtkit.errors import NmtkitError
 
 import math
 
 from nmtkit.course.decisions import decide
-
-
-class ExerciseError(NmtkitError, AssertionError):
-    """A wrong exercise answer; the message says which figure and gives a hint."""
+from nmtkit.errors import ExerciseError
 
 
 EXACT, FORMULA, MEAN, COUNTED = (0.0, 0.0), (0.01, 0.0), (0.02, 0.0), (0.10, 0.0)

@@ -26,16 +26,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from nmtkit.errors import NmtkitError
 from nmtkit.files import atomic_write_json
 from nmtkit.course.student import (MARKDOWN_STUB, NOTEBOOKS_DIR, cell_source, exercises, grade_id, is_instructor,
                                    kernel_name)
+from nmtkit.errors import CourseError
 
 SKIP_TAG = "grade-skip"
-
-
-class GradeError(NmtkitError, ValueError):
-    """A submission that cannot be graded (no notebooks, a notebook the kit does not ship); says which."""
 
 
 def assemble(student: dict, instructor: dict, name: str = "notebook") -> dict:
@@ -132,10 +128,10 @@ def grade(submission: str | os.PathLike, workspace=None, only=(), out: str | os.
     submission, instructor_dir = Path(submission), Path(instructor_dir)
     paths = sorted(p for p in submission.glob("[0-9][0-9]_*.ipynb") if not only or p.name[:2] in only)
     if not paths:
-        raise GradeError(f"{submission}: no notebooks NN_name.ipynb" + (f" numbered {', '.join(only)}" if only else ""))
+        raise CourseError(f"{submission}: no notebooks NN_name.ipynb" + (f" numbered {', '.join(only)}" if only else ""))
     strange = [p.name for p in paths if not (instructor_dir / p.name).exists()]
     if strange:
-        raise GradeError(f"{submission}: {', '.join(strange)} is not a notebook of the course ({instructor_dir})")
+        raise CourseError(f"{submission}: {', '.join(strange)} is not a notebook of the course ({instructor_dir})")
     ws, made = grading_workspace(workspace)
     try:
         results = [grade_notebook(p, instructor_dir / p.name, ws, timeout) for p in paths]

@@ -17,8 +17,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from nmtkit.course.exercises import ExerciseError
 from nmtkit.course.prose import BOUND_SHARE, link_table
+from nmtkit.errors import ExerciseError
 
 TEXT_FILES = [f"{split}.{lang}" for split in ("train", "dev", "test") for lang in ("en", "de")]
 

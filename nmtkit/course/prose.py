@@ -13,17 +13,13 @@ TensorFlow-free: parameter counts come from the caller (notebook 02/03 build the
 from __future__ import annotations
 
 import re
+from nmtkit.errors import CourseError
 
-from nmtkit.errors import NmtkitError
 
 # The exchange "sets the pace" when it alone would take at least this share of the measured step: then a step
 # cannot get shorter than the link allows, whatever the GPUs do. The check in practice.py uses the same rule.
 BOUND_SHARE = 0.5
 LINK_COL = re.compile(r"allreduce on ([\d.]+) Gbit/s \(ms\)")
-
-
-class ProseError(NmtkitError, ValueError):
-    """A table lacks what the wording needs (the message names the column)."""
 
 
 def wmt16_facts() -> str:
@@ -48,7 +44,7 @@ def link_table(trials, gbps: float):
     import pandas as pd
     for col in ("bytes/step per rank (model)", "step time (ms)"):
         if col not in trials:
-            raise ProseError(f"the trials table has no column {col!r}: pass what nk.compression_trials returned")
+            raise CourseError(f"the trials table has no column {col!r}: pass what nk.compression_trials returned")
     on_link_ms = trials["bytes/step per rank (model)"] * 8 / (gbps * 1e9) * 1000
     table = pd.DataFrame({"step time here (ms)": trials["step time (ms)"], f"allreduce on {gbps:g} Gbit/s (ms)":
                           on_link_ms, "share of the step": on_link_ms / trials["step time (ms)"]}).round(3)
@@ -61,7 +57,7 @@ def _link_col(table) -> tuple[str, float]:
         m = LINK_COL.fullmatch(col)
         if m:
             return col, float(m.group(1))
-    raise ProseError("the table has no 'allreduce on <rate> Gbit/s (ms)' column: build it with nk.link_table")
+    raise CourseError("the table has no 'allreduce on <rate> Gbit/s (ms)' column: build it with nk.link_table")
 
 
 def link_verdict(table) -> str:
@@ -106,10 +102,10 @@ def ring_derivation(trials, compression: str = "none") -> dict:
     row = trials.loc[compression]
     col = next((c for c in trials.columns if c.startswith("bytes/step on ")), None)
     if col is None:
-        raise ProseError("the trials table has no 'bytes/step on <iface>' column: pass nk.compression_trials' table")
+        raise CourseError("the trials table has no 'bytes/step on <iface>' column: pass nk.compression_trials' table")
     n, params = int(row["ranks"]), int(row["params"])
     if n < 2:
-        raise ProseError(f"a ring needs 2 ranks or more; the trials ran {n}")
+        raise CourseError(f"a ring needs 2 ranks or more; the trials ran {n}")
     on_lo = col == "bytes/step on lo"  # loopback sees every rank's sends; a node's NIC one ring edge
     per_rank = row[col] / n if on_lo else row[col]
     width = 2 if compression == "fp16" else 4

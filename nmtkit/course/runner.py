@@ -12,11 +12,7 @@ from datetime import datetime
 from pathlib import Path
 
 from nmtkit.course.student import NOTEBOOKS_DIR, kernel_name
-from nmtkit.errors import NmtkitError
-
-
-class CourseError(NmtkitError, RuntimeError):
-    """A notebook failed; the message names the notebook and the cell."""
+from nmtkit.errors import CourseError
 
 
 def notebooks(directory: Path = NOTEBOOKS_DIR) -> list[Path]:

@@ -21,7 +21,6 @@ editing a check cell changes nothing.
 """
 from __future__ import annotations
 
-from nmtkit.errors import NmtkitError
 
 import copy
 import os
@@ -44,17 +43,12 @@ _HIDDEN = re.compile(rf"^\s*{HIDDEN_BEGIN}\s*$.*?^\s*{HIDDEN_END}\s*$\n?", re.S 
 _GRADE_ID = re.compile(r"^(\d\d)-(q\d+)-(work|check|verdict)$")
 
 
-class StudentError(NmtkitError, ValueError):
-    """A solution block that does not close (or closes without opening), or an exercise that breaks the
-    convention; the message names notebook and cell."""
-
-
 # --- the convention ----------------------------------------------------------------------------------------
 
 def nbgrader_metadata(nb: str, q: str, role: str, points: float = 0) -> dict:
     """The cell metadata of an exercise cell: nb "04", q "q1", role work | check | verdict."""
     if role not in ROLES:
-        raise StudentError(f"role {role!r}: choose one of {', '.join(ROLES)}")
+        raise CourseError(f"role {role!r}: choose one of {', '.join(ROLES)}")
     meta = {"solution": role != "check", "grade": role != "work", "locked": role == "check",
             "grade_id": f"{nb}-{q}-{role}", "schema_version": SCHEMA_VERSION}
     if role != "work":
@@ -82,7 +76,7 @@ def is_instructor(cell) -> bool:
 
 
 def exercises(nb: dict, name: str = "notebook") -> dict[str, dict[str, int]]:
-    """q -> {role: cell index} for every exercise of `nb`; StudentError when one lacks a role, a grade id repeats,
+    """q -> {role: cell index} for every exercise of `nb`; CourseError when one lacks a role, a grade id repeats,
     or a cell's nbgrader flags contradict its role."""
     out: dict[str, dict[str, int]] = {}
     for i, cell in enumerate(nb.get("cells", [])):
@@ -91,16 +85,16 @@ def exercises(nb: dict, name: str = "notebook") -> dict[str, dict[str, int]]:
             continue
         _, q, kind = r
         if kind in out.setdefault(q, {}):
-            raise StudentError(f"{name}, cell {i}: grade id {grade_id(cell)} repeats cell {out[q][kind]}")
+            raise CourseError(f"{name}, cell {i}: grade id {grade_id(cell)} repeats cell {out[q][kind]}")
         meta, want = cell["metadata"]["nbgrader"], nbgrader_metadata(r[0], q, kind)["nbgrader"]
         wrong = [k for k in ("solution", "grade", "locked") if bool(meta.get(k)) != want[k]]
         if wrong or (cell.get("cell_type") == "markdown") != (kind == "verdict"):
-            raise StudentError(f"{name}, cell {i}: {grade_id(cell)} has the wrong cell type or nbgrader flags "
+            raise CourseError(f"{name}, cell {i}: {grade_id(cell)} has the wrong cell type or nbgrader flags "
                                f"{wrong}; use nmtkit.course.student.nbgrader_metadata")
         out[q][kind] = i
     for q, cells in out.items():
         if set(cells) != set(ROLES):
-            raise StudentError(f"{name}: exercise {q} lacks its {', '.join(sorted(set(ROLES) - set(cells)))} cell")
+            raise CourseError(f"{name}: exercise {q} lacks its {', '.join(sorted(set(ROLES) - set(cells)))} cell")
     return out
 
 
@@ -122,18 +116,18 @@ def strip_solutions(source: str, stub: str = CODE_STUB, where: str = "cell") -> 
         m = _MARKER.match(line.rstrip("\n"))
         if m and m.group(2) == BEGIN:
             if indent is not None:
-                raise StudentError(f"{where}, line {n}: {BEGIN} inside the solution opened on line {start}; "
+                raise CourseError(f"{where}, line {n}: {BEGIN} inside the solution opened on line {start}; "
                                    f"close it with {END} first")
             indent, start = m.group(1), n
             out.append(f"{indent}{stub}\n")
         elif m:
             if indent is None:
-                raise StudentError(f"{where}, line {n}: {END} without a {BEGIN} above it")
+                raise CourseError(f"{where}, line {n}: {END} without a {BEGIN} above it")
             indent = None
         elif indent is None:
             out.append(line)
     if indent is not None:
-        raise StudentError(f"{where}, line {start}: {BEGIN} is never closed; add a line {END!r}")
+        raise CourseError(f"{where}, line {start}: {BEGIN} is never closed; add a line {END!r}")
     text = "".join(out)
     # a block at the very end of a cell: no trailing newline, as Jupyter saves cell sources
     return text[:-1] if text.endswith("\n") and not source.endswith("\n") else text
@@ -190,9 +184,9 @@ def write_student_copies(out_dir: str | os.PathLike = "student", src_dir: str | 
     src_dir, out_dir = Path(src_dir), Path(out_dir)
     sources = sorted(src_dir.glob("[0-9][0-9]_*.ipynb"))
     if not sources:
-        raise StudentError(f"no notebooks (NN_name.ipynb) in {src_dir}")
+        raise CourseError(f"no notebooks (NN_name.ipynb) in {src_dir}")
     if out_dir.resolve() == src_dir.resolve():
-        raise StudentError(f"{out_dir}: the student copies would overwrite the instructor's notebooks; "
+        raise CourseError(f"{out_dir}: the student copies would overwrite the instructor's notebooks; "
                            f"choose another directory (default: student/)")
     copies = []
     for path in sources:

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import nmtkit.analysis.machines as M
 import nmtkit.course.decisions as D
-from nmtkit.analysis.evidence import Missing, Options  # noqa: F401  Options is part of this module's API
+from nmtkit.analysis.evidence import Options  # noqa: F401  Options is part of this module's API
 from nmtkit.analysis.logs import Run
 import nmtkit.analysis.questions as Q
 from nmtkit.analysis.questions import TITLES, Answer, guarded, missing  # noqa: F401  part of the API
+from nmtkit.errors import AnalysisError
 
 def q1_time_and_cost(run: Run, fig_dir, o: Options) -> Answer:
     ev, fig = Q.measured(1, run, fig_dir, o)
@@ -50,7 +51,7 @@ def q2_fully_trained(run: Run, fig_dir, o: Options) -> Answer:
         ev.update(window_steps=d["window_steps"], trained_in_steps=d["trained"])
         parts.insert(0, f"by the rule 'the best of the last {d['window_steps']} steps' evaluations beats the best "
                         f"before them by at most {o.plateau_tol:.0%} (BLEU: and {o.plateau_min_bleu} points)'")
-    except Missing:
+    except AnalysisError:
         pass
     text = (("Yes: " if done else "No: ") + "; ".join(parts) + ". "
             + ("More steps at this learning rate would buy little." if done else
@@ -114,7 +115,7 @@ def q4_utilisation(run: Run, fig_dir, o: Options) -> Answer:
         d = D.q4(run, o)
         ev.update(mfu_6nt=d["mfu"], tokens_per_step_per_rank=d["tokens_per_step"])
         mfu += f" About 6 FLOPs per parameter per token gives {d['mfu']:.1%}."
-    except Missing:
+    except AnalysisError:
         pass
     if ev["fully_utilised"] is None:
         text = (f"This run had no GPU (the sampler found none), so here is the CPU instead: {listing}.{mfu} Busy "
@@ -216,7 +217,7 @@ def q9_checkpoint_size(run: Run, fig_dir, o: Options) -> Answer:
         ev.update(D.q9(run, o))
         predicted = (f"Predicted from {run.status['params']:,} parameters before measuring: x 4 bytes x 3 (the "
                      f"weights, Adam's m and v) = {ev['predicted_mb']:.2f} MB. Measured: ")
-    except Missing:
+    except AnalysisError:
         predicted = ""
     text = predicted + (f"{ev['total_mb']:.2f} MB (1 MB = 10^6 bytes) on disk ({Path(ev['prefix']).name}): "
             f"{ev['weights_mb']:.2f} MB of weights "
@@ -238,7 +239,7 @@ def q10_step_time(run: Run, fig_dir, o: Options) -> Answer:
     try:
         ev.update(tokens_per_step=D.q10(run, o)["tokens_per_step"])
         text += f": {ev['tokens_per_step']:,.0f} tokens per step on average, all ranks together."
-    except Missing:
+    except AnalysisError:
         text += "."
     if len(ev["per_rank"]) > 1:
         text += (" Per rank: " + ", ".join(f"rank {r} {v['mean_ms']:.1f} ms" for r, v in ev["per_rank"].items())
@@ -257,7 +258,7 @@ def q11_correlation(run: Run, fig_dir, o: Options) -> Answer:
     else:
         try:
             net = M.measure_network(run, replace(o, bytes_per_param=D.bytes_per_param(run)))
-        except Missing:
+        except AnalysisError:
             net = None
         if net is not None and net.get("hosts"):
             h = max(net["hosts"], key=lambda x: x["bytes_per_step"])

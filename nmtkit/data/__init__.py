@@ -8,35 +8,6 @@ import TensorFlow:
 """
 from __future__ import annotations
 
-from nmtkit.errors import NmtkitError
-
-
-class DataError(NmtkitError, ValueError):
-    """Bad or missing data; the message names the file (and line) and says what to do."""
-
-
-class LineCountError(DataError):
-    """Source and target files of a parallel corpus have different line counts."""
-
-
-class MissingFileError(DataError, FileNotFoundError):
-    """A file the step needs does not exist."""
-
-
-class EmptyFileError(DataError):
-    """A file the step needs is empty."""
-
-
-class Utf8Error(DataError):
-    """A text file is not valid UTF-8."""
-
-
-class ModelMismatchError(DataError):
-    """Encoded data and the sentencepiece model come from different runs."""
-
-
-class IncompleteDataError(DataError):
-    """The data directory was not (fully) prepared, e.g. a crash left it half-written."""
 
 
 # (`prepare` is not re-exported: nmtkit.data.prepare is the module of that name.)

@@ -10,8 +10,8 @@ import random
 from pathlib import Path
 from typing import Sequence
 
-from nmtkit.data import DataError, MissingFileError
 from nmtkit.files import atomic_write_bytes, atomic_write_text, sha256_file
+from nmtkit.errors import DataError
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 MODEL = "spm.model"
@@ -69,7 +69,7 @@ class Tokenizer:
         import sentencepiece as spm
         self.model_path = Path(model_path)
         if not self.model_path.is_file():
-            raise MissingFileError(f"{self.model_path}: no sentencepiece model; run `nmtkit prepare` (or prepare(cfg))")
+            raise DataError(f"{self.model_path}: no sentencepiece model; run `nmtkit prepare` (or prepare(cfg))")
         self.sp = spm.SentencePieceProcessor(model_file=str(self.model_path))
         ids = (self.sp.pad_id(), self.sp.unk_id(), self.sp.bos_id(), self.sp.eos_id())
         if ids != (PAD, UNK, BOS, EOS):

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from nmtkit.data import DataError, LineCountError, MissingFileError
 from nmtkit.data.clean import clean_pairs
 from nmtkit.data.text import read_lines
 from nmtkit.files import sha256_file, write_lines_atomic
+from nmtkit.errors import DataError
 
 ROLES = ("train_src", "train_tgt", "dev_src", "dev_tgt", "test_src", "test_tgt")
 FLAGS = {r: "--" + r.replace("_", "-") for r in ROLES}
@@ -117,7 +117,7 @@ def input_params(dc, out_dir: Path) -> dict:
         try:
             files[role] = {"path": str(path), "sha256": sha256_file(path)}
         except FileNotFoundError:
-            raise MissingFileError(f"{path}: no such file; check {FLAGS[role]} (data.{role})") from None
+            raise DataError(f"{path}: no such file; check {FLAGS[role]} (data.{role})") from None
         except IsADirectoryError:
             raise DataError(f"{path}: is a directory; {FLAGS[role]} (data.{role}) takes a text file") from None
     return {"inputs": files, "tokenized": dc.tokenized, "src_lang": dc.src_lang, "tgt_lang": dc.tgt_lang,
@@ -128,7 +128,7 @@ def _read_pair(paths: dict[str, Path], split: str) -> tuple[list[str], list[str]
     (s, fs), (t, ft) = [(paths[f"{split}_{side}"], FLAGS[f"{split}_{side}"]) for side in ("src", "tgt")]
     src, tgt = read_lines(s, hint=f"check {fs}"), read_lines(t, hint=f"check {ft}")
     if len(src) != len(tgt):
-        raise LineCountError(f"{s} ({fs}) has {len(src):,} lines but {t} ({ft}) has {len(tgt):,}: line i of one "
+        raise DataError(f"{s} ({fs}) has {len(src):,} lines but {t} ({ft}) has {len(tgt):,}: line i of one "
                              f"must translate line i of the other; fix or re-export the pair of files")
     return src, tgt
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import numpy as np
 
-from nmtkit.data import DataError, IncompleteDataError, ModelMismatchError
 from nmtkit.data.bpe import BOS, EOS, MODEL
 from nmtkit.data.text import read_parallel
 from nmtkit.files import atomic_path, atomic_write_json, read_json, sha256_file
+from nmtkit.errors import DataError
 
 SRC, TGT = "en", "de"
 SPLITS = ("train", "dev", "test")
@@ -54,24 +54,24 @@ def load_encoded(data_dir, split: str, *, mmap: bool = False) -> dict[str, tuple
     """{"en": (ids, offsets), "de": (ids, offsets)} for a split, after checking it matches spm.model."""
     d = Path(data_dir)
     header = d / ENCODED
-    manifest = read_json(d / MANIFEST, IncompleteDataError, missing=None,
+    manifest = read_json(d / MANIFEST, DataError, missing=None,
                          hint=f"the data directory is not completely prepared; {_FIX}")
     if manifest is None:
-        raise IncompleteDataError(f"{d / MANIFEST}: no such file, so {d} is not a prepared data directory "
+        raise DataError(f"{d / MANIFEST}: no such file, so {d} is not a prepared data directory "
                                   f"(prepare() writes it as each step finishes); {_FIX}")
     try:  # prepare() records a step in manifest.json only once all its files are complete
         done = manifest["steps"]["encode"]["files"][ENCODED]["sha256"]
     except (KeyError, TypeError):
         done = None
     if done is None or not header.is_file() or sha256_file(header) != done:
-        raise IncompleteDataError(f"{d}: the data directory is not completely prepared (encoding not recorded "
+        raise DataError(f"{d}: the data directory is not completely prepared (encoding not recorded "
                                   f"as finished in {MANIFEST}; a crash or an unfinished rerun?); {_FIX}")
-    head = read_json(header, IncompleteDataError, hint=_FIX)
+    head = read_json(header, DataError, hint=_FIX)
     model = d / MODEL
     if not model.is_file():
-        raise IncompleteDataError(f"{model}: missing; {_FIX}")
+        raise DataError(f"{model}: missing; {_FIX}")
     if sha256_file(model) != head.get("spm_sha256"):
-        raise ModelMismatchError(f"{d}: the encoded splits were made with a different sentencepiece model than "
+        raise DataError(f"{d}: the encoded splits were made with a different sentencepiece model than "
                                  f"{model} (sha256 {head.get('spm_sha256', '?')[:12]} vs {sha256_file(model)[:12]}); "
                                  f"{_FIX}")
     if split not in head.get("splits", {}):
@@ -83,9 +83,9 @@ def load_encoded(data_dir, split: str, *, mmap: bool = False) -> dict[str, tuple
             ids = np.load(ids_path(d, split, lang), mmap_mode="r" if mmap else None)
             off = np.load(off_path(d, split, lang), mmap_mode="r" if mmap else None)
         except (FileNotFoundError, ValueError, EOFError) as e:
-            raise IncompleteDataError(f"{d}: {split}.{lang} encoded arrays missing or unreadable ({e}); {_FIX}") from None
+            raise DataError(f"{d}: {split}.{lang} encoded arrays missing or unreadable ({e}); {_FIX}") from None
         if len(off) != want["lines"] + 1 or int(off[-1]) != len(ids) or len(ids) != want[f"{lang}_tokens"]:
-            raise IncompleteDataError(f"{ids_path(d, split, lang)}: does not match {ENCODED} "
+            raise DataError(f"{ids_path(d, split, lang)}: does not match {ENCODED} "
                                       f"({len(off) - 1:,} lines / {len(ids):,} ids, expected {want['lines']:,} / "
                                       f"{want[f'{lang}_tokens']:,}); {_FIX}")
         out[lang] = (ids, off)

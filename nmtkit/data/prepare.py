@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 
-from nmtkit.data import DataError
 import nmtkit.data.bpe as bpe_mod
 import nmtkit.data.owncorpus as owncorpus
 import nmtkit.data.pipeline as pipeline
@@ -24,6 +23,7 @@ from nmtkit.data.stats import FILE as STATS_FILE
 from nmtkit.data.stats import DataStats
 from nmtkit.data.text import read_lines, read_parallel
 from nmtkit.files import atomic_write_json, read_json, sha256_file, write_lines_atomic
+from nmtkit.errors import DataError
 
 MANIFEST = pipeline.MANIFEST
 STEPS = ["corpus", "bpe", "encode", "stats"]

@@ -96,12 +96,12 @@ class DataStats:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "DataStats":
-        from nmtkit.data import DataError, MissingFileError
+        from nmtkit.errors import DataError
         path = Path(path)
         if path.is_dir():
             path = path / FILE
         if not path.exists():
-            raise MissingFileError(f"{path}: no such file; run `nmtkit prepare` (or prepare(cfg))")
+            raise DataError(f"{path}: no such file; run `nmtkit prepare` (or prepare(cfg))")
         d = read_json(path, DataError, hint="rerun `nmtkit prepare` (or prepare(cfg))")
         if not isinstance(d, dict):
             raise DataError(f"{path}: expected a JSON object; rerun `nmtkit prepare` (or prepare(cfg))")

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from nmtkit.errors import DataError
 
-from nmtkit.data import DataError, EmptyFileError, LineCountError, MissingFileError, Utf8Error
 
 
 def read_lines(path: str | os.PathLike, *, allow_empty: bool = False, hint: str = "") -> list[str]:
@@ -14,14 +14,14 @@ def read_lines(path: str | os.PathLike, *, allow_empty: bool = False, hint: str 
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        raise MissingFileError(f"{path}: no such file; {hint}") from None
+        raise DataError(f"{path}: no such file; {hint}") from None
     if not data and not allow_empty:
-        raise EmptyFileError(f"{path}: the file is empty; {hint}")
+        raise DataError(f"{path}: the file is empty; {hint}")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
-        raise Utf8Error(f"{path}: line {line}: not valid UTF-8 ({e.reason} at byte {e.start}); "
+        raise DataError(f"{path}: line {line}: not valid UTF-8 ({e.reason} at byte {e.start}); "
                         f"re-encode the file as UTF-8 (e.g. iconv -f latin1 -t utf-8) or remove the line") from None
     nul = text.find("\0")
     if nul >= 0:
@@ -40,7 +40,7 @@ def read_parallel(src: str | os.PathLike, tgt: str | os.PathLike, **kw) -> tuple
     """Both sides of a parallel corpus; they must have the same number of lines."""
     a, b = read_lines(src, **kw), read_lines(tgt, **kw)
     if len(a) != len(b):
-        raise LineCountError(f"{src} has {len(a):,} lines but {tgt} has {len(b):,}: a parallel corpus needs one "
+        raise DataError(f"{src} has {len(a):,} lines but {tgt} has {len(b):,}: a parallel corpus needs one "
                              f"target line per source line; re-extract or re-download these files")
     return a, b
 

@@ -26,22 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from nmtkit.data import DataError, LineCountError
 from nmtkit.data.clean import clean_pairs
 from nmtkit.data.text import read_lines, read_parallel
 from nmtkit.files import atomic_path, write_lines_atomic
-
-
-class DownloadError(DataError):
-    """A download failed (after retries); the partial file is kept so a rerun resumes it."""
-
-
-class ChecksumError(DataError):
-    """A file does not have its pinned size or hash; it was moved aside to `<name>.bad-<sha12>`, not used."""
-
-
-class DiskSpaceError(DataError, OSError):
-    """Not enough free disk space to download and prepare the corpus."""
+from nmtkit.errors import DataError
 
 
 @dataclass(frozen=True)
@@ -130,7 +118,7 @@ def check_disk(d: Path, sources: list[Source]) -> None:
     need = disk_need_bytes(sources) - present
     free = disk_free(d)
     if need > free:
-        raise DiskSpaceError(f"{d}: preparing WMT16 needs about {need / 1e9:.1f} GB free but only "
+        raise DataError(f"{d}: preparing WMT16 needs about {need / 1e9:.1f} GB free but only "
                              f"{free / 1e9:.1f} GB is free there; free some space or set data.dir to a larger disk")
 
 
@@ -158,7 +146,7 @@ def verify(path: Path, dest: Path, *, size: Optional[int] = None, sha256: Option
         sha = digests.get("sha256") or _digest(path, "sha256")
         aside = dest.with_name(f"{dest.name}.bad-{sha[:12]}")
         os.replace(path, aside)
-        raise ChecksumError(f"{dest}: {problem}; moved aside to {aside.name}, not used. A changed mirror "
+        raise DataError(f"{dest}: {problem}; moved aside to {aside.name}, not used. A changed mirror "
                             f"(data.base_url) or a damaged download? Rerun prepare to download it again")
 
 
@@ -181,7 +169,7 @@ def download(url: str, dest: str | os.PathLike, *, size: Optional[int] = None, s
     elif Path(url).is_file():  # a local directory given as data.base_url, or sacreBLEU's cache
         shutil.copyfile(url, part)
     else:
-        raise DownloadError(f"{url}: no such file (data.base_url points to a local directory without it)")
+        raise DataError(f"{url}: no such file (data.base_url points to a local directory without it)")
     verify(part, dest, **pins)
     os.replace(part, dest)
     return dest
@@ -215,11 +203,11 @@ def _http_get(url: str, part: Path, *, size: Optional[int], progress: bool, retr
         except urllib.error.HTTPError as e:
             if e.code == 416 and have:
                 return  # nothing left to fetch: the partial file is complete (or too long: verify says so)
-            raise DownloadError(f"{url}: HTTP {e.code} {e.reason}; check the URL or data.base_url") from None
+            raise DataError(f"{url}: HTTP {e.code} {e.reason}; check the URL or data.base_url") from None
         except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
             if attempt == retries:
                 got = part.stat().st_size if part.exists() else 0
-                raise DownloadError(f"{url}: download failed after {retries + 1} tries with {got:,} bytes so far "
+                raise DataError(f"{url}: download failed after {retries + 1} tries with {got:,} bytes so far "
                                     f"({e}); rerun prepare to resume it") from None
             time.sleep(min(backoff * 2 ** attempt, 30))
 
@@ -235,7 +223,7 @@ def fetch(src: Source, raw: Path, base_url: str = "", *, progress: bool = True) 
     for i, url in enumerate(urls):
         try:
             return download(url, raw / src.archive, progress=progress, **pins)
-        except DownloadError as e:
+        except DataError as e:
             if i + 1 == len(urls):
                 raise
             if progress:
@@ -302,7 +290,7 @@ def fetch_and_clean(d: Path, dc, *, progress: bool = True, sources: Optional[lis
         if f"{split}.en" not in evals or f"{split}.de" not in evals:
             raise DataError(f"the WMT16 source table has no {split} set (roles {split}.en/{split}.de)")
         if len(evals[f"{split}.en"]) != len(evals[f"{split}.de"]):
-            raise LineCountError(f"{split}: {len(evals[f'{split}.en']):,} English vs {len(evals[f'{split}.de']):,} "
+            raise DataError(f"{split}: {len(evals[f'{split}.en']):,} English vs {len(evals[f'{split}.de']):,} "
                                  f"German segments; re-download the archive")
     kept, counts = clean_pairs(train_pairs, dc.min_len, dc.max_len, dc.max_len_ratio)
     del train_pairs

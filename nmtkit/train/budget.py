@@ -11,13 +11,9 @@ import statistics
 from dataclasses import dataclass, field
 
 from nmtkit.config import Config
-from nmtkit.errors import NmtkitError
+from nmtkit.errors import ConfigError
 
 SKIP_STEPS = 2  # each session's first steps trace the graph: their times are no guide to the rest
-
-
-class BudgetError(NmtkitError, ValueError):
-    """A budget that cannot buy a single step (or a cost budget without a price); the message says what to set."""
 
 
 def _duration(hours: float) -> str:
@@ -84,7 +80,7 @@ class Budget:
     def of(cls, cfg: Config, nodes: int) -> "Budget":
         b = cls(cfg.train.max_hours, cfg.train.max_cost, cfg.monitor.price_per_node_hour, nodes)
         if b.max_cost and not b.price:
-            raise BudgetError("train.max_cost needs a price: set monitor.price_per_node_hour (USD per node-hour, "
+            raise ConfigError("train.max_cost needs a price: set monitor.price_per_node_hour (USD per node-hour, "
                               "e.g. --set monitor.price_per_node_hour=3.06), or give --max-hours instead")
         return b
 
@@ -109,7 +105,7 @@ class Budget:
         left_s = (self.limit_h - spent_h) * 3600
         if left_s <= 0 or (step_s is not None and left_s < step_s):
             pace = f"; a step takes {step_s * 1000:.0f} ms" if step_s is not None else ""
-            raise BudgetError(f"the budget ({self.describe()}) buys no step: {spent_h * 3600:.0f} s of "
+            raise ConfigError(f"the budget ({self.describe()}) buys no step: {spent_h * 3600:.0f} s of "
                               f"{self.limit_h * 3600:.0f} s already spent{pace}; raise --max-hours/--max-cost "
                               f"(train.max_hours/max_cost) to continue")
 

@@ -6,7 +6,6 @@ A TF checkpoint is `checkpoint` (a text index naming the latest), `<prefix>.inde
 """
 from __future__ import annotations
 
-from nmtkit.errors import NmtkitError
 
 import os
 import re
@@ -15,9 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nmtkit import runs
-from nmtkit.config import Config, ConfigError
+from nmtkit.config import Config
 from nmtkit.keras2 import import_tf
 from nmtkit.model.transformer import build
+from nmtkit.errors import ConfigError, RunDirError, TrainError
 
 tf = import_tf()
 
@@ -25,14 +25,6 @@ SPM_FILES = ("spm.model", "spm.vocab")
 # model settings a run may change on resume: they do not change the variables' shapes
 RESUMABLE_CHANGES = ("dropout", "label_smoothing")
 DATA_DIR = f"{runs.CHECKPOINTS}/data"  # the input pipelines' positions (DataPosition)
-
-
-class TrainError(NmtkitError, RuntimeError):
-    """Training cannot start or continue as asked; the message says why and what to do."""
-
-
-class CheckpointError(TrainError):
-    """A checkpoint is corrupted, does not fit this model, or cannot be written; the message names the file."""
 
 
 _PREFIX = re.compile(r"^(ckpt|best)-(\d+)\.index$")  # CheckpointManager's <checkpoint_name>-<step>
@@ -76,7 +68,7 @@ def _why(e: Exception) -> str:
 
 
 def restore(ckpt, path: str, expect_partial: bool = False):
-    """Restore `ckpt` from `path` or raise CheckpointError naming the file."""
+    """Restore `ckpt` from `path` or raise TrainError naming the file."""
     try:
         status = ckpt.restore(path)
         if expect_partial:
@@ -84,7 +76,7 @@ def restore(ckpt, path: str, expect_partial: bool = False):
         else:
             status.assert_existing_objects_matched()
     except (tf.errors.OpError, ValueError, AssertionError, IndexError) as e:  # IndexError: a data file cut short
-        raise CheckpointError(f"{path}.index: cannot restore this checkpoint ({_why(e)}); it is corrupted (e.g. a "
+        raise TrainError(f"{path}.index: cannot restore this checkpoint ({_why(e)}); it is corrupted (e.g. a "
                               "copy cut short) or was written by a different model configuration") from None
     return status
 
@@ -131,7 +123,7 @@ def _check_resumable(run: Path, cfg: Config, resume: bool = True) -> None:
     diffs = [f"model.{k}: {old.get(k)!r} -> {v!r}" for k, v in cfg.to_dict()["model"].items()
              if old.get(k) != v and k not in RESUMABLE_CHANGES]
     if diffs:
-        raise CheckpointError(f"{run / runs.CONFIG}: this run's checkpoints were trained with a different model "
+        raise TrainError(f"{run / runs.CONFIG}: this run's checkpoints were trained with a different model "
                               f"({'; '.join(diffs)}); train into a new --logdir, or use the original model settings")
 
 
@@ -167,12 +159,12 @@ class Checkpoints:
 
     def restore(self, log=print) -> str | None:
         """Restore the newest checkpoint that restores (None when there is none). A newer one that does not is
-        named in one line with the one used instead; when none restores, CheckpointError. Nothing is deleted."""
+        named in one line with the one used instead; when none restores, TrainError. Nothing is deleted."""
         failed: list[tuple[str, str]] = []
         for path in on_disk(self.run / runs.CHECKPOINTS):
             try:
                 restore(self.checkpoint, path)
-            except CheckpointError as e:
+            except TrainError as e:
                 failed.append((Path(path).name, str(e).split(": ", 1)[1]))
                 continue
             if failed:
@@ -181,7 +173,7 @@ class Checkpoints:
             return path
         if failed:
             names = ", ".join(name for name, _ in failed)
-            raise CheckpointError(f"{self.run / runs.CHECKPOINTS}: none of its checkpoints restores ({names}; newest: "
+            raise TrainError(f"{self.run / runs.CHECKPOINTS}: none of its checkpoints restores ({names}; newest: "
                                   f"{failed[0][1]}); they are left as they are: put back a good copy, or train into "
                                   "a new --logdir")
         return None
@@ -196,7 +188,7 @@ class Checkpoints:
         need = int(1.1 * (need or self.state_bytes))
         free = shutil.disk_usage(d).free
         if free < need:
-            raise CheckpointError(f"{d}: not enough free disk for a checkpoint (about {need:,} bytes needed, "
+            raise TrainError(f"{d}: not enough free disk for a checkpoint (about {need:,} bytes needed, "
                                   f"{free:,} free); free some space and train again to resume")
         return manager.save(checkpoint_number=step)
 
@@ -244,7 +236,7 @@ def finished_summary(run: Path, step: int, total: int) -> dict | None:
         return None
     try:
         state = runs.read_status(run)
-    except runs.RunDirError:
+    except RunDirError:
         return None
     if state.get("status") != "finished" or not state.get("summary"):
         return None

@@ -20,16 +20,8 @@ import socket
 import sys
 
 from nmtkit.config import choices
-from nmtkit.errors import NmtkitError
 from nmtkit.keras2 import import_tf
-
-
-class DistError(NmtkitError, RuntimeError):
-    """Horovod is missing or not initialised the way training needs."""
-
-
-class DevicesInitialisedError(DistError):
-    """TensorFlow set up its devices before the rank could pin its own: it would share another rank's GPU."""
+from nmtkit.errors import StackError
 
 
 def thread_counts(cores: int, local_ranks: int, env=None) -> tuple[int, int] | None:
@@ -52,8 +44,8 @@ def pin_devices(local_rank: int = 0, local_size: int = 1, device_index: int | st
     GPUs: `pin` (a Horovod rank) makes only GPU `device_index` (default: the local rank; nmtkit.cluster sets
     NMTKIT_DEVICE_INDEX, the index on the physical machine) visible; one process sees them all. Memory growth
     on every visible GPU, so processes sharing a machine do not each take all of its memory. Raises
-    DevicesInitialisedError when TensorFlow already initialised other devices (too late: the rank would use
-    GPU 0 beside another), DistError when there are more local ranks than GPUs.
+    StackError when TensorFlow already initialised other devices (too late: the rank would use
+    GPU 0 beside another), StackError when there are more local ranks than GPUs.
     Threads: thread_counts() for `local_size` ranks; if the pools already exist with other sizes they stay, and
     a warning says so (wrong speed, not wrong results).
     Returns {"gpus", "device", "threads"}.
@@ -64,7 +56,7 @@ def pin_devices(local_rank: int = 0, local_size: int = 1, device_index: int | st
     if gpus:
         index = int(local_rank if device_index in (None, "") else device_index)
         if pin and (index >= len(gpus) or local_size > len(gpus)):
-            raise DistError(f"{max(local_size, index + 1)} ranks on this machine but {len(gpus)} GPU(s): one "
+            raise StackError(f"{max(local_size, index + 1)} ranks on this machine but {len(gpus)} GPU(s): one "
                             f"rank per GPU (NCCL refuses two ranks on one device); start at most {len(gpus)} "
                             "rank(s) per machine (cluster.slots / --hosts host:N)")
         visible = [gpus[index]] if pin else list(gpus)
@@ -75,7 +67,7 @@ def pin_devices(local_rank: int = 0, local_size: int = 1, device_index: int | st
         except RuntimeError:
             have = [d.name for d in config.get_visible_devices("GPU")]
             if have != [d.name for d in visible]:
-                raise DevicesInitialisedError(
+                raise StackError(
                     f"TensorFlow initialised its GPUs ({', '.join(have) or 'none'}) before this process could pin "
                     f"{', '.join(d.name for d in visible)}: something ran a TensorFlow op first (in a notebook: a "
                     "cell before the cluster's first job). Restart the engines/kernel and pin first") from None
@@ -151,7 +143,7 @@ def compressor(hvd, name: str):
     """train.compression -> Horovod's compressor: fp16 halves the gradient bytes on the wire (values are cast to
     float16 for the allreduce and back), none sends float32."""
     if name not in COMPRESSIONS:
-        raise DistError(f"train.compression={name!r}: choose one of {', '.join(COMPRESSIONS)}")
+        raise StackError(f"train.compression={name!r}: choose one of {', '.join(COMPRESSIONS)}")
     return hvd.Compression.fp16 if name == "fp16" else hvd.Compression.none
 
 
@@ -168,7 +160,7 @@ class Horovod:
         try:
             import horovod.tensorflow as hvd
         except ImportError as e:
-            raise DistError(f"import horovod.tensorflow failed ({e}); build Horovod against this TensorFlow "
+            raise StackError(f"import horovod.tensorflow failed ({e}); build Horovod against this TensorFlow "
                             "(see scripts/setup.sh) or train with dist=Single()") from None
         hvd.init()
         self.hvd = hvd

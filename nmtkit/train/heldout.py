@@ -10,12 +10,8 @@ TensorFlow, the checkpoint's weights and the prepared data (the shipped referenc
 from __future__ import annotations
 
 from pathlib import Path
+from nmtkit.errors import TrainError
 
-from nmtkit.errors import NmtkitError
-
-
-class HeldoutError(NmtkitError):
-    """The run lacks what the measurement needs (weights, prepared data); the message says which."""
 
 
 def eval_mode_losses(run, data_dir: str | Path | None = None, batches: int = 10) -> dict:
@@ -28,13 +24,13 @@ def eval_mode_losses(run, data_dir: str | Path | None = None, batches: int = 10)
     from nmtkit.train.checkpoints import load_model
     run = Path(getattr(run, "path", run))
     if not list((run / runs.CHECKPOINTS).glob("*.index")):
-        raise HeldoutError(f"{run.name}: no checkpoint weights under {runs.CHECKPOINTS}/ (the reference run ships "
+        raise TrainError(f"{run.name}: no checkpoint weights under {runs.CHECKPOINTS}/ (the reference run ships "
                            f"only their listing); use a run you trained")
     restored = load_model(run, "latest")
     cfg = restored.config
     data = Path(data_dir or cfg.data.dir)
     if not (data / "train.en.ids.npy").exists():
-        raise HeldoutError(f"{run.name}: no prepared data in {data.name}/ (the config's data.dir); pass data_dir")
+        raise TrainError(f"{run.name}: no prepared data in {data.name}/ (the config's data.dir); pass data_dir")
 
     def mean_loss(split: str) -> float:
         total = count = 0.0
@@ -52,7 +48,7 @@ def describe(run, batches: int = 10) -> str:
     """One line for notebook 04: the two eval-mode losses and their gap, or why they cannot be measured."""
     try:
         x = eval_mode_losses(run, batches=batches)
-    except HeldoutError as e:
+    except TrainError as e:
         return f"eval-mode losses: cannot measure: {e}"
     return (f"eval-mode losses with {x['checkpoint']} ({batches} batches each, dropout off): training slice "
             f"{x['train_slice']:.3f}, dev {x['dev']:.3f}, dev minus training slice {x['dev'] - x['train_slice']:+.3f}")

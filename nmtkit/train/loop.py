@@ -23,16 +23,16 @@ from nmtkit.model.transformer import count_params
 from nmtkit.runlock import TOKEN_ENV
 from nmtkit.runs import MONITOR_DIR, RunDir
 from nmtkit.train.budget import Budget, Plateau, Projection, measured_step_s
-from nmtkit.train.checkpoints import (CheckpointError, Checkpoints, DataPosition, TrainError, _check_resumable,
-                                      checkpoint_files, copy_data_files, finished_summary, load_model, tokenizer_for)
+from nmtkit.train.checkpoints import Checkpoints, DataPosition, _check_resumable, checkpoint_files, copy_data_files, finished_summary, load_model, tokenizer_for
 from nmtkit.train.dist import Single, set_threads
 from nmtkit.train.evaluate import Evaluator, evaluate_translations
 from nmtkit.train.metrics import Scalars, peak_flops
 from nmtkit.train.reporter import Reporter
 from nmtkit.train.signals import stop_on_signals
 from nmtkit.train.trainer import Trainer
+from nmtkit.errors import TrainError
 
-__all__ = ["train", "TrainError", "CheckpointError", "checkpoint_files", "load_model", "tokenizer_for",
+__all__ = ["train", "TrainError", "TrainError", "checkpoint_files", "load_model", "tokenizer_for",
            "evaluate_translations", "Trainer"]
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from nmtkit import lr
 from nmtkit.config import choices
-from nmtkit.errors import NmtkitError
 from nmtkit.keras2 import import_tf
 from nmtkit.lr import SCALINGS, transformer_lr  # noqa: F401  (re-exported for tests and notebooks)
+from nmtkit.errors import ConfigError
 
 tf = import_tf()
 
@@ -27,16 +27,12 @@ BF16_MAX_BLEU_LOSS = 1.0
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
 
 
-class ScheduleError(NmtkitError, ValueError):
-    """A bad learning-rate or precision setting."""
-
-
 def rank_factor(lr_scaling: str, size: int) -> float:
     """How much N ranks multiply the learning rate (nmtkit.lr.rank_factor, with this module's error)."""
     try:
         return lr.rank_factor(lr_scaling, size)
     except ValueError as e:
-        raise ScheduleError(str(e)) from None
+        raise ConfigError(str(e)) from None
 
 
 @tf.keras.utils.register_keras_serializable("nmtkit")
@@ -92,7 +88,7 @@ def decide_precision(setting: str, gpus, flags=None, record: Path | None = None)
     recorded quality measurement allows it, else float32. `flags`: the CPU flags (default: this machine's).
     """
     if setting not in PRECISIONS:
-        raise ScheduleError(f"train.precision={setting!r}: choose one of {', '.join(PRECISIONS)}")
+        raise ConfigError(f"train.precision={setting!r}: choose one of {', '.join(PRECISIONS)}")
     if setting != "auto":
         return setting, "set in the config"
     caps = [None] * gpus if isinstance(gpus, int) else list(gpus)

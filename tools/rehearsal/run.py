@@ -246,7 +246,7 @@ class Rehearsal:
         """kill -9 (over SSH) the engine of the last rank on the second host once the job has checkpointed past the
         short run; the error must name that rank and host within 60 s. The relaunch starts fresh engines over SSH
         (Cluster restarts them lazily, after the error) and resumes from that checkpoint to a few steps on."""
-        from nmtkit.cluster import RankFailedError
+        from nmtkit.errors import RankFailedError
         victim = [e for e in cluster.engines() if e.host == net.hosts[1].name][-1]
         start = last_checkpoint(run_dir)
         cfg = self.cfg(data, 60 * self.o.steps).with_overrides({"train.ckpt_every": 2})
