@@ -274,6 +274,11 @@ def main(argv: list[str] | None = None) -> int:
         log = _log_traceback(args)
         print(f"nmtkit: {_one_line(e)}" + (f" (traceback in {log})" if log else ""), file=sys.stderr)
         return 1
+    except OSError as e:  # a full disk, a file where a directory belongs, no permission: the machine's or the input's
+        from nmtkit.files import os_problem
+        log = _log_traceback(args)
+        print(f"nmtkit: {os_problem(e)}" + (f" (traceback in {log})" if log else ""), file=sys.stderr)
+        return 1
     except Exception as e:  # noqa: BLE001  anything else is a bug in nmtkit: say so, one line, and where to look
         log = _log_traceback(args)
         print(f"nmtkit: internal error (a bug, please report it with the log): {type(e).__name__}: {_one_line(e)}"

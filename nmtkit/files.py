@@ -3,6 +3,7 @@ error, JSON lines, sha256. No other module writes a file by hand."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -105,3 +106,24 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
 
 def write_lines_atomic(path: str | os.PathLike, lines: Iterable[str]) -> Path:
     return atomic_write_text(path, "".join(l + "\n" for l in lines))
+
+
+_OS_ADVICE = {  # errno -> what the user can do about it
+    errno.ENOSPC: "no space left on its disk: free some (df -h) or point the command at another disk, then run it "
+                  "again (finished steps are kept)",
+    errno.EEXIST: "a file where a directory belongs: pass a directory (a new one, or one the kit made)",
+    errno.ENOTDIR: "a file where a directory belongs: pass a directory (a new one, or one the kit made)",
+    errno.EISDIR: "a directory where a file belongs: pass the file itself",
+    errno.EACCES: "permission denied: make it readable/writable for this user, or use another path",
+    errno.EPERM: "permission denied: make it readable/writable for this user, or use another path",
+    errno.ENOENT: "no such file or directory: check the path",
+    errno.EROFS: "a read-only file system: use a writable path",
+}
+
+
+def os_problem(e: OSError) -> str:
+    """One line for an error of the operating system (a full disk, a file where a directory belongs, ...):
+    the path and what to do about it; such an error is the input's or the machine's, not a bug of the kit."""
+    path = e.filename or "?"
+    advice = _OS_ADVICE.get(e.errno, e.strerror or type(e).__name__)
+    return f"{path}: {advice}"

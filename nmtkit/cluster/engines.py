@@ -18,7 +18,8 @@ import pandas as pd
 import nmtkit
 from nmtkit.cluster.jobs import Job
 from nmtkit.cluster.lifeline import Lifeline, hold
-from nmtkit.cluster.plan import Engine, assign_slots, check_listen, controller_ip, iface_for, parse_hosts, rank_env
+from nmtkit.cluster.plan import (Engine, assign_slots, check_iface, check_listen, controller_ip, iface_for, parse_hosts,
+                                 rank_env)
 from nmtkit.cluster.preflight import gather_facts, link_status, measure_link, preflight_problems, copy_to_node, preflight_table, reachability_listener
 from nmtkit.cluster.remote import engine_identity, rank_check, rank_main, train_rank
 from nmtkit.cluster.rendezvous import Rendezvous
@@ -55,6 +56,8 @@ class Cluster:
             self.n = sum(h.slots for h in self.hosts)
         self.logical_hosts = cc.logical_hosts if logical_hosts is None else logical_hosts
         self.iface = cc.iface if iface is None else iface
+        if self.launcher == "local":  # remote hosts' interfaces are checked by preflight, on each host
+            check_iface(self.iface)
         remote = [h.hostname for h in self.hosts] if self.launcher != "local" else []
         self.listen_ip = check_listen(listen_ip if listen_ip is not None else (cc.listen or controller_ip(remote)))
         self.start_timeout = start_timeout or cc.start_timeout
@@ -277,7 +280,7 @@ class Cluster:
         else:
             facts = self._facts_after_push(engines, data, rendezvous, push_data)
         self.facts = facts
-        problems = preflight_problems(facts)
+        problems = preflight_problems(facts, self.iface)
         if problems and raise_on_problems:
             raise ClusterError("preflight refused to train:\n  - " + "\n  - ".join(problems))
         self.link = None if problems else measure_link(self.client, engines, facts)

@@ -149,6 +149,16 @@ def source_address(host: str) -> str:
         raise ClusterError(f"no route from this machine to {host}: {e}; check the host list (cluster.hosts)") from None
 
 
+def check_iface(iface: str) -> str:
+    """`iface` if this machine has a network interface of that name, else one ClusterError line naming it and the
+    ones there are (before any engine starts: Gloo would fail to bind, and the engines die without saying why)."""
+    have = sorted(psutil.net_if_addrs())
+    if iface and iface not in have:
+        raise ClusterError(f"cluster.iface={iface!r}: no network interface of that name on this machine (it has "
+                           f"{', '.join(have)}); set --set cluster.iface=<one of them>, or leave it empty to detect it")
+    return iface
+
+
 def iface_for(addr: str) -> str:
     """The network interface this machine would use to reach `addr` (the one Gloo should bind to)."""
     try:

@@ -50,10 +50,11 @@ def gather_facts(client, engines: list, data_dir: str | None, rendezvous: tuple[
     return facts
 
 
-def preflight_problems(facts: list[dict]) -> list[str]:
+def preflight_problems(facts: list[dict], iface: str = "") -> list[str]:
     """What would break training, one sentence per problem naming the node and the difference; [] when fine.
 
-    `facts`: node_facts() dicts, one per rank in rank order (the first is the reference), with `node` and `rank`.
+    `facts`: node_facts() dicts, one per rank in rank order (the first is the reference), with `node` and `rank`;
+    `iface`: cluster.iface, which every node must have.
     """
     if not facts:
         return ["no engines: start the cluster first"]
@@ -64,6 +65,9 @@ def preflight_problems(facts: list[dict]) -> list[str]:
             problems.append(f"{_who(f)}: {f['error']}")
         else:
             problems += [f"{_who(f)}: {p}" for p in _node_problems(f, ref)]
+            if iface and f.get("ifaces") and iface not in f["ifaces"]:
+                problems.append(f"{_who(f)}: cluster.iface={iface!r} is no network interface there (it has "
+                                f"{', '.join(f['ifaces'])}); set cluster.iface to the NIC that reaches the other nodes")
     return problems
 
 

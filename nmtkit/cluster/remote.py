@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
+import psutil
+
 import horovod
 from ipyparallel.datapub import publish_data
 
@@ -54,6 +56,7 @@ def node_facts(data_dir: str | None, rendezvous: tuple[str, int] | None = None) 
             f["rendezvous_ok"], f["rendezvous_error"] = True, None
         except OSError as e:
             f["rendezvous_ok"], f["rendezvous_error"] = False, f"{type(e).__name__}: {e}"
+    f["ifaces"] = sorted(psutil.net_if_addrs())  # cluster.iface must be one of them (preflight)
     return f
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from nmtkit.files import atomic_write_json
 from nmtkit.course.student import (MARKDOWN_STUB, NOTEBOOKS_DIR, cell_source, exercises, grade_id, is_instructor,
-                                   kernel_name)
+                                   kernel_name, read_notebook)
 from nmtkit.errors import CourseError
 
 SKIP_TAG = "grade-skip"
@@ -105,7 +105,7 @@ def grade_notebook(path: Path, instructor_path: Path, workspace: Path, timeout: 
     import nbformat
     from nbclient import NotebookClient
 
-    nb = assemble(nbformat.read(path, as_version=4), nbformat.read(instructor_path, as_version=4), path.name)
+    nb = assemble(read_notebook(path), read_notebook(instructor_path), path.name)
     env = {**os.environ, "NMTKIT_WORKDIR": str(workspace), "NMTKIT_GRADING": "1"}
     run_dir = Path(tempfile.mkdtemp(prefix="nmtkit-graded-"))
     client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name(nb), allow_errors=True,
@@ -126,12 +126,16 @@ def grade(submission: str | os.PathLike, workspace=None, only=(), out: str | os.
           instructor_dir: str | os.PathLike = NOTEBOOKS_DIR, timeout: int = 300) -> list[dict]:
     """Grade every notebook of `submission` (or those whose NN is in `only`); write `out` (JSON) if given."""
     submission, instructor_dir = Path(submission), Path(instructor_dir)
+    if not submission.is_dir():
+        raise CourseError(f"{submission}: not a directory; pass the directory that holds the student's NN_*.ipynb")
     paths = sorted(p for p in submission.glob("[0-9][0-9]_*.ipynb") if not only or p.name[:2] in only)
     if not paths:
         raise CourseError(f"{submission}: no notebooks NN_name.ipynb" + (f" numbered {', '.join(only)}" if only else ""))
     strange = [p.name for p in paths if not (instructor_dir / p.name).exists()]
     if strange:
         raise CourseError(f"{submission}: {', '.join(strange)} is not a notebook of the course ({instructor_dir})")
+    for p in paths:  # every notebook readable before a kernel starts: a broken file is named at once
+        read_notebook(p)
     ws, made = grading_workspace(workspace)
     try:
         results = [grade_notebook(p, instructor_dir / p.name, ws, timeout) for p in paths]

@@ -98,6 +98,17 @@ def exercises(nb: dict, name: str = "notebook") -> dict[str, dict[str, int]]:
     return out
 
 
+def read_notebook(path: str | os.PathLike):
+    """The nbformat-4 notebook at `path`, or one CourseError line naming the file when it is not a notebook
+    (an unreadable or directory path raises the OSError, which the CLI words itself)."""
+    import nbformat
+    try:
+        return nbformat.read(path, as_version=4)
+    except (nbformat.reader.NotJSONError, UnicodeDecodeError, ValueError) as e:
+        raise CourseError(f"{path}: not a notebook ({type(e).__name__}: {str(e).splitlines()[0][:80]}); get the "
+                          f"file as JupyterLab saved it (File > Download), or leave it out of the submission") from None
+
+
 # --- running a notebook -------------------------------------------------------------------------------------
 
 def kernel_name(nb) -> str:
@@ -190,7 +201,7 @@ def write_student_copies(out_dir: str | os.PathLike = "student", src_dir: str | 
                            f"choose another directory (default: student/)")
     copies = []
     for path in sources:
-        nb = nbformat.read(path, as_version=4)
+        nb = read_notebook(path)
         copy_, replaced = (nbgrader_source if for_nbgrader else student_notebook)(nb, name=path.name)
         nbformat.validate(copy_)
         copies.append((path.name, nbformat.writes(copy_) + "\n", replaced))

@@ -160,6 +160,8 @@ def prepare_files(d: Path, dc, say=print) -> tuple[str, dict, dict]:
             "is measured on dev")
         text["test_src"], text["test_tgt"] = text["dev_src"], text["dev_tgt"]
     train, counts = clean_pairs(zip(text["train_src"], text["train_tgt"]), dc.min_len, dc.max_len, dc.max_len_ratio)
+    if not train:
+        raise DataError(dropped_all(paths, counts, dc))
     random.Random(dc.seed).shuffle(train)
     write_lines_atomic(d / "train.en", (s for s, _ in train))
     write_lines_atomic(d / "train.de", (t for _, t in train))
@@ -170,6 +172,17 @@ def prepare_files(d: Path, dc, say=print) -> tuple[str, dict, dict]:
            f"{len(text['dev_src']):,} dev" + (" (also the test set)" if test_is_dev else
                                                f", {len(text['test_src']):,} test"))
     return msg, counts, {"detokenized": detok, "test_is_dev": test_is_dev}
+
+
+def dropped_all(paths: dict[str, Path], counts: dict[str, int], dc) -> str:
+    """The one line that says cleaning left no training pair: how many it dropped, why, and what to change."""
+    why = {"empty": "an empty side", "too_short": f"a side under data.min_len={dc.min_len} words",
+           "too_long": f"a side over data.max_len={dc.max_len} words",
+           "ratio": f"a length ratio over data.max_len_ratio={dc.max_len_ratio:g}"}
+    reasons = ", ".join(f"{counts[k]:,} for {v}" for k, v in why.items() if counts.get(k))
+    return (f"{paths['train_src']} + {paths['train_tgt']}: cleaning dropped all {counts['input']:,} training "
+            f"pair(s) ({reasons}); check the two files are aligned line by line (sentence n of one translates "
+            f"sentence n of the other), or loosen the limit with --set data.max_len=... / data.max_len_ratio=...")
 
 
 def summary(own: dict) -> str:

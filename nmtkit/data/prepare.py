@@ -189,6 +189,9 @@ def prepare(cfg, data_dir=None, force: bool = False, progress: bool = True) -> D
     """Make (or download), clean, learn BPE, encode and count the data; quick when already done."""
     dc = cfg.data
     d = Path(data_dir or dc.dir)
+    if d.exists() and not d.is_dir():
+        raise DataError(f"{d}: a file where the data directory belongs; pass a directory for --data (data.dir): a "
+                        f"new one, or one `nmtkit prepare` made")
     d.mkdir(parents=True, exist_ok=True)
     _remove_leftovers(d)
     man = Manifest(d)
