@@ -68,11 +68,33 @@ _FRONT = {
 }
 __all__ = sorted(_FRONT)
 
+# name -> the notebook whose cells first use it (as d2l's "Defined in"); each name's docstring says so.
+# tests/test_front_door.py checks this table against the notebooks.
+_INTRODUCED = {
+    "01_data_prep_bpe": ("setup", "config_table", "prepare", "read_split", "Tokenizer", "make_dataset",
+                         "check_file_size", "wmt16_facts"),
+    "02_single_gpu_baseline": ("profile", "build_model", "count_params", "transformer_lr", "train", "restore",
+                               "checkpoint_files", "Translator", "analyse", "check_schedule"),
+    "03_horovod_multinode": ("Cluster", "panel", "assign_slots", "rank_env", "compression_trials", "check_plan",
+                             "check_link_share", "link_table", "homework_exchange", "draw_ring"),
+    "04_monitoring_analysis": ("check", "workspace"),
+    "05_inference_export": ("export", "load_export", "translate_in_fresh_process", "latency", "translation_box",
+                            "check_batching"),
+}
+INTRODUCED = {name: nb for nb, names in _INTRODUCED.items() for name in names}
+
 
 def __getattr__(name: str):
     if name in _FRONT:
         module, attr = _FRONT[name]
         value = getattr(importlib.import_module(module), attr)
+        where = (f"Introduced in notebook {INTRODUCED[name]}." if name in INTRODUCED else
+                 "Used by no notebook's cells (the kit's own and the CLI's); listed in nmtkit's docstring.")
+        try:
+            if where not in (value.__doc__ or ""):
+                value.__doc__ = (value.__doc__ or "").rstrip() + f"\n\n{where}"
+        except (AttributeError, TypeError):  # a built-in's docstring cannot be set
+            pass
         globals()[name] = value  # the next lookup is a plain attribute
         return value
     raise AttributeError(f"module 'nmtkit' has no attribute {name!r}")

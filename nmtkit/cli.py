@@ -69,9 +69,9 @@ def cmd_prepare(args) -> int:
 
 
 def cmd_train(args) -> int:
+    from nmtkit.cluster.driver import check_ranks
     from nmtkit.runs import RunDir
-    if args.np < 1:
-        raise ConfigError(f"--np {args.np}: the number of ranks must be at least 1")
+    check_ranks(args.np, args.hosts)  # before anything: no engine, no SSH, no run directory
     run = RunDir(args.logdir)  # a file where the run directory belongs is named as such
     cfg = _config(args)
     budget = {k: v for k, v in (("train.max_hours", args.max_hours), ("train.max_cost", args.max_cost)) if v is not None}
@@ -131,16 +131,7 @@ def cmd_monitor(args) -> int:
     return live(interval=args.interval, out=args.out)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="nmtkit", description=__doc__.split("\n")[0])
-    parser.add_argument("--version", action="version", version=f"nmtkit {nmtkit.__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    p = sub.add_parser("doctor", help="check the stack: Python, TensorFlow, Keras, Horovod build, GPUs, disk")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--data", default="data", help="where data goes (for the free-disk check)")
-    p.set_defaults(func=cmd_doctor)
-
+def _add_prepare(sub) -> None:
     p = sub.add_parser("prepare", help="make or download the corpus, clean it, learn the joint BPE, encode")
     _add_config_args(p)
     p.add_argument("--data", default=None, help="data directory (default: the profile's data.dir)")
@@ -155,6 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the files are Moses-tokenized (`isn &apos;t`): detokenize them; default: detect per file")
     p.set_defaults(func=cmd_prepare)
 
+
+def _add_train(sub) -> None:
     p = sub.add_parser("train", help="train (or resume) the Transformer: one process, or --np ranks with Horovod")
     _add_config_args(p)
     p.add_argument("--data", default=None, help="prepared data directory (default: the profile's data.dir)")
@@ -174,6 +167,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--launcher", default="auto", choices=config_mod.choices("cluster.launcher"),
                    help="how engines start: local processes, over SSH to --hosts, or by hand (manual)")
     p.set_defaults(func=cmd_train)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="nmtkit", description=__doc__.split("\n")[0])
+    parser.add_argument("--version", action="version", version=f"nmtkit {nmtkit.__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("doctor", help="check the stack: Python, TensorFlow, Keras, Horovod build, GPUs, disk")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--data", default="data", help="where data goes (for the free-disk check)")
+    p.set_defaults(func=cmd_doctor)
+
+    _add_prepare(sub)
+    _add_train(sub)
 
     p = sub.add_parser("report", help="answer the homework's questions from a run's logs; writes report.md")
     p.add_argument("--run", action="append", required=True, help="run directory (repeat to compare runs)")
@@ -224,10 +231,11 @@ def _error_log(args) -> Path:
     """Where a failure's traceback goes: the run directory the command worked on, else the temp dir."""
     run = getattr(args, "run", None)
     run = run[0] if isinstance(run, list) else run
+    from nmtkit.runs import ERROR_LOG, RunDir
     for d in (getattr(args, "logdir", None), run):
         if d and Path(d).is_dir() and os.access(d, os.W_OK):
-            return Path(d) / "nmtkit-error.log"
-    return Path(tempfile.gettempdir()) / "nmtkit-error.log"
+            return RunDir(d).error_log
+    return Path(tempfile.gettempdir()) / ERROR_LOG
 
 
 def _one_line(e: BaseException) -> str:

@@ -186,6 +186,11 @@ def judge(f: Facts) -> list[Check]:
                       "Keras 3 is active; Horovod 0.28.1 fails under it. Install tf-keras==2.18.0 and make sure "
                       "TF_USE_LEGACY_KERAS=1 is set before TensorFlow is imported (import nmtkit first; in Jupyter "
                       "use the 'nmtkit' kernel), then restart the process"))
+    return rows + _judge_horovod(f) + _judge_gpus(f) + _judge_rest(f)
+
+
+def _judge_horovod(f: Facts) -> list[Check]:
+    rows = []
     if f.horovod is None:
         rows.append(Check("Horovod", "missing", False, f"Horovod does not import ({f.horovod_error}): "
                           + HOROVOD_REINSTALL))
@@ -211,6 +216,11 @@ def judge(f: Facts) -> list[Check]:
             rows.append(Check("Horovod GPU libraries", ", ".join(f"{k} => {v}" for k, v in f.horovod_libs.items()),
                               not missing, f"{', '.join(missing)} does not resolve for Horovod: `NMTKIT_GPU=1 "
                               "NMTKIT_REBUILD_HOROVOD=1 make setup` (links the nvidia-nccl-cu12 wheel with an rpath)"))
+    return rows
+
+
+def _judge_gpus(f: Facts) -> list[Check]:
+    rows = []
     if f.nvml_gpus:
         desc = "; ".join(f"{g['name']} {g['memory_gb']} GB" for g in f.nvml_gpus) + f" (driver {f.nvml_gpus[0]['driver']})"
     else:
@@ -225,6 +235,11 @@ def judge(f: Facts) -> list[Check]:
                           "the NVIDIA driver and TensorFlow's CUDA 12.5 libraries do not work together: check "
                           "`nvidia-smi` (a driver for CUDA 12.5, 555 or newer, or 525+ with compatible minor "
                           "versions), then `NMTKIT_GPU=1 make setup`"))
+    return rows
+
+
+def _judge_rest(f: Facts) -> list[Check]:
+    rows = []
     for mod, v in f.versions.items():
         rows.append(Check(mod, v or "missing", v is not None, f"{mod} does not import: run `make setup`"))
     free = f.disk_free_gb

@@ -1,16 +1,12 @@
-"""One training job per run directory: an exclusive lock on `<run>/.lock`, held for the whole job.
+"""The lock file of a run directory, `<run>/.lock`: the primitive under nmtkit.runs.RunDir's session.
 
 Two jobs on one run directory interleave their rank logs, delete each other's checkpoints and mix their status,
-so a second launch must fail at once, naming who holds the directory:
-
-    with RunLock(run):                 # the driver (CLI, notebook cluster job) or a single-process train()
-        ...                            # RunDirError: "run directory ... in use by pid P on host H since T"
-
-The lock is `fcntl.flock` on `.lock` (released by the kernel when its process dies, however it dies), and the
-file's content says who holds it. A dead owner's lock is therefore free: the next job takes it over and says
-whose it was. Ranks of a distributed job do not take the lock themselves (their driver holds it for them);
-they get its token through NMTKIT_RUN_LOCK and `still_ours()` tells them whether a newer job took the directory
-over (an orphan from a killed driver then stops instead of writing over the new job's files).
+so a second launch must fail at once, naming who holds the directory (RunDirError: "run directory ... in use by
+pid P on host H since T"). The lock is `fcntl.flock` on `.lock` (released by the kernel when its process dies,
+however it dies), and the file's content says who holds it, with a token. A dead owner's lock is therefore free:
+the next job takes it over and says whose it was. Only RunDir takes it (RunDir.take, RunDir.session); ranks of a
+distributed job hold the token, given as an argument, and `still_ours()` tells them whether a newer job took the
+directory over (an orphan from a killed driver then stops instead of writing over the new job's files).
 """
 from __future__ import annotations
 
@@ -22,10 +18,12 @@ import socket
 import time
 from datetime import datetime
 from pathlib import Path
+
+import psutil
+
 from nmtkit.errors import RunDirError
 
 LOCK_FILE = ".lock"
-TOKEN_ENV = "NMTKIT_RUN_LOCK"
 
 
 def describe(owner: dict) -> str:
@@ -95,9 +93,16 @@ class RunLock:
         self.release()
 
 
-def still_ours(run: str | os.PathLike, token: str | None = None) -> bool:
+def still_ours(run: str | os.PathLike, token: str) -> bool:
     """For ranks of a driver-held job: False once another job has taken the run directory over."""
-    token = token if token is not None else os.environ.get(TOKEN_ENV, "")
-    if not token:
+    return read_owner(run).get("token") == token
+
+
+def pid_alive(pid: int) -> bool:
+    """False for a process that is gone or a zombie (dead for our purposes)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:
         return True
-    return read_owner(run).get("token", token) == token

@@ -13,20 +13,22 @@
     <run>/translations/          decoded dev/test output
     <run>/run.json               status: {"status": "running"|"finished"|"stopped"|"failed", "step", "ranks", ...}
     <run>/.lock                  one job per run directory: flock + owner {"pid","host","since","token"}; nmtkit.runlock
+    <run>/.run.json.lock         held while run.json is written: a second writer at that moment is refused
     <run>/nmtkit-error.log       the `nmtkit` command's tracebacks (the terminal gets one line naming this file)
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import socket
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
-
-from nmtkit.files import atomic_write_json, read_json
-from nmtkit.runlock import RunLock, describe, read_owner, still_ours
 from nmtkit.errors import RunDirError
+from nmtkit.files import atomic_write_json, read_json
+from nmtkit.runlock import RunLock, describe, pid_alive, read_owner, still_ours
 
 CONFIG = "config.json"
 DATA_STATS = "data_stats.json"
@@ -39,7 +41,7 @@ TRANSLATIONS = "translations"
 STATUS = "run.json"
 ERROR_LOG = "nmtkit-error.log"
 BEST_JSON = "checkpoints/best/best.json"
-STATES = ("running", "finished", "stopped", "failed")
+WRITING = ".run.json.lock"
 
 # The TensorBoard tags the homework's students know, plus ours.
 TAGS = ("train_loss", "eval_loss", "Eval_BLEU_Score", "eval_chrF", "learning_rate", "global_step/sec",
@@ -61,32 +63,69 @@ def read_status(run: str | Path) -> dict:
 
 def _write_status(run: str | Path, **fields) -> dict:
     """Merge `fields` into run.json (atomically) and stamp `updated`. Only RunDir calls this: run.json has one
-    writer, so its transitions (running -> finished | stopped | failed) all live in this file."""
+    writer, so its transitions (running -> finished | stopped | failed) all live in this file. A second process
+    writing at the same moment is refused (RunDirError), never interleaved with this read-modify-write."""
     path = Path(run) / STATUS
-    try:
-        state = read_status(run)
-    except RunDirError:  # a torn or foreign run.json is replaced, not trusted
-        state = {}
-    state.update(fields, updated=time.time())
-    atomic_write_json(path, state)
+    with _writing(Path(run)):
+        try:
+            state = read_status(run)
+        except RunDirError:  # a torn or foreign run.json is replaced, not trusted
+            state = {}
+        state.update(fields, updated=time.time())
+        atomic_write_json(path, state)
     return state
 
 
+@contextlib.contextmanager
+def _writing(run: Path):
+    run.mkdir(parents=True, exist_ok=True)
+    fd = os.open(run / WRITING, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunDirError(f"{run / STATUS}: another process of this job is writing it right now; the job's "
+                              f"transitions come from one process at a time (a bug if you see this)") from None
+        yield
+    finally:
+        os.close(fd)  # closing releases the flock
+
+
+@dataclass(frozen=True)
+class RunHandle:
+    """What a rank of a distributed job gets of its driver's session, as an argument (picklable): the run
+    directory and the lock's token. `open()` is the rank's RunDir: it may write run.json while the token is the
+    directory's, and stops (check_ours) once another job has taken the directory over."""
+
+    path: str
+    token: str
+
+    def open(self) -> "RunDir":
+        return RunDir(self.path, token=self.token)
+
+
 class RunDir:
-    """One run directory: its paths, its lock, its config and the transitions of its run.json (the only writer).
+    """One run directory and the session of the job that uses it: its paths, its lock, its config and the
+    transitions of its run.json (the only writer).
 
         rd = RunDir("runs/baseline")
-        with rd.lock():                       # one job per directory (nmtkit.runlock)
+        with rd.session():                    # one job per directory: the lock, taken here and released here
             rd.started(step=0, ranks=2, ...)  # status "running"
             rd.progress(200)                  # after a checkpoint
             rd.ended("finished", 600, summary=...)  # or "stopped" with a reason; rd.failed(error) on the way out
+        rd.handle()                           # for a rank on an engine: RunHandle(path, token), its .open()
+
+    A transition from a process that holds neither the lock nor its token raises RunDirError.
     """
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, token: str | None = None):
         self.path = Path(path)
         if self.path.exists() and not self.path.is_dir():
             raise RunDirError(f"{self.path}: a file, not a directory; a run directory holds a run's config, logs "
                               f"and checkpoints: name a new or existing directory (e.g. --logdir runs/baseline)")
+        self.token = token            # the session's token: set by take(), or given to a rank by its driver
+        self.message = ""             # what take() did ("locked ...", "took over the lock of ... from ...")
+        self._lock: RunLock | None = None
 
     def __fspath__(self) -> str:
         return str(self.path)
@@ -112,20 +151,57 @@ class RunDir:
     def monitor_log(self, host: str, rank: int) -> Path:
         return monitor_log(self.path, host, rank)
 
-    # the lock, and whether the directory is still this job's
-    def lock(self) -> RunLock:
-        """The directory's lock, not yet taken: `with rd.lock() as lock:` (RunDirError names a live holder)."""
-        return RunLock(self.path)
+    # the session: the lock, its token, and whether the directory is still this job's
+    @property
+    def holds(self) -> bool:
+        """This process holds the directory's lock (it took it)."""
+        return self._lock is not None
 
-    def still_ours(self, token: str | None = None) -> bool:
-        """For ranks of a driver-held job: False once another job has taken the directory over."""
-        return still_ours(self.path, token)
+    def take(self) -> "RunDir":
+        """Take the directory's lock for this process (RunDirError names a live holder); see session()."""
+        if self._lock is None:
+            self._lock = RunLock(self.path).acquire()
+            self.token, self.message = self._lock.token, self._lock.message
+        return self
+
+    def release(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    @contextlib.contextmanager
+    def session(self):
+        """`with rd.session():` the lock for the block (kept if this process already held it)."""
+        took = not self.holds
+        self.take()
+        try:
+            yield self
+        finally:
+            if took:
+                self.release()
+
+    def handle(self) -> RunHandle:
+        """The session for a rank of this job on an engine (an argument of its entry point, never the environment)."""
+        if not self.token:
+            raise RunDirError(f"{self.path}: no session to hand to the ranks; take the lock first (RunDir.take)")
+        return RunHandle(str(self.path), self.token)
+
+    def still_ours(self) -> bool:
+        """False once another job has taken the directory over (always True for the lock's holder)."""
+        return self.holds or (bool(self.token) and still_ours(self.path, self.token))
 
     def check_ours(self) -> None:
         """A rank whose driver died must not write over the job that has since taken the directory over."""
         if not self.still_ours():
             raise RunDirError(f"{self.path}: another job has taken this run directory over "
                               f"({describe(read_owner(self.path))}); this one stops without writing")
+
+    def _write(self, **fields) -> dict:
+        if not self.token:
+            raise RunDirError(f"{self.path}/{STATUS}: only the job that holds this run directory writes it, and "
+                              f"this process holds neither its lock nor its token (RunDir.session, RunHandle)")
+        self.check_ours()
+        return _write_status(self.path, **fields)
 
     # config.json
     def save_config(self, cfg) -> None:
@@ -144,13 +220,12 @@ class RunDir:
 
     def started(self, host: str | None = None, **fields) -> dict:
         """Training began (or resumed) in this process: status running, with its host and pid."""
-        self.path.mkdir(parents=True, exist_ok=True)
-        return _write_status(self.path, status="running", host=host or socket.gethostname(), pid=os.getpid(),
-                             started=time.time(), error=None, reason=None, **fields)
+        return self._write(status="running", host=host or socket.gethostname(), pid=os.getpid(),
+                           started=time.time(), error=None, reason=None, **fields)
 
     def progress(self, step: int, **fields) -> dict:
         """A checkpoint (or a projection) while running; the status stays as it is."""
-        return _write_status(self.path, step=step, **fields)
+        return self._write(step=step, **fields)
 
     def ended(self, status: str, step: int, *, reason: str | None = None, summary: dict | None = None,
               **fields) -> dict:
@@ -158,15 +233,23 @@ class RunDir:
         if status not in ("finished", "stopped"):
             raise ValueError(f"RunDir.ended({status!r}): finished or stopped")
         flat = {k: v for k, v in (summary or {}).items() if isinstance(v, (int, float, str, type(None)))}
-        return _write_status(self.path, status=status, step=step, reason=reason, summary=flat, **fields)
+        return self._write(status=status, step=step, reason=reason, summary=flat, **fields)
 
-    def failed(self, error: str, step: int | None = None) -> dict:
-        """A rank raised or died: the reason, for `nmtkit report` and for whoever launches next."""
-        return _write_status(self.path, status="failed", error=error[:500], **({} if step is None else {"step": step}))
+    def failed(self, error: str, step: int | None = None, wait: float = 0.0) -> dict:
+        """A rank raised or died: the reason, for `nmtkit report` and for whoever launches next. `wait`: seconds
+        to retry while another process of the job is mid-write (the driver's last word after a rank died)."""
+        deadline = time.time() + wait
+        while True:
+            try:
+                return self._write(status="failed", error=error[:500], **({} if step is None else {"step": step}))
+            except RunDirError:
+                if time.time() >= deadline or not self.still_ours():
+                    raise
+                time.sleep(0.05)
 
     def record(self, **fields) -> dict:
         """Facts that are no transition (the link preflight measured, before the ranks start)."""
-        return _write_status(self.path, **fields)
+        return self._write(**fields)
 
 
 def projection_text(status: dict) -> str:
@@ -188,23 +271,13 @@ def write_best(run: str | Path, *, step: int, bleu: float, chrf: float) -> None:
     atomic_write_json(Path(run) / BEST_JSON, {"step": step, "bleu": bleu, "chrf": chrf})
 
 
-def _pid_alive(pid: int) -> bool:
-    """False for a process that is gone or a zombie (dead for our purposes)."""
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-    except psutil.AccessDenied:
-        return True
-
-
 def live_status(run: str | Path) -> dict:
     """run.json, except that "running" whose pid on this host is gone reads "failed" with the reason (a run
     killed outright cannot write its own end). A pid on another host cannot be checked from here: left as is."""
     state = dict(read_status(run))
     pid, host = state.get("pid"), state.get("host")
     if state.get("status") == "running" and isinstance(pid, int) and host in (socket.gethostname(), None) \
-            and not _pid_alive(pid):
+            and not pid_alive(pid):
         state.update(status="failed", error=f"the training process (pid {pid} on {host}) died without a word "
                                             f"(killed, or out of memory); train again to resume")
     return state

@@ -230,3 +230,16 @@ def test_two_ranks_with_dropout_resume_exactly_after_stop_or_a_killed_engine(clu
     assert all(r.value["status"] == "finished" and r.value["step"] == 30 for r in results)
     assert 10 <= json.loads((run / "run.json").read_text())["resumed_from"] < 30
     _exact(tmp_path / "straight", run)
+
+
+def test_no_rank_holds_the_session_token_in_its_environment(cluster, cfg, tmp_path):
+    import os as _os
+    job = cluster.launch(cfg.with_overrides({"train.steps": 4}), tmp_path / "run", preflight=False)
+    token = job.run.token
+    assert token and job.run.holds  # the driver's session: the lock here, the token handed to the ranks as an argument
+    during = cluster.client[cluster.ids].apply_async(lambda: dict(_os.environ))  # queued behind the training task
+    results = job.wait(timeout=240)
+    assert [r.value["status"] for r in results] == ["finished", "finished"]
+    envs = during.get(timeout=60)
+    assert len(envs) == 2 and not [k for env in envs for k, v in env.items() if token in v or "RUN_LOCK" in k]
+    assert not job.run.holds  # the job released the session launch took for it

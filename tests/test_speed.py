@@ -8,7 +8,7 @@ from nmtkit import runs
 from nmtkit.files import read_jsonl
 from nmtkit.train.dist import thread_counts
 from nmtkit.train.loop import train
-from nmtkit.train.schedule import use_xla
+from nmtkit.train.precision import use_xla
 from nmtkit.train.trainer import Trainer
 
 

@@ -6,7 +6,8 @@ import pytest
 import nmtkit  # noqa: F401
 from nmtkit import config
 from nmtkit.train.dist import Single
-from nmtkit.train.schedule import TransformerSchedule, choose_precision, make_optimizer, make_schedule, rank_factor, transformer_lr
+from nmtkit.train.precision import decide_precision
+from nmtkit.train.schedule import TransformerSchedule, make_optimizer, make_schedule, rank_factor, transformer_lr
 from nmtkit.keras2 import import_tf
 from nmtkit.errors import ConfigError
 
@@ -45,12 +46,12 @@ def test_rank_scaling():
 
 
 def test_choose_precision():
-    assert choose_precision("auto", 0, flags=set()) == "float32"  # a CPU without native bf16
-    assert choose_precision("auto", 2) == "mixed_float16"
-    assert choose_precision("float32", 8) == "float32"
-    assert choose_precision("mixed_float16", 0) == "mixed_float16"
+    assert decide_precision("auto", 0, flags=set())[0] == "float32"  # a CPU without native bf16
+    assert decide_precision("auto", 2)[0] == "mixed_float16"
+    assert decide_precision("float32", 8)[0] == "float32"
+    assert decide_precision("mixed_float16", 0)[0] == "mixed_float16"
     with pytest.raises(ConfigError, match="train.precision"):
-        choose_precision("bf17", 0)
+        decide_precision("bf17", 0)[0]
 
 
 def test_optimizer_settings():

@@ -1,7 +1,7 @@
 """`nmtkit train --np N [--hosts h1:2,h2:2] [--launcher local|ssh|manual]`: notebook 03's path, in the foreground.
 
 The homework's run lasts days: it must not need a live notebook kernel, a terminal, or luck. So this driver
-- locks the run directory first (a second launch fails at once, naming the holder: nmtkit.runlock),
+- takes the run directory's session first (a second launch fails at once, naming the holder: RunDir.session),
 - starts the same Cluster the notebook starts, runs preflight and the same `launch()`,
 - prints rank 0's own output (its one-line log per interval, evaluations) as it comes,
 - on Ctrl-C/SIGTERM asks every rank to stop after a checkpoint, then exits 0; a failed rank exits non-zero,
@@ -9,39 +9,15 @@ The homework's run lasts days: it must not need a live notebook kernel, a termin
 """
 from __future__ import annotations
 
-import signal
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import TextIO
 
 from nmtkit.cluster.plan import parse_hosts
 from nmtkit.runs import RunDir
+from nmtkit.train.signals import caught
 from nmtkit.errors import ClusterError
-
-
-class _Signals:
-    """SIGINT/SIGTERM set a flag instead of killing the driver mid-way (main thread only)."""
-
-    def __init__(self):
-        self.received: str | None = None
-        self._old: dict = {}
-
-    def __enter__(self):
-        if threading.current_thread() is threading.main_thread():
-            for s in (signal.SIGINT, signal.SIGTERM):
-                self._old[s] = signal.signal(s, self._handle)
-        return self
-
-    def _handle(self, signum, frame):
-        if self.received and signum == signal.SIGINT:
-            raise KeyboardInterrupt  # a second Ctrl-C: leave now (the lifeline still ends the engines)
-        self.received = signal.Signals(signum).name
-
-    def __exit__(self, *exc):
-        for s, h in self._old.items():
-            signal.signal(s, h)
 
 
 class _Echo:
@@ -87,19 +63,19 @@ def train_distributed(cfg, run_dir: str | Path, *, np: int, hosts: str = "", lau
     cfg = cfg.with_overrides(overrides)
     run = RunDir(Path(run_dir).resolve())
     data = Path(data_dir or cfg.data.dir).resolve()
-    with run.lock() as lock, _Signals() as signals:
-        say(lock.message)
+    with run.session(), caught() as signals:  # the driver's one place to take and release the lock
+        say(run.message)
         cluster = Cluster(cfg)
         say(f"starting {np} engines ({cluster.launcher} launcher{', hosts ' + hosts if hosts else ''})")
         cluster.start()
         try:
-            job = cluster.launch(cfg, run, data_dir=data, resume=resume, ranks=np, lock=lock)
+            job = cluster.launch(cfg, run, data_dir=data, resume=resume, ranks=np)
             say(f"{np} ranks training into {run.path}")
             echo = _Echo(job.output_of_rank(0), out)
             while not job.done:
                 echo.flush()
-                if signals.received and not job.stop_requested:
-                    say(f"{signals.received}: stopping every rank after a checkpoint (again: Ctrl-C to leave now)")
+                if signals.requested and not job.stop_requested:
+                    say(f"{signals.signal}: stopping every rank after a checkpoint (again: Ctrl-C to leave now)")
                     job.request_stop()
                 job.check()  # RankFailedError names the rank, host and pid
                 time.sleep(poll)

@@ -24,7 +24,6 @@ from nmtkit.cluster.preflight import gather_facts, link_status, measure_link, pr
 from nmtkit.cluster.remote import engine_identity, rank_check, rank_main, train_rank
 from nmtkit.cluster.rendezvous import Rendezvous
 from nmtkit.config import ClusterConfig, Config, choices
-from nmtkit.runlock import RunLock
 from nmtkit.runs import RunDir
 from nmtkit.errors import ClusterError
 
@@ -298,11 +297,11 @@ class Cluster:
         return gather_facts(self.client, engines, data, rendezvous, self.start_timeout) if missing else facts
 
     # jobs
-    def submit(self, fn: Callable, *args, ranks: int | None = None, lock: RunLock | None = None,
-               run: RunDir | None = None, **kwargs) -> Job:
+    def submit(self, fn: Callable, *args, ranks: int | None = None, run: RunDir | None = None,
+               owns_session: bool = False, **kwargs) -> Job:
         """Run fn(*args, **kwargs) on every engine (or the first `ranks`) as one Horovod job: a fresh rendezvous,
-        each engine's HOROVOD_* environment, hvd.init(), then fn. Returns a Job at once (which releases `lock`,
-        if given, at its end, and marks `run` failed when a rank fails)."""
+        each engine's HOROVOD_* environment, hvd.init(), then fn. Returns a Job at once, which marks `run`
+        failed when a rank fails and, with `owns_session`, releases its session at its end."""
         engines, t0 = self._first(ranks), time.time()
         rdv = Rendezvous(self.listen_ip, [e.slot for e in engines])
         facts = {f["rank"]: f for f in self.facts}  # NCCL and GPUs per rank, when a preflight ran
@@ -315,27 +314,29 @@ class Cluster:
                            gloo_timeout=self.gloo_timeout, device_index=e.device_index,
                            cycle_ms=self.cycle_time_ms)
             pending.append(self.client[e.id].apply_async(rank_main, env, fn, args, kwargs))
-        return Job(self, engines, pending, rdv, t0, lock=lock, run=run)
+        return Job(self, engines, pending, rdv, t0, run=run, owns_session=owns_session)
 
-    def launch(self, cfg: Config, run_dir: str | os.PathLike, *, data_dir: str | os.PathLike | None = None,
-               resume: bool = True, preflight: bool = True, ranks: int | None = None,
-               lock: RunLock | None = None) -> Job:
-        """Start distributed training in the background: lock the run directory (a second job on it fails at
-        once, naming the holder), preflight, then train() on every rank (or the first `ranks`; a run resumes from
-        its last checkpoint with any number of ranks). Returns a Job at once; the job releases the lock it took."""
+    def launch(self, cfg: Config, run_dir: str | os.PathLike | RunDir, *, data_dir: str | os.PathLike | None = None,
+               resume: bool = True, preflight: bool = True, ranks: int | None = None) -> Job:
+        """Start distributed training in the background: the run directory's session (a second job on it fails
+        at once, naming the holder; a RunDir whose session the caller holds is used as it is), preflight, then
+        train() on every rank (or the first `ranks`; a run resumes from its last checkpoint with any number of
+        ranks), each rank given the session's handle as an argument. Returns a Job at once; a session taken here
+        is released by that job at its end."""
         data = Path(data_dir or cfg.data.dir).resolve()
-        run = RunDir(Path(run_dir).resolve())
-        own, lock = lock is None, lock or run.lock().acquire()
+        run = run_dir if isinstance(run_dir, RunDir) else RunDir(Path(run_dir).resolve())
+        took = not run.holds
+        run.take()
         try:
             if preflight:
                 self.preflight(data)
             if self.link:  # before the ranks start: rank 0's "running" transition keeps these fields
                 run.record(**link_status(self.link))
-            return self.submit(train_rank, cfg.to_dict(), str(run.path), str(data), resume, lock.token, ranks=ranks,
-                               lock=lock if own else None, run=run)
+            return self.submit(train_rank, cfg.to_dict(), run.handle(), str(data), resume, ranks=ranks, run=run,
+                               owns_session=took)
         except BaseException:
-            if own:
-                lock.release()
+            if took:
+                run.release()
             raise
 
     def check_ranks(self, timeout: float = 300) -> pd.DataFrame:

@@ -13,11 +13,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import pandas as pd
-import psutil
 
 from nmtkit.cluster.plan import Engine
 from nmtkit.cluster.rendezvous import Rendezvous
-from nmtkit.runlock import RunLock
+from nmtkit.runlock import pid_alive
 from nmtkit.runs import RunDir, projection_text
 from nmtkit.errors import RankFailedError
 
@@ -48,12 +47,12 @@ class Job:
     """wait() -> per-rank RankResults in rank order; stop(); check(); done (a property); progress(); headline()."""
 
     def __init__(self, control: EngineControl, engines: list[Engine], pending: list, rendezvous: Rendezvous,
-                 t0: float, *, lock: RunLock | None = None, run: RunDir | None = None):
+                 t0: float, *, run: RunDir | None = None, owns_session: bool = False):
         self.control, self.engines, self.pending, self.rendezvous, self.t0 = control, engines, pending, rendezvous, t0
         self.error: RankFailedError | None = None
         self.stop_requested = False
-        self.lock = lock               # the run-directory lock taken for this job (released at its end), or None
         self.run = run                 # the run directory of a training job: its run.json learns of a failure
+        self.owns_session = owns_session  # the job's launch took run's session for it: released at its end
         self._lock = threading.Lock()  # check() may run in a panel's thread and in wait() at once
 
     @property
@@ -67,7 +66,7 @@ class Job:
             if self.error is None:
                 live = self.control.alive_ids()
                 for e, p in zip(self.engines, self.pending):
-                    dead = e.id not in live or (self.control.is_local(e) and not _pid_alive(e.pid))
+                    dead = e.id not in live or (self.control.is_local(e) and not pid_alive(e.pid))
                     if dead and not p.ready():
                         self._fail(e, DIED)
                     elif p.ready() and not p.successful():
@@ -89,13 +88,13 @@ class Job:
             time.sleep(poll)
         self.check()
         self.rendezvous.stop()
-        self._release_lock()
+        self._end_session()
         return sorted((RankResult(**p.get()) for p in self.pending), key=lambda r: r.rank)
 
-    def _release_lock(self) -> None:
-        if self.lock is not None:
-            self.lock.release()
-            self.lock = None
+    def _end_session(self) -> None:
+        if self.owns_session and self.run is not None:
+            self.run.release()
+            self.owns_session = False
 
     def output_of_rank(self, rank: int = 0):
         """The AsyncResult of one rank: its `.stdout` grows with what the rank prints (its log lines)."""
@@ -129,10 +128,10 @@ class Job:
             self.error = RankFailedError(f"{self._who(e)}: {why}. The other ranks were released; the run can "
                                          f"resume from its last checkpoint with cluster.launch(...), which starts "
                                          f"fresh engines (same or different number of ranks)")
-            if self.run is not None:  # rank 0, which keeps run.json, may be the one that died
-                self.run.failed(str(self.error))
+            if self.run is not None:  # rank 0, which keeps run.json, may be the one that died: the driver's
+                self.run.failed(str(self.error), wait=2.0)  # session writes the end (rank 0 may be mid-write)
             self._release()
-            self._release_lock()
+            self._end_session()
 
     def _release(self) -> None:
         """Free the ranks that may be blocked in a Gloo collective waiting for the dead one, without waiting:
@@ -163,16 +162,6 @@ class Job:
     def headline(self) -> str:
         proj = projection_text(self.run.status()) if self.run is not None else ""
         return f"{len(self.engines)} ranks, {time.time() - self.t0:.0f} s" + (f"; projection: {proj}" if proj else "")
-
-
-def _pid_alive(pid: int) -> bool:
-    """False for a process that is gone or a zombie (dead for our purposes)."""
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-    except psutil.AccessDenied:
-        return True
 
 
 def _short(err: BaseException) -> str:

@@ -19,7 +19,7 @@ from ipyparallel.datapub import publish_data
 import nmtkit
 from nmtkit.cluster.plan import iface_for
 from nmtkit.config import Config
-from nmtkit.runlock import TOKEN_ENV
+from nmtkit.runs import RunHandle
 from nmtkit.files import sha256_file
 from nmtkit.keras2 import import_tf
 from nmtkit.errors import ClusterError
@@ -64,8 +64,9 @@ def horovod_facts() -> dict:
     """Horovod's version and how it was built (gloo, mpi, nccl, cuda): the real build flags, not assumptions."""
     try:
         import horovod.tensorflow as hvd  # loads the compiled library and TensorFlow: engines only
+        # Horovod: the build's own flags
         built = {"gloo": hvd.gloo_built(), "mpi": hvd.mpi_built(), "nccl": hvd.nccl_built(),
-                 "cuda": hvd.cuda_built()}
+                 "cuda": hvd.cuda_built()}  # Horovod: and CUDA
         return {"horovod": horovod.__version__, "nccl_built": bool(built["nccl"]),
                 "horovod_build": ",".join(name for name, ok in built.items() if ok)}
     except Exception as e:  # noqa: BLE001  reported as a fact, refused by preflight_problems
@@ -136,16 +137,20 @@ def rank_main(env: dict, fn: Callable, args: tuple, kwargs: dict) -> dict:
     PINNED.update(pin_devices(int(env["HOROVOD_LOCAL_RANK"]), int(env["HOROVOD_LOCAL_SIZE"]),
                               env.get("NMTKIT_DEVICE_INDEX")), tf_started_before=started)
     import horovod.tensorflow as hvd  # engines only
+    # Horovod: the kit launches through Gloo's rendezvous, so the build must have it
     if not hvd.gloo_built():
         raise ClusterError(f"Horovod on {env['HOROVOD_HOSTNAME']} was built without Gloo: rebuild it with "
                            f"HOROVOD_WITH_GLOO=1 (see scripts/setup.sh)")
-    if hvd.is_initialized():  # a previous launch on this engine: shut it down so init() reads the new environment
-        hvd.shutdown()
-    hvd.init()
+    # Horovod: a previous launch on this engine is shut down so init() reads the new environment
+    if hvd.is_initialized():
+        hvd.shutdown()  # Horovod: see above
+    hvd.init()  # Horovod: from the HOROVOD_* environment set above
+    # Horovod: the rank it made of that environment must be the one the plan assigned
     if hvd.rank() != int(env["HOROVOD_RANK"]) or hvd.size() != int(env["HOROVOD_SIZE"]):
-        raise ClusterError(f"Horovod started as rank {hvd.rank()}/{hvd.size()} but was assigned "
+        raise ClusterError(f"Horovod started as rank {hvd.rank()}/{hvd.size()} but was assigned "  # Horovod: named
                            f"{env['HOROVOD_RANK']}/{env['HOROVOD_SIZE']}")
     value = fn(*args, **kwargs)
+    # Horovod: the rank orders the results
     return {"rank": hvd.rank(), "host": env["HOROVOD_HOSTNAME"], "pid": os.getpid(), "value": value}
 
 
@@ -156,6 +161,7 @@ def rank_check() -> dict:
     """
     import horovod.tensorflow as hvd  # engines only
     tf = import_tf()
+    # Horovod: 1 + 2 + ... + N on every rank when the ranks reach each other
     total = hvd.allreduce(tf.constant(float(hvd.rank() + 1)), op=hvd.Sum)
     env = {k: v for k, v in os.environ.items() if k.startswith(("HOROVOD_", "NCCL_", "TF_NUM_"))}
     return {"env": env, "pid": os.getpid(), "allreduce_sum": float(total),
@@ -163,12 +169,14 @@ def rank_check() -> dict:
             "pinned": dict(PINNED), "gpus": [d.name for d in tf.config.get_visible_devices("GPU")],
             "threads": (tf.config.threading.get_intra_op_parallelism_threads(),
                         tf.config.threading.get_inter_op_parallelism_threads()),
+            # Horovod: how it placed this rank (rank, size, local rank and size, cross rank and size)
             "hvd": (hvd.rank(), hvd.size(), hvd.local_rank(), hvd.local_size(), hvd.cross_rank(), hvd.cross_size())}
 
 
-def train_rank(cfg_dict: dict, run_dir: str, data_dir: str | None, resume: bool, lock_token: str = "") -> dict:
+def train_rank(cfg_dict: dict, run: RunHandle, data_dir: str | None, resume: bool) -> dict:
     """Run through rank_main: train() with Horovod, publishing each log record to the driver (Job.progress).
-    `lock_token`: the driver's run-directory lock; rank 0 stops if another job takes the directory over."""
+    `run`: the driver's session of the run directory (path and token, as an argument: never the environment);
+    rank 0 stops if another job takes the directory over."""
     # nmtkit.train is the TensorFlow layer: imported on the engines only
     from nmtkit.train.dist import Horovod
     from nmtkit.train.loop import train
@@ -177,10 +185,9 @@ def train_rank(cfg_dict: dict, run_dir: str, data_dir: str | None, resume: bool,
         publish_data({"record": {k: v for k, v in record.items() if isinstance(v, (int, float, str, bool))},
                       "time": time.time()})
 
-    os.environ[TOKEN_ENV] = lock_token
     cfg = Config.from_dict(cfg_dict)
     dist = Horovod(compression=cfg.train.compression)
-    summary = train(cfg, run_dir, data_dir=data_dir, dist=dist, on_log=on_log,
+    summary = train(cfg, run.open(), data_dir=data_dir, dist=dist, on_log=on_log,
                     resume=resume)
     summary["weights_checksum"] = dist.weights_checksum()  # equal on every rank when the ranks stayed in sync
     summary["host"] = dist.host

@@ -188,12 +188,7 @@ def _step_stats(d: Path, dc, cleaning: dict, max_positions: int) -> DataStats:
 def prepare(cfg, data_dir=None, force: bool = False, progress: bool = True) -> DataStats:
     """Make (or download), clean, learn BPE, encode and count the data; quick when already done."""
     dc = cfg.data
-    d = Path(data_dir or dc.dir)
-    if d.exists() and not d.is_dir():
-        raise DataError(f"{d}: a file where the data directory belongs; pass a directory for --data (data.dir): a "
-                        f"new one, or one `nmtkit prepare` made")
-    d.mkdir(parents=True, exist_ok=True)
-    _remove_leftovers(d)
+    d = _data_dir(Path(data_dir or dc.dir))
     man = Manifest(d)
     say = print if progress else (lambda *a, **k: None)
     n = len(STEPS)
@@ -244,6 +239,21 @@ def prepare(cfg, data_dir=None, force: bool = False, progress: bool = True) -> D
         man.record("stats", stats_params, [STATS_FILE])
         return f"{st.train_lines:,} training lines, {st.train_mb:.1f} MB"
     run(4, "stats", stats_params, stats)
+    return _closing(d, dc, man, say)
+
+
+def _data_dir(d: Path) -> Path:
+    """The data directory, made if new, with an interrupted earlier run's temp files gone."""
+    if d.exists() and not d.is_dir():
+        raise DataError(f"{d}: a file where the data directory belongs; pass a directory for --data (data.dir): a "
+                        f"new one, or one `nmtkit prepare` made")
+    d.mkdir(parents=True, exist_ok=True)
+    _remove_leftovers(d)
+    return d
+
+
+def _closing(d: Path, dc, man: "Manifest", say) -> DataStats:
+    """The data's statistics, and what the user should know about them (own corpus, sentences cut to fit)."""
     if dc.source == "files":
         say(owncorpus.summary(man.steps["corpus"].get("info", {}).get("own", {})))
     st = DataStats.load(d / STATS_FILE)

@@ -144,6 +144,7 @@ def compressor(hvd, name: str):
     float16 for the allreduce and back), none sends float32."""
     if name not in COMPRESSIONS:
         raise StackError(f"train.compression={name!r}: choose one of {', '.join(COMPRESSIONS)}")
+    # Horovod: the compressor casts each gradient on the wire (fp16) or leaves it float32
     return hvd.Compression.fp16 if name == "fp16" else hvd.Compression.none
 
 
@@ -162,18 +163,21 @@ class Horovod:
         except ImportError as e:
             raise StackError(f"import horovod.tensorflow failed ({e}); build Horovod against this TensorFlow "
                             "(see scripts/setup.sh) or train with dist=Single()") from None
+        # Horovod: initialise from the HOROVOD_* environment the launcher set
         hvd.init()
         self.hvd = hvd
         self.compression = compressor(hvd, compression)
+        # Horovod: this process's place among all ranks, and among the ranks of its node (one GPU each)
         self.rank, self.size, self.local_rank = hvd.rank(), hvd.size(), hvd.local_rank()
-        self.local_size = hvd.local_size()
+        self.local_size = hvd.local_size()  # Horovod: ranks on this node
         self.is_chief = self.rank == 0
         self.host = os.environ.get("HOROVOD_HOSTNAME") or socket.gethostname()
         # nmtkit.cluster pinned before hvd.init (rank_main); horovodrun and other launchers pin here
         self.pinned = pin_devices(self.local_rank, self.local_size, os.environ.get("NMTKIT_DEVICE_INDEX"))
         self.gpus = self.pinned["gpus"]
+        # Horovod: what the build can carry the allreduce over (NCCL on GPUs, Gloo on CPUs)
         self.nccl_built = bool(hvd.nccl_built())
-        self.gloo_built = bool(hvd.gloo_built())
+        self.gloo_built = bool(hvd.gloo_built())  # Horovod: the build's Gloo, for CPUs and host sums
         # host_allreduce: gradients go through Gloo on the CPU even on GPU ranks (bench/gpu.py's two ranks sharing
         # one GPU, which NCCL refuses)
         self.host_allreduce = bool(host_allreduce)
@@ -195,11 +199,14 @@ class Horovod:
     def mean(self, x):
         if self.host_allreduce:
             with import_tf().device("/cpu:0"):
+                # Horovod: the average over ranks through Gloo on the host
                 return self.hvd.allreduce(import_tf().identity(x), op=self.hvd.Average, compression=self.compression)
+        # Horovod: average the gradient over ranks (NCCL on GPUs, Gloo on CPUs)
         return self.hvd.allreduce(x, op=self.hvd.Average, compression=self.compression)
 
     def broadcast(self, variables) -> None:
         self.synced = list(variables)  # kept so weights_checksum() can compare ranks after training
+        # Horovod: rank 0's weights and optimizer state to every rank, after the first step built them
         self.hvd.broadcast_variables(self.synced, root_rank=0)
 
     def weights_checksum(self) -> float | None:
@@ -214,6 +221,7 @@ class Horovod:
         hosts, never for a GPU's queued work (a GPU tensor would make every step a host sync)."""
         tf = import_tf()
         with tf.device("/cpu:0"):
+            # Horovod: a sum over ranks on the host
             return float(self.hvd.allreduce(tf.constant(float(x)), op=self.hvd.Sum, name=name))
 
     def any(self, flag: bool) -> bool:

@@ -20,20 +20,16 @@ from typing import Callable
 
 from nmtkit.config import Config
 from nmtkit.model.transformer import count_params
-from nmtkit.runlock import TOKEN_ENV
 from nmtkit.runs import MONITOR_DIR, RunDir
 from nmtkit.train.budget import Budget, Plateau, Projection, measured_step_s
-from nmtkit.train.checkpoints import Checkpoints, DataPosition, _check_resumable, checkpoint_files, copy_data_files, finished_summary, load_model, tokenizer_for
+from nmtkit.train.checkpoints import Checkpoints, DataPosition, _check_resumable, copy_data_files, finished_summary
 from nmtkit.train.dist import Single, set_threads
-from nmtkit.train.evaluate import Evaluator, evaluate_translations
+from nmtkit.train.evaluate import Evaluator
 from nmtkit.train.metrics import Scalars, peak_flops
 from nmtkit.train.reporter import Reporter
 from nmtkit.train.signals import stop_on_signals
 from nmtkit.train.trainer import Trainer
-from nmtkit.errors import TrainError
-
-__all__ = ["train", "TrainError", "TrainError", "checkpoint_files", "load_model", "tokenizer_for",
-           "evaluate_translations", "Trainer"]
+from nmtkit.errors import RunDirError, TrainError
 
 
 def train(cfg: Config, run_dir: str | os.PathLike | RunDir, *, data_dir: str | os.PathLike | None = None, dist=None,
@@ -41,14 +37,19 @@ def train(cfg: Config, run_dir: str | os.PathLike | RunDir, *, data_dir: str | o
     """Train (or resume) a run; returns a summary dict (status, step, losses, BLEU, timing).
 
     `progress`: a tqdm bar on rank 0 (default: when interactive, single process and no on_log publisher).
-    One process holds the run directory's lock itself; ranks of a cluster job run under their driver's.
+    `run_dir`: a path or a RunDir. One process takes the run directory's session itself; a rank of a cluster job
+    gets its driver's as an argument (a RunDir opened from the driver's RunHandle, which holds the token).
     """
     dist = dist or Single()
     rd = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
-    own = dist.size == 1 and not os.environ.get(TOKEN_ENV)
-    with rd.lock() if own else contextlib.nullcontext() as lock:
-        if lock is not None and lock.message.startswith("took over"):
-            print(lock.message, flush=True)
+    if rd.token:  # the driver's session (a rank of a cluster job), or the caller's own
+        return _train(cfg, rd, data_dir, dist, on_log, resume, progress)
+    if dist.size > 1:
+        raise RunDirError(f"{rd.path}: {dist.size} ranks need their driver's session: start them with "
+                          f"Cluster.launch or `nmtkit train --np N`, which lock the run directory for them")
+    with rd.session():
+        if rd.message.startswith("took over"):
+            print(rd.message, flush=True)
         return _train(cfg, rd, data_dir, dist, on_log, resume, progress)
 
 
@@ -92,6 +93,7 @@ def _train(cfg: Config, rd: RunDir, data_dir, dist, on_log, resume: bool, progre
     data_dir = Path(data_dir or cfg.data.dir)
     cfg = cfg.with_overrides({"data.dir": str(data_dir)})  # config.json records the data this run used
     tok, chief, t = _tokenizer(data_dir), dist.is_chief, cfg.train
+    # the model, its optimizer and the last checkpoint
     _check_resumable(rd.path, cfg, resume)
     trainer = Trainer(cfg, tok.vocab_size, dist)
     ckpts = Checkpoints(trainer.checkpoint, rd.path, t.keep_checkpoints, trainer.state_bytes())
@@ -106,10 +108,12 @@ def _train(cfg: Config, rd: RunDir, data_dir, dist, on_log, resume: bool, progre
             print(f"run already finished at step {start} (train.steps={t.steps}); raise train.steps to continue",
                   flush=True)
         return done
+    # the run's record and its budget (rank 0)
     params = count_params(trainer.model)
     spend = _spend(cfg, rd, dist) if chief else None
     if chief:
         _start_run(rd, cfg, data_dir, dist, trainer, start, params)
+    # the input, from where the last session stopped
     peak = peak_flops(trainer.precision)  # before the input pipeline's threads start
     ds = make_dataset(data_dir, "train", cfg.data, rank=dist.rank, size=dist.size, seed=t.seed,
                       shuffle=True, repeat=True, pad_to_bucket=trainer.xla)  # XLA: one program per bucket
@@ -118,6 +122,7 @@ def _train(cfg: Config, rd: RunDir, data_dir, dist, on_log, resume: bool, progre
     if progress is None:
         progress = _interactive() and dist.size == 1 and on_log is None
 
+    # the loop, with everything it must close whatever happens
     with contextlib.ExitStack() as stack:
         _start_sampler(stack, cfg, rd, dist)
         scalars = stack.enter_context(Scalars(rd.path, chief))
@@ -129,35 +134,8 @@ def _train(cfg: Config, rd: RunDir, data_dir, dist, on_log, resume: bool, progre
         stack.callback(reporter.flush)  # a failing run still leaves its finished steps in the rank log
         if spend is not None:
             spend.t0 = time.time()
-        try:
-            while p.step < t.steps:
-                why = spend.stop_reason(p, t) if spend is not None else None  # rank 0: budget or plateau
-                if dist.any(flag.requested or why is not None):  # every rank agrees to stop at the same step
-                    p.status, p.reason = "stopped", why or flag.signal or "interrupt"  # a signal, maybe another rank's
-                    break
-                t0 = time.perf_counter()
-                micro = [next(data.iterator) for _ in range(trainer.accum)]
-                stats = trainer.run_step(micro)
-                p.step += 1
-                reporter.step(p.step, micro, stats, time.perf_counter() - t0)
-                if p.step % t.log_every == 0 or p.step == t.steps:  # the one host sync of the interval
-                    reporter.log(p.step)
-                    if chief:
-                        rd.check_ours()
-                        _project(spend, rd, p, t, reporter)
-                if t.ckpt_every and p.step % t.ckpt_every == 0:
-                    reporter.flush()  # the rank log holds every step a checkpoint covers
-                    data.save(p.step)  # every rank: its own input position
-                    if chief:
-                        ckpts.save(p.step)
-                        p.last_saved = p.step
-                        rd.progress(p.step)
-                if chief and cfg.eval.every and p.step % cfg.eval.every == 0 and p.step < t.steps:
-                    _evaluate(evaluator, spend, rd, p)
-            else:
-                p.status = "finished"
-        except KeyboardInterrupt:  # a second Ctrl-C, or no handler (not the main thread): still leave a checkpoint
-            p.status, p.reason = "stopped", "interrupt"
+        _steps(p, cfg, dist, data, trainer, reporter, flag, spend, rd, ckpts, evaluator)
+        # the end: the last steps logged, the input position and (rank 0) the last checkpoint and evaluation
         if bar is not None:
             bar.close()  # before the closing lines
         reporter.flush()
@@ -167,6 +145,46 @@ def _train(cfg: Config, rd: RunDir, data_dir, dist, on_log, resume: bool, progre
         if spend is not None:
             summary.update(reason=p.reason, spent_hours=spend.hours())
         return _finish(p, t, rd, ckpts, evaluator, summary, spend) if chief else summary
+
+
+def _steps(p: Progress, cfg: Config, dist, data: DataPosition, trainer: Trainer, reporter: Reporter, flag,
+           spend: Spend | None, rd: RunDir, ckpts: Checkpoints, evaluator: Evaluator | None) -> None:
+    """The training loop: one `if` per cadence, top-down. Ends with p.status set (finished, or stopped and why)."""
+    t, chief = cfg.train, dist.is_chief
+    try:
+        while p.step < t.steps:
+            # stop? every rank agrees to stop at the same step (a signal, maybe another rank's; rank 0's budget)
+            why = spend.stop_reason(p, t) if spend is not None else None
+            if dist.any(flag.requested or why is not None):
+                p.status, p.reason = "stopped", why or flag.signal or "interrupt"
+                break
+            # one optimizer step over the micro-batches
+            t0 = time.perf_counter()
+            micro = [next(data.iterator) for _ in range(trainer.accum)]
+            stats = trainer.run_step(micro)
+            p.step += 1
+            reporter.step(p.step, micro, stats, time.perf_counter() - t0)
+            # log: the one host sync of the interval
+            if p.step % t.log_every == 0 or p.step == t.steps:
+                reporter.log(p.step)
+                if chief:
+                    rd.check_ours()
+                    _project(spend, rd, p, t, reporter)
+            # checkpoint: every rank its input position, rank 0 the model
+            if t.ckpt_every and p.step % t.ckpt_every == 0:
+                reporter.flush()  # the rank log holds every step a checkpoint covers
+                data.save(p.step)
+                if chief:
+                    ckpts.save(p.step)
+                    p.last_saved = p.step
+                    rd.progress(p.step)
+            # evaluate on dev (rank 0)
+            if chief and cfg.eval.every and p.step % cfg.eval.every == 0 and p.step < t.steps:
+                _evaluate(evaluator, spend, rd, p)
+        else:
+            p.status = "finished"
+    except KeyboardInterrupt:  # a second Ctrl-C, or no handler (not the main thread): still leave a checkpoint
+        p.status, p.reason = "stopped", "interrupt"
 
 
 def _finish(p: Progress, t, rd: RunDir, ckpts: Checkpoints, evaluator: Evaluator, summary: dict, spend: Spend) -> dict:

@@ -20,11 +20,22 @@ class StopFlag:
         self.requested, self.signal = True, signal.Signals(signum).name
 
 
-def stop_on_signals(stack: contextlib.ExitStack) -> StopFlag:
-    """Install SIGINT/SIGTERM handlers (main thread only) and register their restoration on `stack`."""
+@contextlib.contextmanager
+def caught():
+    """`with caught() as flag:` SIGINT/SIGTERM set `flag` instead of interrupting (main thread only; the old
+    handlers come back at the end). The training loop and the `nmtkit train --np` driver both stop this way."""
     flag = StopFlag()
+    old = {}
     if threading.current_thread() is threading.main_thread():
         for s in (signal.SIGINT, signal.SIGTERM):
-            stack.callback(signal.signal, s, signal.getsignal(s))
-            signal.signal(s, flag.handler)
-    return flag
+            old[s] = signal.signal(s, flag.handler)
+    try:
+        yield flag
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def stop_on_signals(stack: contextlib.ExitStack) -> StopFlag:
+    """caught() for the length of `stack`."""
+    return stack.enter_context(caught())

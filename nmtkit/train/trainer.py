@@ -10,7 +10,8 @@ from nmtkit.config import Config
 from nmtkit.keras2 import import_tf
 from nmtkit.model.transformer import build, smoothed_loss
 from nmtkit.train.dist import Single
-from nmtkit.train.schedule import decide_precision, make_optimizer, make_schedule, use_xla
+from nmtkit.train.precision import decide_precision, use_xla
+from nmtkit.train.schedule import make_optimizer, make_schedule
 
 tf = import_tf()
 

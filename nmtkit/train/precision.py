@@ -1,0 +1,76 @@
+"""The precision and XLA decisions of a run (`train.precision`, `train.xla`), TensorFlow-free: the CPU's flags,
+the recorded bf16 quality measurement, the GPUs' compute capabilities. The trainer applies what they decide and
+prints the decision with its reason in the run's first log line and run.json.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from nmtkit.config import choices
+from nmtkit.errors import ConfigError
+
+PRECISIONS = choices("train.precision")
+
+# Test BLEU of fp32 and mixed_bfloat16 at the small shape (bench/quality.py), written when measured; bf16 is
+# chosen on CPUs only while this record says it costs at most BF16_MAX_BLEU_LOSS.
+BF16_RECORD = Path(__file__).with_name("bf16_quality.json")
+BF16_MAX_BLEU_LOSS = 1.0
+BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+def cpu_flags(path: str = "/proc/cpuinfo") -> set[str]:
+    """The CPU's feature flags (the first processor's), empty where /proc/cpuinfo is missing."""
+    try:
+        with open(path) as f:
+            return set(next((l.split(":", 1)[1].split() for l in f if l.startswith("flags")), []))
+    except OSError:
+        return set()
+
+
+def bf16_quality(path: Path | None = None) -> tuple[bool, str]:
+    """(bf16 is good enough, why) from the recorded fp32-vs-bf16 test BLEU (BF16_RECORD)."""
+    path = path or BF16_RECORD
+    try:
+        rec = json.loads(Path(path).read_text())
+        fp32, bf16 = float(rec["fp32_bleu"]), float(rec["bf16_bleu"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False, "no recorded bf16 quality measurement"
+    ok = bf16 >= fp32 - BF16_MAX_BLEU_LOSS
+    return ok, (f"bf16 test BLEU {bf16:.1f} vs fp32 {fp32:.1f} at the {rec.get('shape', '?')} shape "
+                f"({rec.get('measured', '?')}): {'within' if ok else 'more than'} {BF16_MAX_BLEU_LOSS:g} point")
+
+
+def decide_precision(setting: str, gpus, flags=None, record: Path | None = None) -> tuple[str, str]:
+    """(precision, reason). `gpus`: a count, or the GPUs' compute capabilities ((major, minor) or None each).
+
+    auto: mixed_float16 on GPUs with tensor cores (compute capability 7.0 and up); float32 on older GPUs;
+    on CPUs mixed_bfloat16 where the flags show avx512_bf16 or amx_bf16 (faster there, slower without) and the
+    recorded quality measurement allows it, else float32. `flags`: the CPU flags (default: this machine's).
+    """
+    if setting not in PRECISIONS:
+        raise ConfigError(f"train.precision={setting!r}: choose one of {', '.join(PRECISIONS)}")
+    if setting != "auto":
+        return setting, "set in the config"
+    caps = [None] * gpus if isinstance(gpus, int) else list(gpus)
+    if caps:
+        known = [tuple(c) for c in caps if c]
+        if known and min(known) < (7, 0):
+            return "float32", f"auto: GPU compute capability {'.'.join(map(str, min(known)))} has no tensor cores"
+        return "mixed_float16", ("auto: GPU with tensor cores (compute capability "
+                                 f"{'.'.join(map(str, min(known))) if known else 'unknown'})")
+    flags = cpu_flags() if flags is None else set(flags)
+    native = [f for f in BF16_CPU_FLAGS if f in flags]
+    if not native:
+        return "float32", "auto: CPU without avx512_bf16/amx_bf16 (bf16 is emulated there, slower)"
+    ok, why = bf16_quality(record)
+    if ok:
+        return "mixed_bfloat16", f"auto: CPU with {'/'.join(native)}; {why}"
+    return "float32", f"auto: CPU with {'/'.join(native)}, but {why}"
+
+
+def use_xla(setting: bool, size: int, horovod: bool = False) -> bool:
+    """train.xla -> whether the step is compiled with XLA (jit_compile). Never in a Horovod job, one rank
+    included: Horovod's allreduce is a custom op with no XLA kernel (its XLA ops exist only for GPUs built with
+    HOROVOD_ENABLE_XLA_OPS), so the step stays a plain tf.function."""
+    return bool(setting) and size == 1 and not horovod
