@@ -43,11 +43,3 @@ def read_parallel(src: str | os.PathLike, tgt: str | os.PathLike, **kw) -> tuple
         raise DataError(f"{src} has {len(a):,} lines but {tgt} has {len(b):,}: a parallel corpus needs one "
                              f"target line per source line; re-extract or re-download these files")
     return a, b
-
-
-def count_lines(path: str | os.PathLike) -> int:
-    n = 0
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            n += block.count(b"\n")
-    return n

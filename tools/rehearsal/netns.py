@@ -231,10 +231,6 @@ class TwoHosts:
             raise RehearsalError(f"ssh {host} {' '.join(cmd)}: {r.stderr.strip()}")
         return r
 
-    def host_spec(self, slots: int = 2) -> str:
-        """The cluster.hosts string: 'vm1-xxxx:2,vm2-xxxx:2'."""
-        return ",".join(f"{h.name}:{slots}" for h in self.hosts)
-
     def start_engine(self, i: int, engine_file: str | os.PathLike, log: Path, code_root: str | os.PathLike) -> None:
         """One ipyparallel engine on host i, started over SSH (so it has the host's name, mounts and network),
         with the same environment as the SSH launcher's engines (tools.rehearsal.ssh.launcher_traits). It
