@@ -70,7 +70,50 @@ import horovod.tensorflow as hvd
 raise SystemExit(0 if hvd.gloo_built() else 1)
 PY
 }
-horovod_plan() {  # sets HVD_GPU_ENV, HVD_KEY, CACHE; GPU: makes NCCL's unversioned link
+# The CUDA each compute capability first compiled with (nvcc's -arch=sm_XY), and the last that still does.
+min_cuda_for() { case $1 in 1[0-9][0-9]) echo 12.8;; 90|89) echo 11.8;; 87) echo 11.4;; 86) echo 11.1;; 80) echo 11.0;;
+                 75) echo 10.0;; 7[0-2]) echo 9.0;; *) echo 0;; esac; }
+ver_lt() { [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -1)" = "$1" ] && [ "$1" != "$2" ]; }
+check_nvcc() {  # nvcc's release against every GPU's compute capability: an old toolkit fails late, in the build
+  local ver=$1 cc need
+  [ -n "$ver" ] || die "$CUDA_HOME/bin/nvcc --version names no release: reinstall CUDA toolkit $CUDA_FOR_TF (sudo apt-get install -y cuda-toolkit-${CUDA_FOR_TF/./-})"
+  for cc in ${2//,/ }; do
+    need=$(min_cuda_for "$cc")
+    if ver_lt "$ver" "$need"; then
+      die "nvcc $ver ($CUDA_HOME) cannot compile for compute capability ${cc:0:-1}.${cc: -1} (needs CUDA $need or newer): install CUDA toolkit $CUDA_FOR_TF (sudo apt-get install -y cuda-toolkit-${CUDA_FOR_TF/./-}) and rerun with CUDA_HOME=/usr/local/cuda-$CUDA_FOR_TF"
+    fi
+    if ! ver_lt "$ver" 13.0 && [ "$cc" -le 72 ]; then
+      die "nvcc $ver ($CUDA_HOME) dropped compute capability ${cc:0:-1}.${cc: -1} (CUDA 13 builds for 7.5 and newer): install CUDA toolkit $CUDA_FOR_TF (sudo apt-get install -y cuda-toolkit-${CUDA_FOR_TF/./-})"
+    fi
+  done
+}
+# Horovod 0.28.1 does not compile with gcc 13 (two headers lack an include; fixed on Horovod's master only, commit
+# ff4ca09, "Fix build on gcc 13: add missing headers"). gcc 12 builds it as it is (verified on gcc 12.2).
+compiler_plan() {  # sets HVD_CC_ENV (CC/CXX for the build), HVD_PATCH (1: apply that fix), COMPILER_DESC
+  HVD_CC_ENV=(); HVD_PATCH=0; COMPILER_DESC=""
+  local cxx=${CXX:-g++} major
+  major=$( { "$cxx" -dumpversion 2>/dev/null || true; } | cut -d. -f1)
+  { "$cxx" --version 2>/dev/null || true; } | grep -qi clang && return 0
+  [ -n "$major" ] && [ "$major" -ge 13 ] 2>/dev/null || return 0
+  local alt=${NMTKIT_GCC_FALLBACK:-12}  # the gcc version to build with instead (tests name one that is absent)
+  if command -v "gcc-$alt" >/dev/null 2>&1 && command -v "g++-$alt" >/dev/null 2>&1; then
+    HVD_CC_ENV=(CC="gcc-$alt" CXX="g++-$alt"); COMPILER_DESC="cxx=g++-$alt"
+    say "$cxx is gcc $major, which Horovod 0.28.1 does not compile with: building it with gcc-12/g++-12"
+  else
+    HVD_PATCH=1; COMPILER_DESC="cxx=gcc$major+headers-fix"
+    say "$cxx is gcc $major: applying Horovod's upstream gcc 13 header fix (commit ff4ca09) to the 0.28.1 source; if the build still fails: sudo apt-get install -y gcc-12 g++-12"
+  fi
+}
+patch_horovod_source() {  # $1: an unpacked horovod-0.28.1 source tree; adds the two includes of commit ff4ca09
+  local common=$1/horovod/common/common.h table=$1/horovod/common/group_table.h
+  [ -f "$common" ] && [ -f "$table" ] || die "$1 is no Horovod source tree (no horovod/common/common.h): sudo apt-get install -y gcc-12 g++-12 and rerun"
+  grep -q '#include <stdexcept>' "$common" || sed -i 's|^#include <memory>$|#include <memory>\n#include <stdexcept>|' "$common"
+  grep -q '#include <string>' "$table" || sed -i 's|^#include <queue>$|#include <queue>\n#include <string>|' "$table"
+  grep -q '#include <stdexcept>' "$common" && grep -q '#include <string>' "$table" ||
+    die "could not apply the gcc 13 header fix to $1: sudo apt-get install -y gcc-12 g++-12 and rerun"
+}
+
+horovod_plan() {  # sets HVD_GPU_ENV, HVD_CC_ENV, HVD_PATCH, HVD_KEY, CACHE; GPU: makes NCCL's unversioned link
   TF_VER=$("$VPY" -c 'import importlib.metadata as m; print(m.version("tensorflow"))')
   PY_TAG=$("$VPY" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
   local tf_build
@@ -92,18 +135,22 @@ d = m.distribution("tensorflow"); print(hashlib.sha256((d.read_text("RECORD") or
     # Horovod's FindNCCL asks for libnccl_static.a, then for libnccl.so: link the wheel's library under that name
     # and link it shared; the rpath makes libnccl.so.2 resolve at run time without LD_LIBRARY_PATH.
     [ -e "$nccl/lib/libnccl.so" ] || ln -s "$(basename "$so2")" "$nccl/lib/libnccl.so"
-    local ccs
-    ccs=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | tr -d ' .' | grep -E '^[0-9]+$' | sort -un | paste -sd, -)
-    [ -n "$ccs" ] || die "nvidia-smi --query-gpu=compute_cap gave no compute capability (driver too old, or no GPU):
-  set HOROVOD_BUILD_CUDA_CC_LIST yourself, e.g. HOROVOD_BUILD_CUDA_CC_LIST=80 for A100s"
-    ccs=${HOROVOD_BUILD_CUDA_CC_LIST:-$ccs}
+    local ccs=${HOROVOD_BUILD_CUDA_CC_LIST:-}
+    if [ -z "$ccs" ]; then  # `|| true`: a failing query must reach the message below, not end set -e's script
+      ccs=$( { nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null || true; } | tr -d ' .' |
+             { grep -E '^[0-9]+$' || true; } | sort -un | paste -sd, -)
+    fi
+    [ -n "$ccs" ] || die "nvidia-smi --query-gpu=compute_cap gave no compute capability (driver too old, or no GPU): set HOROVOD_BUILD_CUDA_CC_LIST yourself, e.g. HOROVOD_BUILD_CUDA_CC_LIST=80 for A100s, 70 for V100s"
     local nvcc_ver
-    nvcc_ver=$("$CUDA_HOME/bin/nvcc" --version 2>/dev/null | grep -Eo 'release [0-9.]+' | head -1)
+    nvcc_ver=$( { "$CUDA_HOME/bin/nvcc" --version 2>/dev/null || true; } | { grep -Eo 'release [0-9.]+' || true; } | head -1)
+    check_nvcc "${nvcc_ver#release }" "$ccs"
     HVD_GPU_ENV=(HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_NCCL_HOME="$nccl" HOROVOD_NCCL_INCLUDE="$nccl/include"
                  HOROVOD_NCCL_LIB="$nccl/lib" HOROVOD_NCCL_LINK=SHARED HOROVOD_CUDA_HOME="$CUDA_HOME"
                  HOROVOD_BUILD_CUDA_CC_LIST="$ccs" LDFLAGS="${LDFLAGS:-} -Wl,-rpath,$nccl/lib")
     desc="$desc nccl=$nccl/$(basename "${so2:-libnccl.so}") cuda=$CUDA_HOME ($nvcc_ver) cc=$ccs"
   fi
+  compiler_plan
+  [ -z "$COMPILER_DESC" ] || desc="$desc $COMPILER_DESC"   # only a non-default compiler changes the cache key
   HVD_KEY=$(echo "$desc" | sha256sum | cut -c1-12)
   HVD_DESC=$desc
   CACHE_ROOT=${NMTKIT_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nmtkit/wheels}
@@ -120,8 +167,13 @@ build_horovod() {  # the wheel into $CACHE; a failure names its cause (the CMake
   fi
   say "compiling $HVD_PIN against TensorFlow $TF_VER with Gloo${HVD_GPU_ENV:+ and NCCL} (2-4 minutes on 2 cores)"
   rm -rf "$CACHE.tmp"; mkdir -p "$CACHE.tmp"
+  if [ "$HVD_PATCH" = 1 ]; then
+    tar -xzf "$sdist" -C "$CACHE.tmp"
+    patch_horovod_source "$CACHE.tmp/horovod-$HVD_VER"
+    sdist=$CACHE.tmp/horovod-$HVD_VER
+  fi
   # CMAKE_POLICY_VERSION_MINIMUM: Horovod's bundled gloo predates CMake 4 (harmless with CMake 3).
-  if ! env "${HVD_GPU_ENV[@]}" HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 \
+  if ! env "${HVD_GPU_ENV[@]}" "${HVD_CC_ENV[@]}" HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 \
        HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 MAKEFLAGS=${MAKEFLAGS:--j2} CMAKE_POLICY_VERSION_MINIMUM=3.5 \
        PATH="$HERE/$VENV/bin:$PATH" \
        "${PIP[@]}" wheel -v --no-build-isolation --no-deps --no-cache-dir -w "$CACHE.tmp" "$sdist" \
@@ -129,9 +181,11 @@ build_horovod() {  # the wheel into $CACHE; a failure names its cause (the CMake
     echo "[setup] the Horovod build failed; its first errors (whole log: $CACHE_ROOT/build-$HVD_KEY.log):" >&2
     grep -E "CMake Error|Could NOT find|fatal error|error:|Cannot find|RuntimeError|No CMAKE_CUDA_COMPILER" \
       "$CACHE_ROOT/build-$HVD_KEY.log" | grep -v "^\s*$" | head -8 | sed 's/^/    /' >&2
+    [ -z "$COMPILER_DESC" ] || echo "[setup] the compiler is gcc 13 or newer: sudo apt-get install -y gcc-12 g++-12, then rerun" >&2
     die "fix the cause above (configuration: $HVD_DESC); nothing was left half-installed; rerun \`make setup\`"
   fi
   echo "$HVD_DESC" > "$CACHE.tmp/configuration.txt"
+  rm -rf "$CACHE.tmp/horovod-$HVD_VER"
   rm -rf "$CACHE"; mv "$CACHE.tmp" "$CACHE"   # the cache holds only complete wheels
 }
 
@@ -140,8 +194,11 @@ tf_installed() { [ -x "$VPY" ] && "$VPY" -c 'import importlib.metadata as m; m.v
 if [ "${1:-}" = --horovod-plan ]; then  # what the Horovod build would use, without building (tests, troubleshooting)
   tf_installed || die "--horovod-plan needs $VENV with TensorFlow installed"
   HVD_PIN=$(pin horovod); horovod_plan
-  printf '%s\n' "${HVD_GPU_ENV[@]}" "cache=$CACHE" "configuration=$HVD_DESC"
+  printf '%s\n' "${HVD_GPU_ENV[@]}" "${HVD_CC_ENV[@]}" "patch=$HVD_PATCH" "cache=$CACHE" "configuration=$HVD_DESC"
   exit 0
+fi
+if [ "${1:-}" = --patch-horovod-source ]; then  # the gcc 13 header fix on an unpacked source tree (tests)
+  patch_horovod_source "$2"; say "patched $2"; exit 0
 fi
 
 # --- fast path: already set up for this pyproject/setup script and this Horovod configuration -------------------

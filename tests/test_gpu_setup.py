@@ -140,3 +140,75 @@ def test_horovods_own_findnccl_finds_the_wheel_with_the_plan(gpu_vm, tmp_path):
     after = configure(env, "after")
     assert "Linking against shared NCCL library" in after
     assert f"RESULT found=TRUE lib={nccl}/lib/libnccl.so" in after, after
+
+
+def _tool(bins: Path, name: str, script: str) -> None:
+    (bins / name).write_text("#!/bin/sh\n" + script + "\n")
+    (bins / name).chmod(0o755)
+
+
+def _setup(env, *args):
+    return subprocess.run(["bash", str(SETUP), *args], env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_a_failed_compute_capability_query_names_the_override_and_honours_it(gpu_vm, tmp_path):
+    bins = tmp_path / "bin"
+    _tool(bins, "nvidia-smi", "case \"$*\" in *compute_cap*) echo 'Field \"compute_cap\" is not a valid field' >&2; "
+                              "exit 2;; *) echo 'GPU 0: Tesla V100-SXM2-16GB (UUID: GPU-0)';; esac")
+    r = _setup(gpu_vm["env"], "--horovod-plan")
+    err = r.stderr.strip().splitlines()
+    assert r.returncode == 1 and len(err) == 1 and "HOROVOD_BUILD_CUDA_CC_LIST" in err[0], r.stderr
+    plan = _plan(dict(gpu_vm["env"], HOROVOD_BUILD_CUDA_CC_LIST="70"))
+    assert plan["HOROVOD_BUILD_CUDA_CC_LIST"] == "70"
+
+
+@pytest.mark.parametrize("release, caps, needs", [("11.5", "9.0", "11.8"), ("11.0", "8.6", "11.1")])
+def test_an_nvcc_too_old_for_a_gpu_is_named_before_the_build(gpu_vm, tmp_path, release, caps, needs):
+    _tool(tmp_path / "bin", "nvidia-smi", f"case \"$*\" in *compute_cap*) echo {caps};; *) echo 'GPU 0: H100';; esac")
+    _tool(gpu_vm["cuda"] / "bin", "nvcc", f"echo 'Cuda compilation tools, release {release}, V{release}.1'")
+    r = _setup(gpu_vm["env"], "--horovod-plan")
+    assert r.returncode == 1 and f"nvcc {release}" in r.stderr and f"compute capability {caps}" in r.stderr
+    assert f"needs CUDA {needs}" in r.stderr and "cuda-toolkit-12-5" in r.stderr
+
+
+def test_cuda_13_has_dropped_volta(gpu_vm, tmp_path):
+    _tool(tmp_path / "bin", "nvidia-smi", "case \"$*\" in *compute_cap*) echo 7.0;; *) echo 'GPU 0: V100';; esac")
+    _tool(gpu_vm["cuda"] / "bin", "nvcc", "echo 'Cuda compilation tools, release 13.0, V13.0.48'")
+    r = _setup(gpu_vm["env"], "--horovod-plan")
+    assert r.returncode == 1 and "dropped compute capability 7.0" in r.stderr
+
+
+@pytest.mark.parametrize("gpu", ["0", "1"])
+def test_gcc_13_builds_with_gcc_12_when_installed_else_with_horovods_header_fix(gpu_vm, tmp_path, gpu):
+    bins = tmp_path / "bin"
+    _tool(bins, "g++", "case \"$1\" in -dumpversion) echo 13;; *) echo 'g++ (Ubuntu 13.2.0-23ubuntu4) 13.2.0';; esac")
+    env = dict(gpu_vm["env"], NMTKIT_GPU=gpu, NMTKIT_GCC_FALLBACK="12-absent")  # this machine has a real gcc-12
+    env.pop("CXX", None)
+    patched = _plan(env)
+    assert patched["patch"] == "1" and "CXX" not in patched and "headers-fix" in patched["configuration"]
+    for name in ("gcc-12", "g++-12"):
+        _tool(bins, name, "echo 12.2.0")
+    env.pop("NMTKIT_GCC_FALLBACK")
+    swapped = _plan(env)
+    assert swapped["patch"] == "0" and swapped["CC"] == "gcc-12" and swapped["CXX"] == "g++-12"
+    assert swapped["cache"] != patched["cache"]  # a wheel built one way is never reused the other way
+    _tool(bins, "g++", "case \"$1\" in -dumpversion) echo 12;; *) echo 'g++ (Debian 12.2.0-14) 12.2.0';; esac")
+    plain = _plan(env)
+    assert plain["patch"] == "0" and "CXX" not in plain and "cxx=" not in plain["configuration"]
+
+
+def test_the_header_fix_applies_to_horovods_own_source(tmp_path):
+    tree = tmp_path / "src"
+    with tarfile.open(_sdist(tmp_path)) as tar:
+        for rel in ("horovod/common/common.h", "horovod/common/group_table.h"):
+            member = tar.getmember(f"horovod-{HVD}/{rel}")
+            tar.extract(member, tree, filter="data")
+    root = tree / f"horovod-{HVD}"
+    before = (root / "horovod/common/common.h").read_text()
+    assert "#include <stdexcept>" not in before  # 0.28.1 lacks it: what gcc 13 trips on
+    r = _setup(dict(os.environ), "--patch-horovod-source", str(root))
+    assert r.returncode == 0, r.stderr
+    common, table = (root / "horovod/common/common.h").read_text(), (root / "horovod/common/group_table.h").read_text()
+    assert "#include <memory>\n#include <stdexcept>\n" in common and "#include <queue>\n#include <string>\n" in table
+    assert _setup(dict(os.environ), "--patch-horovod-source", str(root)).returncode == 0  # idempotent
+    assert (root / "horovod/common/common.h").read_text().count("<stdexcept>") == 1
