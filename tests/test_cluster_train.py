@@ -233,13 +233,14 @@ def test_two_ranks_with_dropout_resume_exactly_after_stop_or_a_killed_engine(clu
 
 
 def test_no_rank_holds_the_session_token_in_its_environment(cluster, cfg, tmp_path):
-    import os as _os
     job = cluster.launch(cfg.with_overrides({"train.steps": 4}), tmp_path / "run", preflight=False)
     token = job.run.token
     assert token and job.run.holds  # the driver's session: the lock here, the token handed to the ranks as an argument
-    during = cluster.client[cluster.ids].apply_async(lambda: dict(_os.environ))  # queued behind the training task
+    view = cluster.client[cluster.ids]
+    during = view.execute("import os as _os; _env = dict(_os.environ)", block=False)  # queued behind the training
     results = job.wait(timeout=240)
     assert [r.value["status"] for r in results] == ["finished", "finished"]
-    envs = during.get(timeout=60)
+    during.get(timeout=60)
+    envs = view.pull("_env", block=True)
     assert len(envs) == 2 and not [k for env in envs for k, v in env.items() if token in v or "RUN_LOCK" in k]
     assert not job.run.holds  # the job released the session launch took for it

@@ -55,7 +55,7 @@ class Cluster:
             self.n = sum(h.slots for h in self.hosts)
         self.logical_hosts = cc.logical_hosts if logical_hosts is None else logical_hosts
         self.iface = cc.iface if iface is None else iface
-        if self.launcher == "local":  # remote hosts' interfaces are checked by preflight, on each host
+        if self.launcher == "local":  # remote hosts' interfaces: preflight checks them on each host
             check_iface(self.iface)
         remote = [h.hostname for h in self.hosts] if self.launcher != "local" else []
         self.listen_ip = check_listen(listen_ip if listen_ip is not None else (cc.listen or controller_ip(remote)))
@@ -318,11 +318,9 @@ class Cluster:
 
     def launch(self, cfg: Config, run_dir: str | os.PathLike | RunDir, *, data_dir: str | os.PathLike | None = None,
                resume: bool = True, preflight: bool = True, ranks: int | None = None) -> Job:
-        """Start distributed training in the background: the run directory's session (a second job on it fails
-        at once, naming the holder; a RunDir whose session the caller holds is used as it is), preflight, then
-        train() on every rank (or the first `ranks`; a run resumes from its last checkpoint with any number of
-        ranks), each rank given the session's handle as an argument. Returns a Job at once; a session taken here
-        is released by that job at its end."""
+        """Start distributed training in the background: the run directory's session (taken here unless the
+        caller holds it; a second job fails at once, naming the holder), preflight, then train() on every rank (or
+        the first `ranks`; resumes with any number of ranks) given the session's handle. Returns a Job at once."""
         data = Path(data_dir or cfg.data.dir).resolve()
         run = run_dir if isinstance(run_dir, RunDir) else RunDir(Path(run_dir).resolve())
         took = not run.holds
