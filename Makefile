@@ -26,7 +26,7 @@ export TF_USE_LEGACY_KERAS := 1
 # the venv's tools (tensorboard, ipengine, jupyter) for kernels and engines, without activating it
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: setup demo test unit notebooks lab trust student doctor bench clean rehearsal
+.PHONY: setup demo test unit notebooks lab trust student doctor bench clean rehearsal gpu-check
 
 # Records a non-default env for the next make (atomically: temp file + rename); the default .venv clears the record.
 setup:
@@ -67,6 +67,12 @@ student: setup
 
 doctor: setup
 	$(VENV)/bin/nmtkit doctor
+
+# Course staff, first thing on a GPU VM: set-up (GPU mode when nvidia-smi lists a GPU), then bench/gpu.py, which exits
+# non-zero when any case fails and leaves gpu-report.md and gpu-report.json here (GPU_REPORT=dir to write elsewhere).
+GPU_REPORT ?= .
+gpu-check: setup
+	$(PY) bench/gpu.py --out $(GPU_REPORT)
 
 bench: setup
 	for b in bench/[!_]*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

@@ -1,21 +1,28 @@
-"""The GPU path's first real run, in one command on a GPU machine:
+"""The GPU path's first real run, in one command on a GPU machine (`make gpu-check` runs set-up, then this):
 
-    NMTKIT_GPU=1 make setup && .venv/bin/python bench/gpu.py [--steps 200] [--batch 256]
+    NMTKIT_GPU=1 make setup && .venv/bin/python bench/gpu.py [--steps 200] [--batch 256] [--out DIR]
 
 `nmtkit doctor`, then the wmt16-base shape in mixed precision (train.precision=auto: fp16 on tensor cores) at
-`--batch` sentences per GPU on synthetic ids (no data to prepare), `--steps` timed steps after a warm-up, each case
-in a fresh process: one process and one Horovod rank (horovodrun -np 1), XLA off and on (a Horovod job never
-compiles with XLA: that case shows the refusal). Prints ms/step, tokens/s, MFU against the device's peak for the
-precision used, peak GPU memory and the final loss scale. With one GPU it also runs two ranks sharing it, their
-gradients over Gloo on the host (NCCL refuses two ranks on one device), and checks both end with equal weights.
-Without a GPU it says so and exits 0. `--allow-cpu --shape tiny --steps 5 --batch 16` runs the same machinery on a
-CPU (a check of this script, not a measurement).
+`--batch` sentences per GPU of the homework's length (data.max_tokens + EOS: 57 tokens each side) on synthetic ids
+(no data to prepare), split into the micro-batches the kit's memory projection picks (nmtkit.train.memory),
+`--steps` timed steps after a warm-up, each case in a fresh process: one process and one Horovod rank (horovodrun
+-np 1), XLA off and on (a Horovod job never compiles with XLA: that case shows the refusal), and with two GPUs or
+more two Horovod ranks over NCCL. Prints ms/step, tokens/s, MFU against the device's peak for the precision used,
+peak GPU memory against the projection, and the final loss scale. Two ranks sharing one GPU are not run: NCCL
+refuses two ranks on one device and the kit pins one GPU per local rank, so that case could only fail.
+
+Any case that fails makes the exit status 1, and every run leaves gpu-report.md and gpu-report.json in --out (the
+GPU, driver, CUDA/cuDNN/NCCL/TensorFlow versions, Horovod's build, doctor's rows, each case's figures, the transport
+NCCL chose from NCCL_DEBUG=INFO): keep them, or attach them to a bug report. Without a GPU it says so and exits 0
+(`--allow-cpu --shape tiny --steps 3 --batch 8` runs the same machinery on a CPU: a check of this script, not a
+measurement).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -28,9 +35,9 @@ import nmtkit  # noqa: E402,F401  (Keras 2 API before TensorFlow)
 from nmtkit import config  # noqa: E402
 from nmtkit.keras2 import import_tf  # noqa: E402
 
+SHAPES_LEN = "57 (56 BPE tokens + EOS) each side"
 SHAPES = {"wmt16-base": {}, "tiny": {"model.d_model": 64, "model.d_ff": 128, "model.encoder_layers": 1,
                                      "model.decoder_layers": 1, "model.num_heads": 2}}
-LEN = 32  # source and target tokens per synthetic sentence
 
 
 def worker(args) -> None:
@@ -39,25 +46,29 @@ def worker(args) -> None:
     from nmtkit.train.dist import Horovod, Single, set_threads
     from nmtkit.train.metrics import peak_flops, train_flops
     from nmtkit.train.trainer import Trainer
-    dist = Horovod(host_allreduce=args.host_allreduce) if args.horovod else Single()
+    if args.fail:
+        raise SystemExit("forced failure (--fail): the report and the exit status must show it")
+    dist = Horovod() if args.horovod else Single()
     set_threads(dist)  # pins (one process: every GPU, memory growth) before the first op
-    vocab = 32000
-    cfg = config.load("wmt16-base", {"train.precision": args.precision, "train.xla": args.xla,
-                                     "model.dropout": 0.0, **SHAPES[args.shape]})
-    trainer = Trainer(cfg, vocab, dist)
+    cfg = config.load("wmt16-base", {"train.precision": args.precision, "train.xla": args.xla, "model.dropout": 0.0,
+                                     "data.batch_sentences": args.batch, **SHAPES[args.shape]})
+    vocab, length = cfg.data.vocab_size, cfg.data.max_tokens + 1  # the homework's longest sentences
+    trainer = Trainer(cfg, vocab, dist)  # picks the micro-batches that fit (train.grad_accum=0: auto)
     trainer.sync_variables()
+    size = trainer.micro.size
     rng = tf.random.Generator.from_seed(1 + dist.rank)
-    src = rng.uniform([args.batch, LEN], 4, vocab, dtype=tf.int32)
-    tgt = tf.concat([tf.fill([args.batch, 1], 2), rng.uniform([args.batch, LEN], 4, vocab, dtype=tf.int32)], 1)
+    micro = [(rng.uniform([size, length], 4, vocab, dtype=tf.int32),
+              tf.concat([tf.fill([size, 1], 2), rng.uniform([size, length], 4, vocab, dtype=tf.int32)], 1))
+             for _ in range(trainer.accum)]
     for _ in range(args.warmup):
-        stats = trainer.run_step([(src, tgt)])
+        stats = trainer.run_step(micro)
     stats.numpy()
     t0 = time.perf_counter()
     for _ in range(args.steps):
-        stats = trainer.run_step([(src, tgt)])
+        stats = trainer.run_step(micro)
     loss = float(stats.numpy()[0])  # the one host sync: after the last step
     step = (time.perf_counter() - t0) / args.steps
-    tokens = args.batch * LEN * 2
+    tokens = size * trainer.accum * length * 2
     peak, source = peak_flops(trainer.precision)
     gpus = tf.config.list_physical_devices("GPU")
     memory = tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**30 if gpus else None
@@ -65,35 +76,94 @@ def worker(args) -> None:
     print("RESULT " + json.dumps({
         "rank": dist.rank, "ranks": dist.size, "precision": trainer.precision, "reason": trainer.precision_reason,
         "xla": trainer.xla, "ms_per_step": step * 1000, "tokens_per_sec": tokens * dist.size / step,
-        "mfu": train_flops(cfg.model, vocab, args.batch * LEN, args.batch * LEN, LEN, LEN) / step / peak,
+        "mfu": train_flops(cfg.model, vocab, tokens / 2, tokens / 2, length, length) / step / peak,
         "peak": peak, "peak_source": source, "gpu_mem_gb": memory, "loss_scale": scale, "loss": loss,
+        "micro_batches": trainer.accum, "micro_batch": size,
+        "projected_gb": trainer.micro.projection.total / 2**30,
         "checksum": dist.weights_checksum() if args.horovod else None}), flush=True)
 
 
-def run_case(args, name: str, *, xla: bool, ranks: int = 0, host_allreduce: bool = False) -> list[dict]:
-    """A case in a fresh process (ranks > 0: under horovodrun with Gloo); its RESULT records, rank order."""
+def run_case(args, name: str, *, xla: bool, ranks: int = 0) -> dict:
+    """A case in a fresh process (ranks > 0: under horovodrun with Gloo, NCCL_DEBUG=INFO): {"name", "ok", "results"
+    (RESULT records, rank order), "error", "transport" (what NCCL said it used)}."""
     cmd = [sys.executable, __file__, "--worker", "--steps", str(args.steps), "--warmup", str(args.warmup),
            "--batch", str(args.batch), "--shape", args.shape, "--precision", args.precision]
-    cmd += ["--xla"] * xla + ["--horovod"] * bool(ranks) + ["--host-allreduce"] * host_allreduce
+    cmd += ["--xla"] * xla + ["--horovod"] * bool(ranks) + (["--fail", name] if args.fail == name else [])
     if ranks:
         cmd = [sys.executable, "-m", "horovod.runner.launch", "-np", str(ranks), "-H", f"localhost:{ranks}",
                "--gloo", *cmd]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    env = dict(os.environ, NCCL_DEBUG=os.environ.get("NCCL_DEBUG", "INFO"),
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     t0 = time.time()
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
-    found = [json.loads(line.split("RESULT ", 1)[1]) for line in p.stdout.splitlines() if "RESULT {" in line]
-    if p.returncode or not found:
-        tail = "\n    ".join((p.stdout + p.stderr).strip().splitlines()[-15:])
-        print(f"{name}: FAILED (exit {p.returncode}, {time.time() - t0:.0f} s):\n    {tail}", flush=True)
-        return []
-    found.sort(key=lambda r: r["rank"])
+    try:
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
+        out, rc = p.stdout + p.stderr, p.returncode
+    except subprocess.TimeoutExpired as e:
+        out, rc = f"{e.stdout or ''}{e.stderr or ''}\ntimed out after {args.timeout:.0f} s", -1
+    found = sorted((json.loads(line.split("RESULT ", 1)[1]) for line in out.splitlines() if "RESULT {" in line),
+                   key=lambda r: r["rank"])
+    case = {"name": name, "ok": rc == 0 and bool(found), "results": found, "seconds": round(time.time() - t0, 1),
+            "transport": sorted({m.group(0) for m in re.finditer(r"via (P2P/\S+|NET/\S+|SHM/\S+)", out)}),
+            "error": None}
+    if not case["ok"]:
+        case["error"] = f"exit {rc}: " + " | ".join(out.strip().splitlines()[-6:])
+        print(f"{name}: FAILED ({case['error']})", flush=True)
+        return case
     r = found[0]
-    mem = f"{r['gpu_mem_gb']:.1f} GB" if r["gpu_mem_gb"] is not None else "-"
-    scale = f"{r['loss_scale']:g}" if r["loss_scale"] is not None else "-"
+    mem = f"{r['gpu_mem_gb']:.1f} GiB" if r["gpu_mem_gb"] is not None else "-"
     print(f"{name:<38} | {r['precision']:<14} | XLA {'on ' if r['xla'] else 'off'} | {r['ms_per_step']:8.1f} ms/step | "
-          f"{r['tokens_per_sec']:>10,.0f} tok/s | MFU {100 * r['mfu']:5.1f}% | peak GPU mem {mem} | "
-          f"loss scale {scale} | loss {r['loss']:.3f}", flush=True)
-    return found
+          f"{r['tokens_per_sec']:>10,.0f} tok/s | MFU {100 * r['mfu']:5.1f}% | peak GPU mem {mem} (projected "
+          f"{r['projected_gb']:.1f} GiB, {r['micro_batches']} x {r['micro_batch']}) | loss {r['loss']:.3f}", flush=True)
+    return case
+
+
+CASES = (("one process", {"xla": False}), ("one process, XLA", {"xla": True}),
+         ("one Horovod rank", {"xla": False, "ranks": 1}),
+         ("one Horovod rank, XLA asked (refused)", {"xla": True, "ranks": 1}))
+
+
+def versions(tf) -> dict:
+    """What the report must name: GPU, driver, CUDA, cuDNN, NCCL, TensorFlow, Horovod's build."""
+    build = tf.sysconfig.get_build_info()
+    out = {"tensorflow": tf.__version__, "cuda": build.get("cuda_version"), "cudnn": build.get("cudnn_version")}
+    try:
+        import horovod.tensorflow as hvd
+        out["horovod"] = {"nccl": bool(hvd.nccl_built()), "cuda": bool(hvd.cuda_built()),
+                          "gloo": bool(hvd.gloo_built()), "mpi": bool(hvd.mpi_built())}
+    except Exception as e:  # noqa: BLE001  named in the report
+        out["horovod"] = f"does not import: {type(e).__name__}: {e}"
+    try:
+        import nvidia.nccl, glob  # noqa: E401  the wheel tensorflow[and-cuda] brings
+        out["nccl"] = [Path(p).name for p in glob.glob(str(Path(list(nvidia.nccl.__path__)[0]) / "lib" / "libnccl.so*"))]
+    except ImportError:
+        out["nccl"] = None
+    from nmtkit.doctor import nvml_gpus
+    out["gpus"], _ = nvml_gpus()
+    return out
+
+
+def write_report(out: Path, args, facts: dict, doctor_rows: list, cases: list[dict]) -> Path:
+    """gpu-report.json (everything) and gpu-report.md (the same, for people), written atomically."""
+    from nmtkit.files import atomic_write_json, atomic_write_text
+    ok = all(c["ok"] for c in cases)
+    data = {"ok": ok, "when": time.strftime("%Y-%m-%d %H:%M:%S"), "args": {k: str(v) for k, v in vars(args).items()}, "facts": facts,
+            "doctor": doctor_rows, "cases": cases}
+    atomic_write_json(out / "gpu-report.json", data)
+    lines = [f"# nmtkit first GPU run: {'all cases passed' if ok else 'FAILED'}", "",
+             f"{data['when']}; shape {args.shape}, {args.batch} sentences per GPU, {args.steps} timed steps.", "",
+             "## Machine", "", *(f"- {k}: {v}" for k, v in facts.items()), "", "## doctor", "",
+             *(f"- {'ok  ' if r['ok'] else 'FAIL'} {r['name']}: {r['value']}" for r in doctor_rows), "",
+             "## Cases", "", "| case | result | ms/step | tokens/s | MFU | peak GPU GiB | projected GiB | "
+             "micro-batches | loss scale | NCCL transport |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for c in cases:
+        r = c["results"][0] if c["results"] else {}
+        cell = lambda k, f: f.format(r[k]) if r.get(k) is not None else "-"  # noqa: E731
+        lines.append(f"| {c['name']} | {'ok' if c['ok'] else 'FAILED: ' + c['error'][:200]} | "
+                     f"{cell('ms_per_step', '{:.1f}')} | {cell('tokens_per_sec', '{:,.0f}')} | "
+                     f"{cell('mfu', '{:.1%}')} | {cell('gpu_mem_gb', '{:.1f}')} | {cell('projected_gb', '{:.1f}')} | "
+                     f"{cell('micro_batches', '{}')} | {cell('loss_scale', '{:g}')} | {', '.join(c['transport']) or '-'} |")
+    atomic_write_text(out / "gpu-report.md", "\n".join(lines) + "\n")
+    return out / "gpu-report.md"
 
 
 def main(argv=None) -> int:
@@ -104,10 +174,12 @@ def main(argv=None) -> int:
     ap.add_argument("--shape", choices=sorted(SHAPES), default="wmt16-base")
     ap.add_argument("--precision", default="auto")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per case")
+    ap.add_argument("--out", type=Path, default=Path("."), help="where gpu-report.md and .json go")
     ap.add_argument("--allow-cpu", action="store_true", help="run on a CPU anyway (checks this script)")
+    ap.add_argument("--fail", default="", metavar="CASE", help="make the named case fail (tests the exit status)")
+    ap.add_argument("--cases", default="", metavar="NAME,NAME", help="run only these cases (default: all)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--horovod", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--host-allreduce", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--xla", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -117,29 +189,27 @@ def main(argv=None) -> int:
     gpus = tf.config.list_physical_devices("GPU")  # lists devices without initialising them
     if not gpus and not args.allow_cpu:
         print("bench/gpu.py: no GPU found (TensorFlow lists none): nothing to measure on this machine. On a GPU VM: "
-              "NMTKIT_GPU=1 make setup && .venv/bin/python bench/gpu.py (see docs/instructors.md)")
+              "make gpu-check (see docs/instructors.md)")
         return 0
     from nmtkit import doctor
-    if doctor.main() != 0 and not args.allow_cpu:
+    rows = doctor.judge(doctor.gather(args.out))
+    print(doctor.format_table(rows))
+    doctor_rows = [{"name": r.name, "value": r.value, "ok": r.ok, "fix": r.fix} for r in rows]
+    if not all(r.ok for r in rows) and not args.allow_cpu:
         print("doctor found problems (above): fix them first; the figures would not mean much")
-        return 1
-    print(f"\n{args.shape} shape, {args.batch} sentences x {LEN}+{LEN} synthetic tokens per GPU, {args.steps} timed "
-          f"steps after {args.warmup}; {len(gpus)} GPU(s)\n")
-    for name, kw in (("one process", {"xla": False}), ("one process, XLA", {"xla": True}),
-                     ("one Horovod rank", {"xla": False, "ranks": 1}),
-                     ("one Horovod rank, XLA asked (refused)", {"xla": True, "ranks": 1})):
-        got = run_case(args, name, **kw)
-        if got and name.startswith("one process") and kw["xla"] is False:
-            print(f"  precision: {got[0]['reason']}; peak {got[0]['peak'] / 1e12:.1f} TFLOP/s ({got[0]['peak_source']})")
-    if len(gpus) <= 1:
-        got = run_case(args, "two ranks sharing one GPU (Gloo)", xla=False, ranks=2, host_allreduce=True)
-        if len(got) == 2:
-            same = got[0]["checksum"] == got[1]["checksum"]
-            print(f"  weights equal on both ranks: {'yes' if same else 'NO'} ({got[0]['checksum']!r} vs "
-                  f"{got[1]['checksum']!r})")
-            if not same:
-                return 1
-    return 0
+    print(f"\n{args.shape} shape, {args.batch} sentences x {SHAPES_LEN} tokens per GPU, {args.steps} timed steps "
+          f"after {args.warmup}; {len(gpus)} GPU(s)\n")
+    chosen = [c.strip() for c in args.cases.split(",") if c.strip()]
+    cases = [run_case(args, name, **kw) for name, kw in CASES if not chosen or name in chosen]
+    if len(gpus) >= 2:
+        cases.append(run_case(args, "two Horovod ranks (NCCL)", xla=False, ranks=2))
+    if cases and cases[0]["ok"]:
+        r = cases[0]["results"][0]
+        print(f"  precision: {r['reason']}; peak {r['peak'] / 1e12:.1f} TFLOP/s ({r['peak_source']})")
+    report = write_report(args.out, args, versions(tf), doctor_rows, cases)
+    failed = [c["name"] for c in cases if not c["ok"]]
+    print(f"report: {report}" + (f"; FAILED: {', '.join(failed)}" if failed else "; every case passed"))
+    return 1 if failed or (not all(r.ok for r in rows) and not args.allow_cpu) else 0
 
 
 if __name__ == "__main__":

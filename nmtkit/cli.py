@@ -72,6 +72,10 @@ def cmd_train(args) -> int:
     from nmtkit.cluster.driver import check_ranks
     from nmtkit.runs import RunDir
     check_ranks(args.np, args.hosts)  # before anything: no engine, no SSH, no run directory
+    if args.dry_run:
+        return dry_run(_config(args))
+    if not args.logdir:
+        raise ConfigError("nmtkit train needs --logdir DIR: the run directory (config, logs, checkpoints)")
     run = RunDir(args.logdir)  # a file where the run directory belongs is named as such
     cfg = _config(args)
     budget = {k: v for k, v in (("train.max_hours", args.max_hours), ("train.max_cost", args.max_cost)) if v is not None}
@@ -85,6 +89,21 @@ def cmd_train(args) -> int:
     why = f" ({summary['reason']})" if summary.get("reason") else ""
     print(f"run {summary.get('status', 'finished')}{why} at step {summary.get('step')}: {args.logdir}")
     return 0 if summary.get("status") in ("finished", "stopped") else 1
+
+
+def dry_run(cfg) -> int:
+    """`nmtkit train --dry-run`: the step's projected memory and the micro-batches, from the config alone (no data,
+    nothing written): for a first GPU run, before paying for hours."""
+    from nmtkit.train.memory import GIB, device_memory, fit
+    from nmtkit.train.precision import decide_precision
+    device = device_memory()
+    gpus = int(device is not None)
+    precision, why = decide_precision(cfg.train.precision, gpus)
+    where = f"a {device / GIB:.1f} GiB GPU" if device else "this CPU (no GPU memory to fit)"
+    print(f"dry run: {cfg.data.vocab_size:,}-token vocabulary, {cfg.data.batch_sentences} sentences per device, "
+          f"{precision} ({why}), on {where}")
+    print(fit(cfg, cfg.data.vocab_size, device, precision).line())
+    return 0
 
 
 def cmd_report(args) -> int:
@@ -151,7 +170,11 @@ def _add_train(sub) -> None:
     p = sub.add_parser("train", help="train (or resume) the Transformer: one process, or --np ranks with Horovod")
     _add_config_args(p)
     p.add_argument("--data", default=None, help="prepared data directory (default: the profile's data.dir)")
-    p.add_argument("--logdir", required=True, help="run directory: config, logs, TensorBoard, checkpoints")
+    p.add_argument("--logdir", default=None, help="run directory: config, logs, TensorBoard, checkpoints (required "
+                                                   "unless --dry-run)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the step's projected memory per device and the micro-batches it would use; no data "
+                        "needed, nothing written")
     p.add_argument("--fresh", action="store_true", help="refuse to resume: fail if the run directory has checkpoints")
     p.add_argument("--np", type=int, default=1, metavar="N",
                    help="Horovod ranks (ipyparallel engines, as notebook 03); default 1: this process alone")

@@ -86,7 +86,8 @@ class TrainConfig:
                               "avx512_bf16/amx_bf16 while train/bf16_quality.json allows it, else float32")
     xla: bool = rule(False, doc="compile the step with XLA; one process only (Horovod's ops have no XLA kernel on "
                                 "CPU); one program per length bucket (bench/README.md has whether it pays)")
-    grad_accum: int = rule(1, ge=1, doc="micro-batches per optimizer step")
+    grad_accum: int = rule(0, ge=0, doc="micro-batches the per-device batch is split into (the same sentences a "
+                                        "step); 0: auto, the fewest that fit the GPU's memory (1 on a CPU)")
     compression: str = rule("none", choices=("none", "fp16"),
                             doc="gradient allreduce on the wire: none (float32) or fp16 (Horovod's, half the bytes)")
     seed: int = rule(42, doc="initial weights, dropout and the batch order")

@@ -14,7 +14,7 @@ import contextlib
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -115,7 +115,7 @@ def _train(cfg: Config, rd: RunDir, data_dir, dist, on_log, resume: bool, progre
         _start_run(rd, cfg, data_dir, dist, trainer, start, params)
     # the input, from where the last session stopped
     peak = peak_flops(trainer.precision)  # before the input pipeline's threads start
-    ds = make_dataset(data_dir, "train", cfg.data, rank=dist.rank, size=dist.size, seed=t.seed,
+    ds = make_dataset(data_dir, "train", micro_batches(cfg.data, trainer.accum), rank=dist.rank, size=dist.size, seed=t.seed,
                       shuffle=True, repeat=True, pad_to_bucket=trainer.xla)  # XLA: one program per bucket
     data = DataPosition.open(ds, rd.path, dist.rank, start, trainer.accum, t.keep_checkpoints)
     p = Progress(step=start, last_saved=start)
@@ -256,15 +256,24 @@ def _tokenizer(data_dir: Path):
     return Tokenizer.from_data_dir(data_dir)
 
 
+def micro_batches(dc, n: int):
+    """The data config whose batches are the per-device batch split in `n` (the same sentences a step)."""
+    if n == 1:
+        return dc
+    return replace(dc, batch_sentences=-(-dc.batch_sentences // n),
+                   batch_tokens=-(-dc.batch_tokens // n) if dc.batch_tokens else 0)
+
+
 def _start_run(rd: RunDir, cfg: Config, data_dir: Path, dist, trainer: Trainer, start: int, params: int) -> None:
     """Rank 0: config.json, the BPE model and data stats, run.json "running", and the opening line."""
     rd.save_config(cfg)
     copy_data_files(data_dir, rd.path)
     rd.started(step=start, total_steps=cfg.train.steps, ranks=dist.size, host=dist.host,
                precision=trainer.precision, precision_reason=trainer.precision_reason, dist=dist.describe(),
-               params=params, resumed_from=start or None)
+               params=params, resumed_from=start or None, **trainer.micro.fields())
     print(f"{dist.describe()} | {trainer.precision} ({trainer.precision_reason}) | {params:,} parameters | "
           f"{'resuming at step ' + str(start) if start else 'fresh start'} -> {cfg.train.steps} steps", flush=True)
+    print(trainer.micro.line(), flush=True)
 
 
 def _start_sampler(stack: contextlib.ExitStack, cfg: Config, rd: RunDir, dist) -> None:

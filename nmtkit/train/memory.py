@@ -78,12 +78,34 @@ def project(cfg, vocab: int, batch: int | None = None, length: int | None = None
                       per_sentence=per_sentence_act + per_sentence_loss)
 
 
+def device_memory() -> float | None:
+    """Bytes of the smallest GPU NVML sees (every rank's batch must fit its own), None without one."""
+    from nmtkit.doctor import nvml_gpus
+    gpus, _ = nvml_gpus()
+    return min(g["memory_gb"] for g in gpus) * GIB if gpus else None
+
+
 @dataclass
 class MicroBatches:
     count: int            # micro-batches an optimizer step is split into (the same sentences per step)
     projection: Projection  # one micro-batch's peak
     device_bytes: float | None
     reason: str
+
+    @property
+    def size(self) -> int:
+        return self.projection.batch
+
+    def line(self) -> str:
+        dev = f" of a {self.device_bytes / GIB:.1f} GiB device" if self.device_bytes else ""
+        return (f"{self.projection.line()}{dev}; {self.count} micro-batch(es) of {self.size} sentences a step "
+                f"({self.reason})")
+
+    def fields(self) -> dict:
+        """For run.json: what the first log line says, as numbers."""
+        return {"memory_projected_gib": round(self.projection.total / GIB, 2), "micro_batches": self.count,
+                "micro_batch_sentences": self.size, "micro_batch_reason": self.reason,
+                "device_memory_gib": round(self.device_bytes / GIB, 1) if self.device_bytes else None}
 
 
 def fit(cfg, vocab: int, device_bytes: float | None, precision: str | None = None) -> MicroBatches:
@@ -96,7 +118,7 @@ def fit(cfg, vocab: int, device_bytes: float | None, precision: str | None = Non
     if device_bytes is None:
         n = max(asked, 1)
         return MicroBatches(n, project(cfg, vocab, -(-batch // n), precision=precision), None,
-                            "no device memory to fit (CPU)")
+                            "CPU: no GPU memory to fit")
     budget = device_bytes * (1 - MARGIN)
     if asked:
         one = project(cfg, vocab, -(-batch // asked), precision=precision)
