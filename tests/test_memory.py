@@ -1,0 +1,92 @@
+"""A step's memory, projected before anything runs (nmtkit.train.memory): the micro-batches that make the homework's
+batch fit a 16 GB GPU (NVML faked), a refusal naming both figures, the first log line; and the projection against
+memory measured on this CPU at a small shape (bench/memory.py does the base shape)."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nmtkit import config
+from nmtkit.errors import ConfigError
+from nmtkit.train.memory import GIB, fit, params_of, project
+
+ROOT = Path(__file__).resolve().parents[1]
+
+FAKE_NVML = """
+class _Memory:
+    total = {gib} * 2**30
+    used = 0
+def nvmlInit(): pass
+def nvmlShutdown(): pass
+def nvmlSystemGetDriverVersion(): return "550.54.15"
+def nvmlDeviceGetCount(): return 1
+def nvmlDeviceGetHandleByIndex(i): return i
+def nvmlDeviceGetName(h): return "{name}"
+def nvmlDeviceGetMemoryInfo(h): return _Memory()
+"""
+
+
+def nmtkit_with_gpu(tmp_path, *args, gib=16, name="Tesla V100-SXM2-16GB"):
+    fake = tmp_path / "fake"
+    fake.mkdir(exist_ok=True)
+    (fake / "pynvml.py").write_text(FAKE_NVML.format(gib=gib, name=name))
+    env = dict(os.environ, TF_USE_LEGACY_KERAS="1", PYTHONPATH=os.pathsep.join([str(fake), str(ROOT)]))
+    return subprocess.run([sys.executable, "-m", "nmtkit.cli", "train", "--profile", "wmt16-base", "--dry-run", *args],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_the_homeworks_batch_is_split_to_fit_a_16_gb_gpu(tmp_path):
+    p = nmtkit_with_gpu(tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "mixed_float16" in p.stdout and "16.0 GiB" in p.stdout
+    assert "2 micro-batch(es) of 128 sentences a step" in p.stdout, p.stdout  # the same 256 sentences a step
+    assert list(tmp_path.iterdir()) == [tmp_path / "fake"]  # nothing written, no data needed
+    big = nmtkit_with_gpu(tmp_path, gib=80, name="NVIDIA H100 80GB HBM3")
+    assert "1 micro-batch(es) of 256 sentences" in big.stdout
+
+
+def test_a_grad_accum_that_cannot_fit_is_refused_naming_both_figures(tmp_path):
+    p = nmtkit_with_gpu(tmp_path, "--set", "train.grad_accum=1")
+    err = p.stderr.strip().splitlines()
+    assert p.returncode != 0 and len(err) == 1, p.stderr
+    assert "train.grad_accum=1" in err[0] and "GiB a step" in err[0] and "16.0 GiB" in err[0]
+
+
+def test_the_parameter_count_is_the_models():
+    from nmtkit.model.transformer import build, count_params
+    cfg = config.profile("tiny")
+    assert params_of(cfg.model, 300) == count_params(build(cfg.model, 300)) + 300  # + the output bias
+    cfg = config.profile("wmt16-base")
+    assert abs(params_of(cfg.model, 32768) / 60_880_896 - 1) < 0.001
+
+
+def test_auto_picks_the_fewest_micro_batches_that_fit_and_a_set_value_is_kept():
+    cfg = config.profile("wmt16-base")
+    whole = project(cfg, 32768, 256, precision="mixed_float16").total
+    assert fit(cfg, 32768, whole / 0.9 + 1, "mixed_float16").count == 1
+    assert fit(cfg, 32768, whole / 0.9 / 1.5, "mixed_float16").count >= 2
+    two = cfg.with_overrides({"train.grad_accum": 2})
+    assert fit(two, 32768, 80 * GIB, "mixed_float16").count == 2
+    with pytest.raises(ConfigError, match="train.grad_accum=2"):
+        fit(two, 32768, 4 * GIB, "mixed_float16")
+
+
+def _peak(batch: int) -> float:
+    env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(ROOT))
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "memory.py"), "--worker-step", "small", str(batch)],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return json.loads(p.stdout.split("RESULT ", 1)[1])["peak_rss"]
+
+
+def test_the_projection_meets_the_memory_measured_on_this_cpu_at_a_small_shape():
+    batches = [8, 40]
+    slope = np.polyfit(batches, [_peak(b) for b in batches], 1)[0]
+    cfg = config.load("wmt16-base", {"model.d_model": 256, "model.encoder_layers": 3, "model.decoder_layers": 3,
+                                     "model.num_heads": 4, "model.d_ff": 1024})
+    projected = project(cfg, cfg.data.vocab_size, precision="float32").per_sentence
+    assert 0.75 <= slope / projected <= 1.25, (slope / 2**20, projected / 2**20)
