@@ -4,7 +4,7 @@
 
 `nmtkit doctor`, then the wmt16-base shape in mixed precision (train.precision=auto: fp16 on tensor cores) at
 `--batch` sentences per GPU of the homework's length (data.max_tokens + EOS: 57 tokens each side) on synthetic ids
-(no data to prepare), split into the micro-batches the kit's memory projection picks (nmtkit.train.memory),
+(no data to prepare), split into the micro-batches the kit's memory projection picks (nmtkit.model.memory),
 `--steps` timed steps after a warm-up, each case in a fresh process: one process and one Horovod rank (horovodrun
 -np 1), XLA off and on (a Horovod job never compiles with XLA: that case shows the refusal), and with two GPUs or
 more two Horovod ranks over NCCL. Prints ms/step, tokens/s, MFU against the device's peak for the precision used,

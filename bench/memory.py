@@ -1,4 +1,4 @@
-"""A training step's memory on this CPU against the kit's projection (nmtkit.train.memory), and the loss's peak.
+"""A training step's memory on this CPU against the kit's projection (nmtkit.model.memory), and the loss's peak.
 
     .venv/bin/python bench/memory.py [--shape base|small] [--batches 32,64,128] [--loss-only | --step-only]
 
@@ -88,7 +88,7 @@ def _fresh(*args: str) -> dict:
 def steps(shape: str, batches: list[int]) -> dict:
     import numpy as np
     from nmtkit import config
-    from nmtkit.train.memory import project
+    from nmtkit.model.memory import project
     rows = [_fresh("--worker-step", shape, str(b)) for b in batches]
     for r in rows:
         print(f"  {shape} batch {r['batch']:>4}: peak RSS {r['peak_rss'] / 2**30:6.2f} GiB", flush=True)

@@ -94,9 +94,10 @@ def cmd_train(args) -> int:
 def dry_run(cfg) -> int:
     """`nmtkit train --dry-run`: the step's projected memory and the micro-batches, from the config alone (no data,
     nothing written): for a first GPU run, before paying for hours."""
-    from nmtkit.train.memory import GIB, device_memory, fit
+    from nmtkit.doctor import gpu_memory
+    from nmtkit.model.memory import GIB, fit
     from nmtkit.train.precision import decide_precision
-    device = device_memory()
+    device = gpu_memory()
     gpus = int(device is not None)
     precision, why = decide_precision(cfg.train.precision, gpus)
     where = f"a {device / GIB:.1f} GiB GPU" if device else "this CPU (no GPU memory to fit)"

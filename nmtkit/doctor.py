@@ -18,6 +18,7 @@ from pathlib import Path
 
 import nmtkit  # noqa: F401  (TF_USE_LEGACY_KERAS=1 before TensorFlow)
 from nmtkit.data.wmt import DISK_NEED_GB
+from nmtkit.errors import ConfigError
 
 # The pins the kit was verified on (pyproject.toml holds the same; a test keeps them in step).
 TENSORFLOW_VERSION = "2.18.1"
@@ -164,6 +165,12 @@ def nvml_gpus() -> tuple[list, str]:
         pynvml.nvmlShutdown()
 
 
+def gpu_memory() -> float | None:
+    """Bytes of the smallest GPU NVML sees (every rank's batch must fit its own), None without one."""
+    gpus, _ = nvml_gpus()
+    return min(g["memory_gb"] for g in gpus) * 2**30 if gpus else None
+
+
 def judge(f: Facts) -> list[Check]:
     """Turn facts into rows; a failed row carries one line saying how to fix it."""
     rows = []
@@ -242,12 +249,29 @@ def _judge_rest(f: Facts) -> list[Check]:
     rows = []
     for mod, v in f.versions.items():
         rows.append(Check(mod, v or "missing", v is not None, f"{mod} does not import: run `make setup`"))
+    rows.append(_homework_step(f))
     free = f.disk_free_gb
     rows.append(Check(f"free disk ({f.disk_path})", "?" if free is None else f"{free:.1f} GB",
                       free is None or free >= MIN_FREE_GB,
                       f"less than {MIN_FREE_GB} GB free where data goes: free space or pass --data elsewhere "
                       f"(WMT16 needs {DISK_NEED_GB} GB)"))
     return rows
+
+
+def _homework_step(f: Facts) -> Check:
+    """The homework's step (wmt16-base, 256 sentences per GPU) projected against this machine's GPU memory."""
+    from nmtkit.config import profile
+    from nmtkit.model.memory import GIB, fit
+    cfg = profile("wmt16-base")
+    device = min(g["memory_gb"] for g in f.nvml_gpus) * GIB if f.nvml_gpus else None
+    precision = "mixed_float16" if device else "float32"
+    try:
+        plan = fit(cfg, cfg.data.vocab_size, device, precision)
+    except ConfigError as e:
+        return Check("homework step (projected)", str(e), False, "a GPU with more memory")
+    return Check("homework step (projected)", f"{plan.projection.total / GIB:.1f} GiB per GPU in {plan.count} "
+                 f"micro-batch(es) of {plan.size}, {precision}" + (f" on {device / GIB:.0f} GiB" if device else
+                                                                   " (no GPU here)"))
 
 
 def format_table(rows: list[Check]) -> str:

@@ -1,4 +1,4 @@
-"""A step's memory, projected before anything runs (nmtkit.train.memory): the micro-batches that make the homework's
+"""A step's memory, projected before anything runs (nmtkit.model.memory): the micro-batches that make the homework's
 batch fit a 16 GB GPU (NVML faked), a refusal naming both figures, the first log line; and the projection against
 memory measured on this CPU at a small shape (bench/memory.py does the base shape)."""
 import json
@@ -12,7 +12,7 @@ import pytest
 
 from nmtkit import config
 from nmtkit.errors import ConfigError
-from nmtkit.train.memory import GIB, fit, params_of, project
+from nmtkit.model.memory import GIB, fit, params_of, project
 
 ROOT = Path(__file__).resolve().parents[1]
 

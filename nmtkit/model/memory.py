@@ -81,13 +81,6 @@ def project(cfg, vocab: int, batch: int | None = None, length: int | None = None
                       per_sentence=per_sentence_act + per_sentence_loss)
 
 
-def device_memory() -> float | None:
-    """Bytes of the smallest GPU NVML sees (every rank's batch must fit its own), None without one."""
-    from nmtkit.doctor import nvml_gpus
-    gpus, _ = nvml_gpus()
-    return min(g["memory_gb"] for g in gpus) * GIB if gpus else None
-
-
 @dataclass
 class MicroBatches:
     count: int            # micro-batches an optimizer step is split into (the same sentences per step)

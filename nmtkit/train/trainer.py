@@ -10,7 +10,8 @@ from nmtkit.config import Config
 from nmtkit.keras2 import import_tf
 from nmtkit.model.transformer import build, smoothed_loss
 from nmtkit.train.dist import Single
-from nmtkit.train.memory import device_memory, fit
+from nmtkit.doctor import gpu_memory
+from nmtkit.model.memory import fit
 from nmtkit.train.precision import decide_precision, use_xla
 from nmtkit.train.schedule import make_optimizer, make_schedule
 
@@ -55,9 +56,9 @@ class Trainer:
         _inner(self.optimizer).build(self.variables)  # slots exist now: restore and broadcast see them
         self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
         self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer, step=self.step)
-        # micro-batches: the per-device batch split so a step's projected peak fits the GPU (nmtkit.train.memory)
+        # micro-batches: the per-device batch split so a step's projected peak fits the GPU (nmtkit.model.memory)
         gpus = gpu_capabilities(tf)
-        self.micro = fit(cfg, vocab_size, device_memory() if gpus else None, self.precision)
+        self.micro = fit(cfg, vocab_size, gpu_memory() if gpus else None, self.precision)
         self.accum = self.micro.count
         self.xla = use_xla(cfg.train.xla, self.dist.size, horovod=self.dist.name == "horovod")
         pair = (tf.TensorSpec([None, None], tf.int32),) * 2
