@@ -94,3 +94,40 @@ def test_nic_counters_see_a_loopback_transfer():
         link.send("127.0.0.1", port, 4 << 20)
         assert rx.get(30)["bytes"] == 4 << 20
     assert c.samples[-1][1] - c.samples[0][1] >= 4 << 20
+
+
+# --- which NIC to read: the one to the peers, never loopback for remote nodes ----------------------------------
+
+def test_the_link_cell_reads_the_nic_that_routes_to_a_peer_not_loopback(monkeypatch):
+    from horovod.runner.common.util.hosts import HostInfo
+    from nmtkit.cluster import plan
+    hosts = [HostInfo("vm1", 2), HostInfo("vm2", 2)]
+    monkeypatch.setattr(plan.socket, "gethostbyname", lambda h: {"vm1": "10.0.0.5", "vm2": "10.0.0.6"}[h])
+    monkeypatch.setattr(plan, "iface_for", lambda addr: "ens5" if addr.startswith("10.0.0.") else "lo")
+    assert plan.link_iface("", hosts, "ssh") == "ens5"            # notebook 03's compression cell on two VMs
+    assert plan.link_iface("eth1", hosts, "ssh") == "eth1"        # cluster.iface wins
+    assert plan.link_iface("", hosts, "local") == "lo"            # local engines posing as nodes
+    # the cell itself passes no iface: compression_trials asks link_iface with the cluster's own settings
+    seen = {}
+    cluster = SimpleNamespace(iface="", hosts=hosts, launcher="ssh")
+
+    class Stop(Exception):
+        pass
+
+    def nic(iface, interval=0.1):
+        seen["iface"] = iface
+        raise Stop
+    monkeypatch.setattr(link, "NicCounters", nic)
+    with pytest.raises(Stop):
+        link.compression_trials(cluster, None, "/nonexistent")
+    assert seen["iface"] == "ens5"
+
+
+def test_nccl_debug_reaches_every_engine(monkeypatch):
+    from nmtkit.cluster import plan
+    slot = plan.assign_slots(["node0", "node1"])[1]
+    monkeypatch.delenv("NCCL_DEBUG", raising=False)
+    assert "NCCL_DEBUG" not in plan.rank_env(slot, addr="10.0.0.5", port=1, iface="ens5", nccl=True)
+    monkeypatch.setenv("NCCL_DEBUG", "INFO")
+    env = plan.rank_env(slot, addr="10.0.0.5", port=1, iface="ens5", nccl=True)
+    assert env["NCCL_DEBUG"] == "INFO" and env["NCCL_SOCKET_IFNAME"] == "ens5"

@@ -172,16 +172,19 @@ def ring_bytes(params: int, ranks: int, bytes_per_value: int = 4) -> float:
     return 2 * (ranks - 1) / ranks * bytes_per_value * params
 
 
-def compression_trials(cluster, cfg, run_root, compressions=("none", "fp16"), *, iface: str = "lo",
+def compression_trials(cluster, cfg, run_root, compressions=("none", "fp16"), *, iface: str | None = None,
                        first: int = 2, timeout: float = 900):
     """Train `cfg` once per train.compression on the running cluster (fresh runs <run_root>/<compression>-<time>)
-    while sampling `iface` on this machine, and tabulate per compression: the bytes that crossed it per step in
+    while sampling `iface` on this machine (default: the one that carries the cluster's traffic to the other
+    nodes, plan.link_iface: cluster.iface, else the route to a peer, lo for local engines), and tabulate per compression: the bytes that crossed it per step in
     steady state, the ring-allreduce model for them, and the step time. On `lo` (engines of one machine) the NIC
     sees every rank's sends, N x 2(N-1)/N x gradient bytes, and anything else this machine sends over loopback in
     the window; on a node's own NIC it sees one ring edge: one rank's share (questions 5 and 11 explain why)."""
     import pandas as pd
     from nmtkit import runs
     from nmtkit.files import read_jsonl
+    from nmtkit.cluster.plan import link_iface
+    iface = iface or link_iface(cluster.iface, cluster.hosts, cluster.launcher)
     rows = []
     for comp in compressions:
         run = Path(run_root) / f"{comp}-{time.strftime('%Y%m%d-%H%M%S')}"

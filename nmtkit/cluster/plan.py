@@ -8,6 +8,7 @@ from __future__ import annotations
 
 
 import ipaddress
+import os
 import re
 import socket
 import subprocess
@@ -98,6 +99,9 @@ def rank_env(slot: SlotInfo, *, addr: str, port: int, iface: str, nccl: bool = F
     })
     if nccl:
         env["HOROVOD_GPU_OPERATIONS"] = "NCCL"
+    for key in ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS"):  # what NCCL chose (P2P, SHM, NET), on SSH-started engines too
+        if os.environ.get(key):
+            env[key] = os.environ[key]
     cycle = cycle_time_ms(nccl, cycle_ms)
     if cycle is not None:
         env["HOROVOD_CYCLE_TIME"] = f"{cycle:g}"
@@ -157,6 +161,22 @@ def check_iface(iface: str) -> str:
         raise ClusterError(f"cluster.iface={iface!r}: no network interface of that name on this machine (it has "
                            f"{', '.join(have)}); set --set cluster.iface=<one of them>, or leave it empty to detect it")
     return iface
+
+
+def link_iface(iface: str, hosts: list, launcher: str) -> str:
+    """The interface that carries a cluster's traffic to the other nodes, the one to sample for its bytes:
+    cluster.iface when set, else the one that routes to the first remote host; loopback when the "nodes" are
+    local engines. Never lo for remote nodes: under NCCL, ranks within a node do not use the network at all."""
+    if iface:
+        return iface
+    remote = [h.hostname for h in hosts] if launcher != "local" else []
+    if not remote:
+        return "lo"
+    try:
+        return iface_for(socket.gethostbyname(remote[0])) or "lo"
+    except OSError as e:
+        raise ClusterError(f"cluster.hosts: {remote[0]} does not resolve ({e}); set cluster.iface to the NIC that "
+                           f"reaches the other nodes") from None
 
 
 def iface_for(addr: str) -> str:
