@@ -165,6 +165,36 @@ def nvml_gpus() -> tuple[list, str]:
         pynvml.nvmlShutdown()
 
 
+def gpu_holders(engine_pids=()) -> list[dict]:
+    """Per GPU (NVML): its memory in MiB, used and total, and the processes other than `engine_pids` holding it
+    ({"pid", "mib", "name"}); [] without NVML. TensorFlow never gives memory back, so an idle notebook kernel
+    that trained on GPU 0 still holds it when notebook 03's rank 0 needs it."""
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+    except Exception:  # noqa: BLE001  no NVML, no driver: nothing holds a GPU here
+        return []
+    try:
+        out = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            mem = pynvml.nvmlDeviceGetMemoryInfo(h)
+            procs = []
+            for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h):
+                if p.pid in engine_pids:
+                    continue
+                try:
+                    import psutil
+                    name = " ".join(psutil.Process(p.pid).cmdline()[:3])[:80]
+                except Exception:  # noqa: BLE001  gone, or another container's
+                    name = "?"
+                procs.append({"pid": p.pid, "mib": (p.usedGpuMemory or 0) / 2**20, "name": name})
+            out.append({"gpu": i, "used_mib": mem.used / 2**20, "total_mib": mem.total / 2**20, "held_by": procs})
+        return out
+    finally:
+        pynvml.nvmlShutdown()
+
+
 def gpu_memory() -> float | None:
     """Bytes of the smallest GPU NVML sees (every rank's batch must fit its own), None without one."""
     gpus, _ = nvml_gpus()

@@ -90,3 +90,26 @@ def test_the_projection_meets_the_memory_measured_on_this_cpu_at_a_small_shape()
                                      "model.num_heads": 4, "model.d_ff": 1024})
     projected = project(cfg, cfg.data.vocab_size, precision="float32").per_sentence
     assert 0.75 <= slope / projected <= 1.25, (slope / 2**20, projected / 2**20)
+
+
+def test_preflight_names_the_process_holding_a_gpu_before_the_job_starts(monkeypatch):
+    import types
+    from nmtkit import doctor
+    from nmtkit.cluster.preflight import held_gpu_memory, preflight_problems
+    proc = lambda pid, gib: types.SimpleNamespace(pid=pid, usedGpuMemory=int(gib * 2**30))  # noqa: E731
+    held = {0: [proc(4242, 14.2), proc(999, 0.3)], 1: []}  # GPU 0: notebook 02's idle kernel; 999: this engine
+    fake = types.SimpleNamespace(
+        nvmlInit=lambda: None, nvmlShutdown=lambda: None, nvmlDeviceGetCount=lambda: 2,
+        nvmlDeviceGetHandleByIndex=lambda i: i,
+        nvmlDeviceGetMemoryInfo=lambda h: types.SimpleNamespace(total=16 * 2**30, used=14.5 * 2**30 if h == 0 else 0),
+        nvmlDeviceGetComputeRunningProcesses=lambda h: held[h])
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    gpus = doctor.gpu_holders(engine_pids=[999])
+    assert [p["pid"] for p in gpus[0]["held_by"]] == [4242] and gpus[1]["held_by"] == []
+    [line] = held_gpu_memory(gpus)
+    assert line.startswith("GPU 0: 14.2 of 16.0 GiB held by pid 4242") and "notebook 02" in line
+    facts = {"rank": 0, "node": "vm1", "host": "vm1", "data_ok": True, "horovod": "0.28.1", "nccl_built": True,
+             "horovod_build": "gloo,nccl", "gpus": 2, "gpu_memory": gpus}
+    assert any("held by pid 4242" in p for p in preflight_problems([facts]))
+    held[0] = [proc(4242, 1.0)]  # a little: not a problem
+    assert held_gpu_memory(doctor.gpu_holders(engine_pids=[999])) == []

@@ -75,6 +75,22 @@ def _who(f: dict) -> str:
     return f"rank {f['rank']} on {f['node']}" + (f" ({f['host']})" if f["host"] != f["node"] else "")
 
 
+HELD_SHARE = 0.25  # of a GPU's memory held by another process before the job starts: too much to train beside it
+
+
+def held_gpu_memory(gpus: list[dict]) -> list[str]:
+    """One problem per GPU whose memory other processes hold (doctor.gpu_holders), naming them and the fix."""
+    out = []
+    for g in gpus:
+        held = sum(p["mib"] for p in g["held_by"])
+        if g["held_by"] and held >= HELD_SHARE * g["total_mib"]:
+            who = ", ".join(f"pid {p['pid']} ({p['name']}) {p['mib'] / 1024:.1f} GiB" for p in g["held_by"])
+            out.append(f"GPU {g['gpu']}: {held / 1024:.1f} of {g['total_mib'] / 1024:.1f} GiB held by {who}; "
+                       f"TensorFlow never gives memory back: shut down that kernel (notebook 02's: Kernel > Shut "
+                       f"Down Kernel) or stop that process, then launch again")
+    return out
+
+
 def _node_problems(f: dict, ref: dict) -> list[str]:
     out = []
     if f is not ref:
@@ -98,6 +114,7 @@ def _node_problems(f: dict, ref: dict) -> list[str]:
     if f.get("rendezvous_ok") is False:
         out.append(f"cannot reach the rendezvous server at {f.get('rendezvous')} ({f.get('rendezvous_error')}); "
                    f"open that port from the node to the driver, or choose the address with cluster.listen")
+    out += held_gpu_memory(f.get("gpu_memory") or [])
     if f.get("gpus", 0) and not f.get("nccl_built"):
         out.append(f"has {f['gpus']} GPU(s) but Horovod was built without NCCL; rebuild with "
                    f"HOROVOD_GPU_OPERATIONS=NCCL (gradients would go through host memory)")

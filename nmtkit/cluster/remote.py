@@ -19,6 +19,7 @@ from ipyparallel.datapub import publish_data
 import nmtkit
 from nmtkit.cluster.plan import iface_for
 from nmtkit.config import Config
+from nmtkit.doctor import gpu_holders
 from nmtkit.runs import RunHandle
 from nmtkit.files import sha256_file
 from nmtkit.keras2 import import_tf
@@ -45,6 +46,7 @@ def node_facts(data_dir: str | None, rendezvous: tuple[str, int] | None = None) 
     tf = import_tf()
     f["tensorflow"] = tf.__version__ + ("+cuda" if tf.test.is_built_with_cuda() else "")
     f["gpus"] = len(tf.config.list_physical_devices("GPU"))
+    f["gpu_memory"] = gpu_holders([os.getpid()])  # other processes holding a GPU: preflight names them
     f.update(horovod_facts())
     f.update(data_facts(data_dir))
     if rendezvous is not None:
