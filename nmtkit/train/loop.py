@@ -229,7 +229,9 @@ def _project(spend: Spend, rd: RunDir, p: Progress, t, reporter: Reporter) -> No
     spend.step_s = step_s
     proj = Projection(p.step, t.steps, step_s, spend.hours(), spend.budget.nodes, spend.budget.price)
     if not spend.projected:
-        print(proj.line(spend.budget), flush=True)
+        micro = reporter.trainer.micro  # the time's projection beside the memory's (nmtkit.model.memory)
+        print(f"{proj.line(spend.budget)}; memory {micro.projection.total / 2**30:.1f} GiB a step per device in "
+              f"{micro.count} micro-batch(es)", flush=True)
         spend.projected = True
     rd.progress(p.step, spent_hours=proj.spent_h, **proj.fields())
 
