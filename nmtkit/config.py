@@ -131,8 +131,8 @@ class ClusterConfig:
 class MonitorConfig:
     enabled: bool = rule(True, doc="sample CPU, memory, GPU and network on every rank")
     interval: float = rule(1.0, gt=0, doc="seconds between samples")
-    link_gbps: float = rule(1.0, gt=0, doc="inter-node link capacity assumed when none was measured (the "
-                                           "homework's VMs: 1 Gbit/s)")
+    link_gbps: float = rule(1.0, gt=0, doc="inter-node link capacity assumed when none was measured; a verdict "
+                                           "that rests on it says so (measure the link: preflight does)")
     price_per_node_hour: float = rule(3.06, ge=0, doc="USD per node-hour for the cost projection (a V100 cloud VM)")
 
 
