@@ -109,7 +109,7 @@ def write_lines_atomic(path: str | os.PathLike, lines: Iterable[str]) -> Path:
 
 
 _OS_ADVICE = {  # errno -> what the user can do about it
-    errno.ENOSPC: "no space left on its disk: free some (df -h) or point the command at another disk, then run it "
+    errno.ENOSPC: "the disk is full: free disk space (df -h) or point the command at another disk, then run it "
                   "again (finished steps are kept)",
     errno.EEXIST: "a file where a directory belongs: pass a directory (a new one, or one the kit made)",
     errno.ENOTDIR: "a file where a directory belongs: pass a directory (a new one, or one the kit made)",
@@ -117,7 +117,7 @@ _OS_ADVICE = {  # errno -> what the user can do about it
     errno.EACCES: "permission denied: make it readable/writable for this user, or use another path",
     errno.EPERM: "permission denied: make it readable/writable for this user, or use another path",
     errno.ENOENT: "no such file or directory: check the path",
-    errno.EROFS: "a read-only file system: use a writable path",
+    errno.EROFS: "use a writable path",
 }
 
 
@@ -125,5 +125,6 @@ def os_problem(e: OSError) -> str:
     """One line for an error of the operating system (a full disk, a file where a directory belongs, ...):
     the path and what to do about it; such an error is the input's or the machine's, not a bug of the kit."""
     path = e.filename or "?"
-    advice = _OS_ADVICE.get(e.errno, e.strerror or type(e).__name__)
-    return f"{path}: {advice}"
+    what = e.strerror or type(e).__name__
+    advice = _OS_ADVICE.get(e.errno)
+    return f"{path}: {what}" + (f"; {advice}" if advice else "")

@@ -93,7 +93,11 @@ class Analysis:
 
     def verdict(self, number: int, rubric: bool = True) -> None:
         """The kit's verdict on question `number` for every run, and the grading rubric (instructors' cells)."""
-        show_verdict(self.report, number, rubric)
+        if self.report is None:
+            return show_verdict(None, number, rubric)
+        from nmtkit.course.verdicts import answer  # the course's: a student's kit has no verdicts
+        fig_dir = self.report.out_dir / report.FIGURES_DIR
+        show_verdict(self.report, number, rubric, {r.name: answer(r, number, fig_dir) for r in self.report.runs})
 
     def eval_mode_losses(self, run, batches: int = 10) -> str:
         """Question 3: the loss with dropout off on a training slice and on dev, from the run's checkpoint (loads
@@ -139,15 +143,15 @@ def show_figure(rep: Report | None, title: str) -> None:
         print(f"(no {title} figure: the logs hold nothing to draw)")
 
 
-def show_verdict(rep: Report | None, number: int, rubric: bool = True) -> None:
-    """Question `number` for every run: the kit's verdict in words, its figure, then the rubric (instructors)."""
+def show_verdict(rep: Report | None, number: int, rubric: bool = True, verdicts: dict | None = None) -> None:
+    """Question `number` for every run: the kit's verdict in words (`verdicts`: run name -> Answer, else the
+    report's own answers), its figure, then the rubric (instructors)."""
     if rep is None:
         print(NO_RUNS)
         return
     from nmtkit.course.rubric import RUBRIC
-    from nmtkit.course.verdicts import answer
     for run in rep.runs:
-        a = answer(run, number, rep.out_dir / report.FIGURES_DIR)
+        a = verdicts[run.name] if verdicts else rep.answers[run.name][number - 1]
         body = a.answer if a.answered else f"**Not answered.** {a.answer}"
         display(Markdown(f"**{run.name}, Q{a.number}.** {body}"))
         if a.figure is not None:

@@ -87,7 +87,7 @@ check_nvcc() {  # nvcc's release against every GPU's compute capability: an old 
     fi
   done
 }
-# Horovod 0.28.1 does not compile with gcc 13 (two headers lack an include; fixed on Horovod's master only, commit
+# The pinned Horovod (the last release) does not compile with gcc 13 (two headers lack an include; fixed on Horovod's master only, commit
 # ff4ca09, "Fix build on gcc 13: add missing headers"). gcc 12 builds it as it is (verified on gcc 12.2).
 compiler_plan() {  # sets HVD_CC_ENV (CC/CXX for the build), HVD_PATCH (1: apply that fix), COMPILER_DESC
   HVD_CC_ENV=(); HVD_PATCH=0; COMPILER_DESC=""
@@ -98,13 +98,13 @@ compiler_plan() {  # sets HVD_CC_ENV (CC/CXX for the build), HVD_PATCH (1: apply
   local alt=${NMTKIT_GCC_FALLBACK:-12}  # the gcc version to build with instead (tests name one that is absent)
   if command -v "gcc-$alt" >/dev/null 2>&1 && command -v "g++-$alt" >/dev/null 2>&1; then
     HVD_CC_ENV=(CC="gcc-$alt" CXX="g++-$alt"); COMPILER_DESC="cxx=g++-$alt"
-    say "$cxx is gcc $major, which Horovod 0.28.1 does not compile with: building it with gcc-12/g++-12"
+    say "$cxx is gcc $major, which Horovod ${HVD_PIN#horovod==} does not compile with: building it with gcc-12/g++-12"
   else
     HVD_PATCH=1; COMPILER_DESC="cxx=gcc$major+headers-fix"
-    say "$cxx is gcc $major: applying Horovod's upstream gcc 13 header fix (commit ff4ca09) to the 0.28.1 source; if the build still fails: sudo apt-get install -y gcc-12 g++-12"
+    say "$cxx is gcc $major: applying Horovod's upstream gcc 13 header fix (commit ff4ca09) to the ${HVD_PIN#horovod==} source; if the build still fails: sudo apt-get install -y gcc-12 g++-12"
   fi
 }
-patch_horovod_source() {  # $1: an unpacked horovod-0.28.1 source tree; adds the two includes of commit ff4ca09
+patch_horovod_source() {  # $1: an unpacked Horovod source tree (the pinned release); adds the two includes of commit ff4ca09
   local common=$1/horovod/common/common.h table=$1/horovod/common/group_table.h
   [ -f "$common" ] && [ -f "$table" ] || die "$1 is no Horovod source tree (no horovod/common/common.h): sudo apt-get install -y gcc-12 g++-12 and rerun"
   grep -q '#include <stdexcept>' "$common" || sed -i 's|^#include <memory>$|#include <memory>\n#include <stdexcept>|' "$common"

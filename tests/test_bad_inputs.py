@@ -87,7 +87,7 @@ def test_a_full_disk_names_the_file_and_the_fix(tmp_path, monkeypatch, capsys):
     rc = cli.main(["prepare", "--profile", "tiny", "--data", str(tmp_path / "data")])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 1 and len(err) == 1 and "internal error" not in err[0], err
-    assert "no space left on its disk" in err[0] and str(tmp_path / "data") in err[0]
+    assert "No space left on device" in err[0] and "free disk space" in err[0] and str(tmp_path / "data") in err[0]
 
 
 def test_an_unreadable_notebook_names_the_file(tmp_path, monkeypatch, capsys):
@@ -107,7 +107,7 @@ def test_an_unreadable_notebook_names_the_file(tmp_path, monkeypatch, capsys):
     rc = cli.main(["grade", "--submission", str(sub)])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 1 and len(err) == 1 and "internal error" not in err[0], err
-    assert "permission denied" in err[0] and "04_monitoring_analysis.ipynb" in err[0]
+    assert "Permission denied" in err[0] and "04_monitoring_analysis.ipynb" in err[0]
 
 
 def test_the_clean_counts_say_why_each_pair_went(tmp_path):

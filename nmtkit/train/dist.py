@@ -157,7 +157,7 @@ class Horovod:
 
     name = "horovod"
 
-    def __init__(self, compression: str = "none", host_allreduce: bool = False):
+    def __init__(self, compression: str = "none"):
         try:
             import horovod.tensorflow as hvd
         except ImportError as e:
@@ -178,10 +178,7 @@ class Horovod:
         # Horovod: what the build can carry the allreduce over (NCCL on GPUs, Gloo on CPUs)
         self.nccl_built = bool(hvd.nccl_built())
         self.gloo_built = bool(hvd.gloo_built())  # Horovod: the build's Gloo, for CPUs and host sums
-        # host_allreduce: gradients go through Gloo on the CPU even on GPU ranks (bench/gpu.py's two ranks sharing
-        # one GPU, which NCCL refuses)
-        self.host_allreduce = bool(host_allreduce)
-        self.fused = fuse_gradients(self.gpus, self.nccl_built and not self.host_allreduce)
+        self.fused = fuse_gradients(self.gpus, self.nccl_built)
 
     def mean_all(self, xs):
         """Average a step's gradients over ranks: one allreduce per gradient (what hvd.DistributedGradientTape
@@ -197,10 +194,6 @@ class Horovod:
         return [tf.reshape(p, tf.shape(x)) for p, x in zip(parts, dense)]
 
     def mean(self, x):
-        if self.host_allreduce:
-            with import_tf().device("/cpu:0"):
-                # Horovod: the average over ranks through Gloo on the host
-                return self.hvd.allreduce(import_tf().identity(x), op=self.hvd.Average, compression=self.compression)
         # Horovod: average the gradient over ranks (NCCL on GPUs, Gloo on CPUs)
         return self.hvd.allreduce(x, op=self.hvd.Average, compression=self.compression)
 

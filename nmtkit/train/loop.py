@@ -247,7 +247,10 @@ def _evaluate(evaluator: Evaluator, spend: Spend, rd: RunDir, p: Progress) -> No
 
 
 def _interactive() -> bool:
-    return sys.stdout.isatty() or "ipykernel" in sys.modules
+    """A terminal, or a notebook's kernel: a running kernel app, not merely ipykernel imported (the CLI's cluster
+    code imports it through ipyparallel)."""
+    app = getattr(sys.modules.get("ipykernel.kernelapp"), "IPKernelApp", None)
+    return sys.stdout.isatty() or (app is not None and app.initialized())
 
 
 def _tokenizer(data_dir: Path):
