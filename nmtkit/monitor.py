@@ -4,7 +4,7 @@
 file (`nmtkit.runs.monitor_log`) and, optionally, TensorBoard scalars in a directory of its own:
 
     {"time": 1700000000.1, "host": "node1", "rank": 0, "n_gpus": 2,
-     "cpu_percent": 87.5, "proc_cpu_percent": 181.0, "mem_used_mb": 5210.4, "mem_percent": 33.1, "proc_rss_mb": 1480.2,
+     "cpu_percent": 87.5, "cpu_count": 8, "proc_cpu_percent": 181.0, "mem_used_mb": 5210.4, "mem_percent": 33.1, "proc_rss_mb": 1480.2,
      "gpu0_util": 97.0, "gpu0_mem_used_mb": 14000.0, "gpu0_mem_total_mb": 16160.5, "gpu0_power_w": 251.3, ...,
      "net_eth0_sent_Bps": 1.1e8, "net_eth0_recv_Bps": 1.1e8, ...}
 
@@ -129,7 +129,7 @@ class Probe:
         vm = psutil.virtual_memory()
         rec = {
             "time": now, "host": self.host, "rank": self.rank, "n_gpus": len(self.gpus),
-            "cpu_percent": psutil.cpu_percent(None),
+            "cpu_percent": psutil.cpu_percent(None), "cpu_count": psutil.cpu_count(),
             "proc_cpu_percent": self.proc.cpu_percent(None),
             "mem_used_mb": (vm.total - vm.available) / 2**20,
             "mem_percent": vm.percent,

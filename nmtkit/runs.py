@@ -5,7 +5,8 @@
     <run>/data_stats.json        copied from the data directory at the start of training
     <run>/events.out.tfevents.*  TensorBoard scalars (rank 0): see TAGS
     <run>/scalars.jsonl          the same scalars, one {"step","wall_time","tag","value"} per line
-    <run>/ranks/rank<R>.jsonl    every rank: {"step","wall_time","step_time","loss","tokens","rank","host"} per step
+    <run>/ranks/rank<R>.jsonl    every rank, per step: {"step","wall_time","step_time","loss","tokens" (source +
+                                 target),"src_tokens","tgt_tokens","src_len","tgt_len" (padded),"rank","host"}
     <run>/monitor/<host>-rank<R>.jsonl   sampler records (nmtkit.monitor)
     <run>/checkpoints/           tf.train.CheckpointManager files (rank 0); best/ holds the best by dev BLEU
     <run>/checkpoints/data/rank<R>/   every rank's input position (tf.data iterator checkpoint data-<step>,
@@ -45,7 +46,7 @@ WRITING = ".run.json.lock"
 
 # The TensorBoard tags the homework's students know, plus ours.
 TAGS = ("train_loss", "eval_loss", "Eval_BLEU_Score", "eval_chrF", "learning_rate", "global_step/sec",
-        "tokens_per_sec", "step_time")
+        "tokens_per_sec", "step_time", "mfu")
 
 
 def rank_log(run: str | Path, rank: int) -> Path:

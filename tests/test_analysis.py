@@ -17,7 +17,7 @@ import pytest
 import nmtkit  # noqa: F401
 from nmtkit import config as config_mod, runs
 from nmtkit.analysis import evidence, load_run, report
-from nmtkit.course import verdicts as questions
+from nmtkit.course import judgments, verdicts as questions
 from nmtkit.analysis.logs import checkpoint_info, load_scalars, variable_kind
 from nmtkit.data.stats import DataStats
 from nmtkit.files import append_jsonl, atomic_write_json
@@ -284,9 +284,9 @@ def test_still_improving_is_not_fully_trained(tmp_path):
 
 
 def test_plateau_rule():
-    assert evidence.plateau_rule([10, 20, 25, 25.1, 25.0, 25.2], 3, 0.01, True, 0.1) == (True, pytest.approx(0.2))
-    assert evidence.plateau_rule([10, 20, 22, 23, 24, 26], 3, 0.01, True)[0] is False
-    assert evidence.plateau_rule([3.0, 2.5, 2.4, 2.399, 2.398, 2.397], 3, 0.01, False)[0] is True
+    assert judgments.plateau_rule([10, 20, 25, 25.1, 25.0, 25.2], 3, 0.01, True, 0.1) == (True, pytest.approx(0.2))
+    assert judgments.plateau_rule([10, 20, 22, 23, 24, 26], 3, 0.01, True)[0] is False
+    assert judgments.plateau_rule([3.0, 2.5, 2.4, 2.399, 2.398, 2.397], 3, 0.01, False)[0] is True
 
 
 def test_unfinished_run_says_what_is_missing(tmp_path):

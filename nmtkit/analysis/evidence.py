@@ -99,24 +99,16 @@ def measure_time_and_cost(run: Run, o: Options) -> tuple[dict, pd.DataFrame]:
     return ev, curve
 
 
-def plateau_rule(values: list[float], k: int, tol: float, higher_is_better: bool, min_abs: float = 0.0) -> tuple[bool, float]:
-    """(plateaued, improvement): the best of the last k values against the best before them.
-
-    Plateau = the improvement is at most tol relative to the earlier best (and at most min_abs absolute).
-    """
+def best_gain(values: list[float], k: int, higher_is_better: bool) -> float:
+    """How much the best of the last k values improves on the best before them (a measurement; the plateau rule
+    that judges it is the course's)."""
     before, last = values[:-k], values[-k:]
-    if higher_is_better:
-        best_before, best_last = max(before), max(last)
-        gain = best_last - best_before
-    else:
-        best_before, best_last = min(before), min(last)
-        gain = best_before - best_last
-    limit = max(tol * abs(best_before), min_abs)
-    return gain <= limit, gain
+    return max(last) - max(before) if higher_is_better else min(before) - min(last)
 
 
 def measure_plateau(run: Run, o: Options) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
-    """The plateau rule on dev BLEU and on eval loss; fully trained when every judged curve has plateaued."""
+    """What the plateau rule reads: how much the best of the last k evaluations of dev BLEU and of eval loss
+    improved on the best before them."""
     k = o.plateau_k
     bleu, loss = run.series("Eval_BLEU_Score"), run.series("eval_loss")
     if len(bleu) <= k and len(loss) <= k:
@@ -125,17 +117,12 @@ def measure_plateau(run: Run, o: Options) -> tuple[dict, pd.DataFrame, pd.DataFr
     ev = {"rule": f"plateau = the best of the last {k} evaluations improves on the best before them by "
                   f"at most {o.plateau_tol:.0%} (BLEU: and at most {o.plateau_min_bleu} points)",
           "evaluations": int(max(len(bleu), len(loss))), "bleu_evaluations": len(bleu), "loss_evaluations": len(loss)}
-    verdicts = []
     if len(bleu) > k:
-        flat, gain = plateau_rule(bleu["value"].tolist(), k, o.plateau_tol, True, o.plateau_min_bleu)
-        verdicts.append(flat)
-        ev.update(bleu_gain_last_k=gain, bleu_plateau=flat, bleu_best=float(bleu["value"].max()),
+        ev.update(bleu_gain_last_k=best_gain(bleu["value"].tolist(), k, True), bleu_best=float(bleu["value"].max()),
                   bleu_last=float(bleu["value"].iloc[-1]))
     if len(loss) > k:
-        flat, gain = plateau_rule(loss["value"].tolist(), k, o.plateau_tol, False)
-        verdicts.append(flat)
-        ev.update(eval_loss_drop_last_k=gain, eval_loss_plateau=flat, eval_loss_best=float(loss["value"].min()))
-    ev["fully_trained"] = all(verdicts)
+        ev.update(eval_loss_drop_last_k=best_gain(loss["value"].tolist(), k, False),
+                  eval_loss_best=float(loss["value"].min()))
     return ev, bleu, loss
 
 
@@ -156,35 +143,21 @@ def loss_gap_table(run: Run) -> pd.DataFrame:
 
 
 def measure_overfitting(run: Run, o: Options) -> tuple[dict, pd.DataFrame]:
-    """Overfitting is decided on the trends of eval loss and dev BLEU (the held-out measures); the signed gap
-    (eval - train loss) is reported and explained, not used as the verdict: its sign comes from dropout."""
+    """The held-out curves (eval loss, dev BLEU) that overfitting is decided on, and the signed gap (eval - train
+    loss), whose sign comes from dropout."""
     g = loss_gap_table(run)
     if len(g) < 2:
         raise AnalysisError(f"train_loss and at least 2 eval_loss evaluations (have {len(run.series('eval_loss'))} "
                       f"evaluations, {len(run.series('train_loss'))} train-loss records)")
     i_min = int(g["eval"].idxmin())
-    eval_rising = i_min < len(g) - 1 and g["eval"].iloc[-1] > g["eval"].iloc[i_min] * (1 + o.plateau_tol)
-    train_falling = bool(g["train"].iloc[-1] < g["train"].iloc[i_min]) if i_min < len(g) - 1 else True
-    eval_stalled = len(g) > o.plateau_k and plateau_rule(list(g["eval"]), o.plateau_k, o.plateau_tol, False)[0]
-    eval_trend = "rising" if eval_rising else "flat" if eval_stalled else "falling"
     ev = {"gap_first": float(g["gap"].iloc[0]), "gap_last": float(g["gap"].iloc[-1]),
           "gap_change": float(g["gap"].iloc[-1] - g["gap"].iloc[0]),
-          "gap_size_shrank": bool(abs(g["gap"].iloc[-1]) < abs(g["gap"].iloc[0])),
           "eval_loss_min": float(g["eval"].iloc[i_min]), "eval_loss_min_step": int(g["step"].iloc[i_min]),
           "eval_loss_first": float(g["eval"].iloc[0]), "eval_loss_last": float(g["eval"].iloc[-1]),
-          "train_loss_last": float(g["train"].iloc[-1]), "eval_trend": eval_trend, "train_falling": train_falling}
+          "train_loss_last": float(g["train"].iloc[-1])}
     bleu = run.series("Eval_BLEU_Score")
-    bleu_falling = False
     if len(bleu) >= 2:
-        best, last = float(bleu["value"].max()), float(bleu["value"].iloc[-1])
-        bleu_falling = best - last > max(0.5, 0.02 * best)
-        ev.update(bleu_best=best, bleu_last=last, bleu_trend="falling" if bleu_falling else
-                  "at its best" if last >= best - 1e-9 else "near its best")
-    gap_rising = ev["gap_change"] > o.gap_tol
-    # Decided on the held-out loss: BLEU on a few hundred dev sentences is noisy (a dip at BLEU 2 proves nothing),
-    # so a BLEU drop alone only calls for watching.
-    ev["verdict"] = ("overfitting" if train_falling and eval_rising else
-                     "early signs" if train_falling and ((eval_stalled and gap_rising) or bleu_falling) else "no")
+        ev.update(bleu_best=float(bleu["value"].max()), bleu_last=float(bleu["value"].iloc[-1]))
     return ev, g
 
 

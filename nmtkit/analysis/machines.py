@@ -151,13 +151,16 @@ def measure_utilisation(run: Run, o: Options) -> dict:
                 row.update(mem_peak_mb=float(df[used].max()),
                            mem_total_mb=float(df[total].max()) if total in df else float("nan"))
             rows.append(row)
-    gpus = [r for r in rows if r["device"].startswith("gpu")]
+    procs = [{"host": h, "rank": int(r), "proc_cpu_mean": float(df["proc_cpu_percent"].mean())}
+             for (h, r), df in mon.groupby(["host", "rank"]) if df["proc_cpu_percent"].notna().any()
+             ] if {"proc_cpu_percent", "rank"} <= set(mon.columns) else []
     summary = run.status.get("summary") or {}
-    ev = {"devices": rows, "threshold_percent": o.busy_util,
-          "fully_utilised": all(r["mean"] >= o.busy_util for r in gpus) if gpus else None}
-    if isinstance(summary.get("mfu"), (int, float)):  # model FLOPs / peak FLOPs, measured by the training loop
-        ev.update(mfu=float(summary["mfu"]), mfu_peak_source=summary.get("peak_source", "unknown"))
-    return ev
+    # system CPU counts every process on the machine; a rank's own (% of one core) says what training used
+    # the peak the run measured is an input of MFU; MFU itself is the student's to derive (question 4)
+    return {"devices": rows, "rank_processes": procs, "threshold_percent": o.busy_util,
+            "cpu_count": int(mon["cpu_count"].max()) if "cpu_count" in mon and mon["cpu_count"].notna().any() else None,
+            "peak_flops": summary.get("peak_flops"),
+            "peak_source": summary.get("peak_source", "unknown")}
 
 
 # --- Q5 network against the link ----------------------------------------------------------------------------
@@ -227,13 +230,12 @@ def measure_network(run: Run, o: Options) -> dict:
                                      "bytes_per_step_source": "mean rate while steps ran x mean step time"}),
                       "expected_bytes_per_step": per_step * edges})
     comm_share = comm_s / step_s
-    bottleneck = max(h["link_share_mean"] for h in hosts) >= 0.7 or comm_share >= 0.5
     return {"ranks": n, "iface": iface, "iface_choice": why, "link_gbps": link_gbps, "link_source": link_source,
             "link_Bps": link_Bps,
             "params": params, "params_source": psrc, "bytes_per_param": o.bytes_per_param,
             "allreduce_bytes_per_rank_per_step": per_step, "mean_step_time_s": step_s,
             "expected_Bps_per_rank": expected_Bps, "allreduce_time_on_link_s": comm_s,
-            "allreduce_share_of_step": comm_share, "hosts": hosts, "bottleneck": bool(bottleneck)}
+            "allreduce_share_of_step": comm_share, "hosts": hosts}
 
 
 # --- Q11 step time against network throughput -----------------------------------------------------------------

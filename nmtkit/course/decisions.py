@@ -12,9 +12,11 @@ from pathlib import Path
 import numpy as np
 
 from nmtkit import lr
-from nmtkit.analysis.evidence import Options, bytes_per_param, plateau_rule, steady_steps
+from nmtkit.analysis.evidence import Options, bytes_per_param, steady_steps
 from nmtkit.analysis.logs import Run, checkpoint_info
 from nmtkit.config import profile
+from nmtkit.course.judgments import plateau_rule
+from nmtkit.model.flops import record_flops
 from nmtkit.errors import AnalysisError
 
 HOMEWORK = "wmt16-base"  # the homework's configuration: transformer-base, 300,000 steps, warm-up 8,000
@@ -66,13 +68,18 @@ def q3(run: Run, o: Options) -> dict:
 
 
 def q4(run: Run, o: Options) -> dict:
+    """The derivation the exercise asks for: model FLOPs per step from the shape (each side's weights with its own
+    tokens, nmtkit.model.flops), tokens per second, and their MFU against the peak the run measured."""
     st, summary = steady_steps(run, o.skip_steps), run.status.get("summary") or {}
-    params, peak = run.status.get("params"), summary.get("peak_flops")
-    if st.empty or "tokens" not in st or not params or not peak:
-        raise AnalysisError("per-step tokens, the parameter count and the measured peak FLOP/s (run.json)")
-    tokens = float(st["tokens"].mean())  # per rank per step
-    # training costs about 6 FLOPs per parameter per token (2 forward, 4 backward)
-    return {"tokens_per_step": tokens, "mfu": 6 * params * tokens / float(st["step_time"].mean()) / float(peak)}
+    peak = summary.get("peak_flops")
+    vocab = summary.get("vocab_size") or (run.config.data.vocab_size if run.config else None)
+    if st.empty or "src_tokens" not in st or not peak or not vocab or run.config is None:
+        raise AnalysisError("per-step source and target tokens, the model's shape and the measured peak FLOP/s "
+                            "(ranks/rank<R>.jsonl, config.json, run.json)")
+    flops = float(np.mean([record_flops(r, run.config.model, vocab) for r in st.to_dict("records")]))
+    step_s = float(st["step_time"].mean())
+    return {"flops_per_step": flops, "tokens_per_s": float(st["tokens"].mean()) / step_s,
+            "mfu": flops / step_s / float(peak)}
 
 
 def measured_bytes_per_step(run: Run, o: Options) -> float:

@@ -32,9 +32,12 @@ TARGETS = {
            "trained": (EXACT, "both curves must pass the stated rule; a curve still improving means not trained")},
     "q3": {"loss_up": ((0, 0.001), "the last eval loss minus the lowest eval loss of the run"),
            "overfitting": (EXACT, "decided on the held-out loss: did it turn up while the train loss kept falling?")},
-    "q4": {"tokens_per_step": (MEAN, "tokens one rank processes in a steady step (the records of every rank)"),
-           "mfu": (MEAN, "about 6 FLOPs per parameter per token, per second of step, over the peak the run measured; "
-                         "a fraction, not a percentage")},
+    "q4": {"flops_per_step": (MEAN, "model FLOPs of one rank's step from the shape: 2 per weight per token forward, "
+                                    "3x that with the backward pass, each side's weights with its own side's "
+                                    "tokens, plus attention over the padded lengths"),
+           "tokens_per_s": (MEAN, "source + target tokens one rank processes per second of steady step"),
+           "mfu": (MEAN, "FLOPs per step over seconds per step over the peak the run measured; a fraction, not a "
+                         "percentage")},
     "q5": {"bytes_per_param": (EXACT, "what one gradient value costs on the wire depends on the run's gradient compression setting"),
            "bound_mb": (FORMULA, "the flat ring's bound for N ranks, in MB of 10^6 bytes"),
            "measured_over_bound": (COUNTED, "bytes counted on the link between two step ends, per step, over the "

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import nmtkit.analysis.machines as M
 import nmtkit.course.decisions as D
+import nmtkit.course.judgments as J
 from nmtkit.analysis.evidence import Options  # noqa: F401  Options is part of this module's API
 from nmtkit.analysis.logs import Run
 import nmtkit.analysis.questions as Q
@@ -38,6 +39,7 @@ def q1_time_and_cost(run: Run, fig_dir, o: Options) -> Answer:
 
 def q2_fully_trained(run: Run, fig_dir, o: Options) -> Answer:
     ev, fig = Q.measured(2, run, fig_dir, o)
+    ev.update(J.q2(run, o))
     k, parts = o.plateau_k, []
     if "bleu_plateau" in ev:
         parts.append(f"dev BLEU {'has plateaued' if ev['bleu_plateau'] else 'is still rising'} "
@@ -65,6 +67,7 @@ def q2_fully_trained(run: Run, fig_dir, o: Options) -> Answer:
 
 def q3_overfitting(run: Run, fig_dir, o: Options) -> Answer:
     ev, fig = Q.measured(3, run, fig_dir, o)
+    ev.update(J.q3(run, o))
     first, last = ev["gap_first"], ev["gap_last"]
     trend = {"falling": "is still falling", "flat": "has stopped improving", "rising": "has risen"}[ev["eval_trend"]]
     held_out = (f"eval loss {trend} ({ev['eval_loss_first']:.3f} at the first evaluation, best "
@@ -109,18 +112,28 @@ def q4_utilisation(run: Run, fig_dir, o: Options) -> Answer:
                         f"{r['busy_share']:.0%} of the time"
                         + (f", memory peak {r['mem_peak_mb'] / 1024:.1f} of {r['mem_total_mb'] / 1024:.1f} GiB"
                            if "mem_peak_mb" in r else "") for r in ev["devices"])
-    mfu = (f" MFU {ev['mfu']:.1%} by the training loop's FLOP count (against {ev['mfu_peak_source']})."
-           if "mfu" in ev else "")
+    ev.update(J.q4(ev, o))
+    mfu = ""
     try:
         d = D.q4(run, o)
-        ev.update(mfu_6nt=d["mfu"], tokens_per_step_per_rank=d["tokens_per_step"])
-        mfu += f" About 6 FLOPs per parameter per token gives {d['mfu']:.1%}."
+        ev.update(d)
+        mfu = (f" Model FLOPs {d['flops_per_step'] / 1e9:.3g} GFLOP per rank per step (each side's weights with its "
+               f"own tokens) at {d['tokens_per_s']:,.0f} tokens/s per rank give MFU {d['mfu']:.1%} of the measured "
+               f"peak ({ev['peak_source']}).")
     except AnalysisError:
         pass
     if ev["fully_utilised"] is None:
-        text = (f"This run had no GPU (the sampler found none), so here is the CPU instead: {listing}.{mfu} Busy "
-                f"cores do not mean useful work: Gloo's allreduce keeps a core busy while it waits on the network, "
-                f"as NCCL keeps a GPU busy; question 5 decides whether the network held the steps back.")
+        procs = ev.get("rank_processes") or []
+        own = (f" Each rank's own process used {min(p['proc_cpu_mean'] for p in procs):.0f}-"
+               f"{max(p['proc_cpu_mean'] for p in procs):.0f}% of one core on average." if procs else "")
+        cores = f" of {ev['cpu_count']} cores" if ev.get("cpu_count") else ""
+        text = (f"This run had no GPU (the sampler found none), so here is the CPU instead, as the system sees it: "
+                f"{listing}.{own}{mfu} System CPU counts every process on the machine{cores}; where the 'hosts' "
+                f"share one machine (the rehearsal's network namespaces, the course's local engines) it counts "
+                f"every rank and the sampler together. A rank waiting on Gloo's allreduce sleeps in a socket read: "
+                f"it costs the step time but no CPU, so busy system CPU beside idle rank processes means the machine "
+                f"was busy, not that these ranks computed. On GPUs it is the other way round: {NCCL_WAIT} Question 5 "
+                f"decides whether the network held the steps back.")
     elif ev["fully_utilised"]:
         text = f"Busy by NVML's measure: {listing}.{mfu} {NVML_MEANING} {NCCL_WAIT}"
     else:
@@ -141,6 +154,7 @@ def q5_network(run: Run, fig_dir, o: Options) -> Answer:
     ratio = max(h["bytes_per_step"] for h in ev["hosts"]) / bound
     ev.update(measured_over_bound=ratio, link_s_1g=bound * 8 / 1e9, link_s_10g=bound * 8 / 1e10)
     known = not ev["link_source"].startswith("assumed")
+    ev["bottleneck"] = J.bottleneck(ev)
     verdict = (("Yes" if ev["bottleneck"] else "No") if known and iface != "lo" else
                "Cannot tell from these logs: nothing measured a link between real nodes")
     text = (f"{verdict}. Measured per step on {iface} ({ev['iface_choice']}): {measured}, {ratio:.2f}x the flat "
@@ -271,7 +285,7 @@ def q11_correlation(run: Run, fig_dir, o: Options) -> Answer:
                     f"the step rate by construction, and a correlation between the two says nothing about cause. "
                     f"What decides is time: on this link the exchange needs {net['allreduce_share_of_step']:.0%} "
                     f"of a step (question 5), so the network "
-                    + ("does hold steps back. " if net["bottleneck"] else "is not what sets the pace. "))
+                    + ("does hold steps back. " if J.bottleneck(net) else "is not what sets the pace. "))
         else:
             text = "Without the bytes per step (question 5's inputs), r alone cannot tell cause from effect. "
     text += (f"As a description only: Pearson r = {r:+.2f} between step time and {iface} throughput over "

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 
 from nmtkit import runs
-from nmtkit.config import ModelConfig
 from nmtkit.files import append_jsonl
 from nmtkit.keras2 import import_tf
+from nmtkit.model.flops import train_flops  # noqa: F401  the one count; re-exported for the loop
 from nmtkit.train import peaks
 
 tf = import_tf()
@@ -39,25 +39,6 @@ def peak_flops(precision: str = "float32") -> tuple[float, str]:
         found = peaks.measured_peak(tf, precision, threads if not gpus else 0)
     _PEAK[precision] = found
     return found
-
-
-def train_flops(cfg: ModelConfig, vocab_size: int, src_tokens: float, tgt_tokens: float,
-                src_len: float = 32.0, tgt_len: float = 32.0) -> float:
-    """Model FLOPs of one training step (forward + backward = 3x forward), for MFU.
-
-    2 FLOPs per weight per token through the matmuls (encoder weights see source tokens; decoder weights and
-    the output projection see target tokens) plus the attention score/value matmuls; embeddings lookups and
-    element-wise ops are not counted (as in PaLM's and nanoGPT's MFU).
-    """
-    d, f = cfg.d_model, cfg.d_ff
-    enc_layer = 4 * d * d + 2 * d * f
-    dec_layer = 8 * d * d + 2 * d * f
-    fwd = 2 * (cfg.encoder_layers * enc_layer * src_tokens + cfg.decoder_layers * dec_layer * tgt_tokens
-               + vocab_size * d * tgt_tokens)
-    # attention: QK^T and AV, 2 matmuls of 2*len*d FLOPs per token per attention block
-    fwd += 2 * 2 * d * (cfg.encoder_layers * src_tokens * src_len
-                        + cfg.decoder_layers * tgt_tokens * (tgt_len + src_len))
-    return 3.0 * fwd
 
 
 @dataclass

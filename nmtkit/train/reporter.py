@@ -13,7 +13,8 @@ import numpy as np
 from nmtkit import runs
 from nmtkit.config import Config
 from nmtkit.files import append_jsonl
-from nmtkit.train.metrics import Scalars, Window, train_flops
+from nmtkit.model.flops import SKIP_STEPS, record_flops
+from nmtkit.train.metrics import Scalars, Window
 from nmtkit.train.trainer import Trainer, tf
 
 
@@ -43,6 +44,7 @@ class Reporter:
     step_times: list = field(default_factory=list)
     pending: list = field(default_factory=list)
     t_start: float = field(default_factory=time.time)
+    steady: tuple = (None, None, 0.0, 0.0)  # first step, last step, model FLOPs, seconds
 
     def step(self, step: int, micro: list, stats, seconds: float) -> None:
         src_len, tgt_len = (max(int(b[i].shape[1]) for b in micro) for i in (0, 1))  # static shapes: no sync
@@ -61,11 +63,14 @@ class Reporter:
         for i, ((step, wall, seconds, _, src_len, tgt_len), (loss, src, tgt)) in enumerate(zip(self.pending, values)):
             seconds += wait if i == len(self.pending) - 1 else 0.0
             self.step_times.append(seconds)
-            append_jsonl(runs.rank_log(self.run, self.dist.rank),
-                         {"step": step, "wall_time": wall, "step_time": seconds, "loss": float(loss),
-                          "tokens": int(src + tgt), "rank": self.dist.rank, "host": self.dist.host})
-            self.window.add(float(loss), seconds, int(src + tgt),
-                            train_flops(self.cfg.model, self.vocab_size, src, tgt, src_len, tgt_len))
+            rec = {"step": step, "wall_time": wall, "step_time": seconds, "loss": float(loss),
+                   "tokens": int(src + tgt), "src_tokens": int(src), "tgt_tokens": int(tgt), "src_len": src_len,
+                   "tgt_len": tgt_len, "rank": self.dist.rank, "host": self.dist.host}
+            append_jsonl(runs.rank_log(self.run, self.dist.rank), rec)
+            flops = record_flops(rec, self.cfg.model, self.vocab_size)
+            self.window.add(float(loss), seconds, int(src + tgt), flops)
+            if len(self.step_times) > SKIP_STEPS:  # the summary's MFU: this session's steady steps (run.json)
+                self.steady = (self.steady[0] or step, step, self.steady[2] + flops, self.steady[3] + seconds)
         self.pending = []
 
     def log(self, step: int) -> None:
@@ -79,7 +84,8 @@ class Reporter:
         if self.dist.is_chief:
             self.scalars.write(step, {"train_loss": rec["loss"], "learning_rate": rec["lr"],
                                       "global_step/sec": rec["steps_per_sec"],
-                                      "tokens_per_sec": rec["tokens_per_sec"], "step_time": rec["step_time"]})
+                                      "tokens_per_sec": rec["tokens_per_sec"], "step_time": rec["step_time"],
+                                      "mfu": rec["mfu"]})
             line = (f"step {step}/{total} | loss {rec['loss']:.3f} | lr {rec['lr']:.1e} | "
                     f"{rec['step_time'] * 1000:.1f} ms/step | {rec['tokens_per_sec']:,.0f} tok/s | "
                     f"MFU {rec['mfu'] * 100:.1f}%")
@@ -97,5 +103,9 @@ class Reporter:
                "avg_step_time": float(np.mean(self.step_times[1:])) if len(self.step_times) > 1 else None,
                "peak_flops": self.peak[0], "peak_source": self.peak[1]}
         if last:
-            out.update(tokens_per_sec=last["tokens_per_sec"], mfu=last["mfu"])
+            out.update(tokens_per_sec=last["tokens_per_sec"])
+        first, end, flops, seconds = self.steady
+        flops, seconds = self.dist.sum(flops), self.dist.sum(seconds)  # every rank reaches the end together
+        if seconds > 0:  # one figure over named steps of every rank, so anyone can recompute it from the rank logs
+            out.update(mfu=flops / seconds / self.peak[0], mfu_steps=[first, end], vocab_size=self.vocab_size)
         return out
