@@ -59,7 +59,7 @@ trust: setup
 lab: setup trust
 	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --no-browser $(if $(filter 0,$(shell id -u)),--allow-root) notebooks/
 
-# Student copies: every `### BEGIN SOLUTION` ... `### END SOLUTION` block becomes `raise NotImplementedError`,
+# Student copies: every solution block (between the BEGIN and END SOLUTION markers) becomes `raise NotImplementedError`,
 # outputs cleared. STUDENT=dir to write elsewhere.
 STUDENT ?= student
 student: setup

@@ -9,7 +9,8 @@
     nmtkit course  [--out DIR]
     nmtkit monitor [--interval S]
     nmtkit student [--out DIR]
-    nmtkit grade   --submission DIR [--workspace WS] [--only NN ...] [--out grades.json]
+    nmtkit grade   --submission DIR [--workspace WS] [--only NN ...] [--out grades.json]   (instructor's kit)
+    nmtkit release --out DIR                                                         (instructor's kit)
 
 Your own corpus instead of the profile's (Moses-tokenized files are detected and detokenized):
     nmtkit prepare --train-src F --train-tgt F --dev-src F --dev-tgt F [--test-src F --test-tgt F] --data DIR
@@ -17,6 +18,7 @@ Your own corpus instead of the profile's (Moses-tokenized files are detected and
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import signal
 import sys
@@ -29,6 +31,9 @@ from pathlib import Path
 import nmtkit  # noqa: F401  (selects the Keras 2 API before anything imports TensorFlow)
 from nmtkit import config as config_mod
 from nmtkit.errors import NmtkitError, ConfigError
+
+# the instructor's kit holds the course's verdicts; a student's release (nmtkit release) leaves them out
+INSTRUCTOR_KIT = importlib.util.find_spec("nmtkit.course.verdicts") is not None
 
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
@@ -137,6 +142,14 @@ def cmd_grade(args) -> int:
     return 0 if all(r["points"] == r["max_points"] for r in results) else 1
 
 
+def cmd_release(args) -> int:
+    from nmtkit.course.release import build
+    out = build(args.out)
+    print(f"{out}: the student release (student notebooks; no solutions, verdicts, rubric or hidden checks). "
+          f"Publish it as the students' repository; keep this kit private: `nmtkit grade` runs here")
+    return 0
+
+
 def cmd_student(args) -> int:
     from nmtkit.course.student import NOTEBOOKS_DIR, write_student_copies
     for path, replaced in write_student_copies(out_dir=args.out, src_dir=args.notebooks or NOTEBOOKS_DIR,
@@ -209,9 +222,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="answer the homework's questions from a run's logs; writes report.md")
     p.add_argument("--run", action="append", required=True, help="run directory (repeat to compare runs)")
     p.add_argument("--out", default=None, help="where report.md and figures go (default: the first run)")
-    p.add_argument("--instructor", action="store_true",
-                   help="course staff: include the kit's verdicts and the grading rubric (students get the evidence)")
-    p.set_defaults(func=cmd_report)
+    if INSTRUCTOR_KIT:  # a student's release has no verdicts or rubric to add
+        p.add_argument("--instructor", action="store_true",
+                       help="course staff: include the kit's verdicts and the grading rubric (students get the evidence)")
+    p.set_defaults(func=cmd_report, instructor=False)
 
     p = sub.add_parser("export", help="export the best checkpoint as a SavedModel (strings in, strings out)")
     p.add_argument("--run", required=True, help="run directory")
@@ -236,6 +250,18 @@ def build_parser() -> argparse.ArgumentParser:
                         "changed since; without it such a DIR is refused and nothing is written")
     p.set_defaults(func=cmd_student)
 
+    if INSTRUCTOR_KIT:
+        _add_instructor(sub)
+
+    p = sub.add_parser("monitor", help="live CPU/GPU/network view in the terminal (nmon-like)")
+    p.add_argument("--interval", type=float, default=1.0, help="seconds between samples")
+    p.add_argument("--out", default=None, help="also append samples to this JSONL file")
+    p.set_defaults(func=cmd_monitor)
+    return parser
+
+
+def _add_instructor(sub) -> None:
+    """The commands that need the instructor's kit: grading with the hidden checks, and making the release."""
     p = sub.add_parser("grade", help="course staff: grade a student's notebooks with the instructor's checks, no training")
     p.add_argument("--submission", required=True, help="directory holding the student's NN_*.ipynb")
     p.add_argument("--workspace", default=None,
@@ -244,11 +270,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="also write the grades as JSON here")
     p.set_defaults(func=cmd_grade)
 
-    p = sub.add_parser("monitor", help="live CPU/GPU/network view in the terminal (nmon-like)")
-    p.add_argument("--interval", type=float, default=1.0, help="seconds between samples")
-    p.add_argument("--out", default=None, help="also append samples to this JSONL file")
-    p.set_defaults(func=cmd_monitor)
-    return parser
+    p = sub.add_parser("release", help="course staff: the kit students install, with student notebooks and no "
+                                       "solutions, verdicts, rubric or hidden checks")
+    p.add_argument("--out", required=True, help="a new (or empty) directory for the release")
+    p.set_defaults(func=cmd_release)
 
 
 def _error_log(args) -> Path:

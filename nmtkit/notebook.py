@@ -11,6 +11,8 @@ Everything else the notebooks use lives in the layers below and never needs a di
 """
 from __future__ import annotations
 
+import importlib.util
+
 import html
 import threading
 import time
@@ -91,14 +93,6 @@ class Analysis:
     def figure(self, title: str) -> None:
         show_figure(self.report, title)
 
-    def verdict(self, number: int, rubric: bool = True) -> None:
-        """The kit's verdict on question `number` for every run, and the grading rubric (instructors' cells)."""
-        if self.report is None:
-            return show_verdict(None, number, rubric)
-        from nmtkit.course.verdicts import answer  # the course's: a student's kit has no verdicts
-        fig_dir = self.report.out_dir / report.FIGURES_DIR
-        show_verdict(self.report, number, rubric, {r.name: answer(r, number, fig_dir) for r in self.report.runs})
-
     def eval_mode_losses(self, run, batches: int = 10) -> str:
         """Question 3: the loss with dropout off on a training slice and on dev, from the run's checkpoint (loads
         TensorFlow; a few seconds on the tiny model), or why it cannot be measured."""
@@ -118,6 +112,19 @@ class Analysis:
     def write(self, out_dir: str | Path | None = None) -> Path | None:
         """report.md (and report.json) for these runs; None when there are none."""
         return report.write_report(self.found, out_dir or self.report.out_dir) if self.report else None
+
+
+def _verdict(self, number: int, rubric: bool = True) -> None:
+    """The kit's verdict on question `number` for every run, and the grading rubric (instructors' cells)."""
+    if self.report is None:
+        return show_verdict(None, number, rubric)
+    from nmtkit.course.verdicts import answer
+    fig_dir = self.report.out_dir / report.FIGURES_DIR
+    show_verdict(self.report, number, rubric, {r.name: answer(r, number, fig_dir) for r in self.report.runs})
+
+
+if importlib.util.find_spec("nmtkit.course.verdicts") is not None:  # a student's release has no verdicts
+    Analysis.verdict = _verdict
 
 
 def analyse(runs=("baseline", "horovod"), out_dir: str | Path | None = None, reference: bool = False) -> Analysis:

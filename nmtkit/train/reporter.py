@@ -107,5 +107,6 @@ class Reporter:
         first, end, flops, seconds = self.steady
         flops, seconds = self.dist.sum(flops), self.dist.sum(seconds)  # every rank reaches the end together
         if seconds > 0:  # one figure over named steps of every rank, so anyone can recompute it from the rank logs
-            out.update(mfu=flops / seconds / self.peak[0], mfu_steps=[first, end], vocab_size=self.vocab_size)
+            out.update(mfu=flops / seconds / self.peak[0], mfu_first_step=first, mfu_last_step=end,
+                       vocab_size=self.vocab_size)
         return out

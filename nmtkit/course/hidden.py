@@ -1,0 +1,64 @@
+"""The instructor's half of notebook 04's checks: the student's figures against the kit's own (nmtkit.course.
+decisions) for the same run, with "too high"/"too low" and the hint. A student's release leaves this module out,
+so its checks are formative only (nmtkit.course.exercises); `nmtkit grade`, which runs in the instructor's kit,
+puts these back. TensorFlow-free.
+"""
+from __future__ import annotations
+
+import math
+
+from nmtkit.course.decisions import decide
+from nmtkit.course.exercises import TARGETS, runs_of
+from nmtkit.errors import ExerciseError
+
+
+def expected(rep, question: str, run) -> tuple[dict | None, str, str | None]:
+    """(the kit's decision figures for `question` on `run`, or None; the run's name; why there are none). `run`: a
+    Run, a run's name, or None (the report's last run)."""
+    runs = runs_of(rep)
+    if run is None or isinstance(run, str):
+        found = [r for r in runs if run is None or r.name == run]
+        if not found:
+            raise ExerciseError(f"{question}: no run {run!r} in this analysis (runs: {[r.name for r in runs]})")
+        run = found[-1]
+    cache = run.__dict__.setdefault("_decisions", {})  # one computation per run and kernel
+    if "all" not in cache:
+        cache["all"] = decide(run)
+    got = cache["all"]
+    return got.get(question), run.name, got["missing"].get(question)
+
+
+def wrong(value, want, tol) -> str | None:
+    """Why `value` is not `want` (None when it is): "missing", "too high", "too low" or "not it"."""
+    if value is None:
+        return "missing"
+    if isinstance(want, bool) or isinstance(want, (list, tuple, set)):
+        norm = (lambda v: sorted(str(x).rsplit("/", 1)[-1] for x in v)) if not isinstance(want, bool) else bool
+        try:
+            return None if norm(value) == norm(want) else "not it"
+        except TypeError:
+            return "not it"
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return "not a number"
+    rel, abs_tol = tol
+    if math.isfinite(value) and abs(value - want) <= max(rel * abs(want), abs_tol):
+        return None
+    return "not a number" if not math.isfinite(value) else "too high" if value > want else "too low"
+
+
+def graded(rep, question: str, run, values: dict) -> None:
+    """Compare the student's figures for `question` with the kit's; print ✓ or raise ExerciseError naming the first
+    wrong figure, whether it is too high or too low, and a hint."""
+    targets = TARGETS[question]
+    want, name, why = expected(rep, question, run)
+    if want is None:  # nothing to hold the student to: the honest answer is that these logs cannot tell
+        print(f"– {question}: the logs of {name} cannot decide it ({why}); say so in your answer")
+        return
+    for name, (tol, hint) in targets.items():
+        why = wrong(values.get(name), want[name], tol)
+        if why:
+            raise ExerciseError(f"✗ {question} {name}: {why}. Hint: {hint}")
+    # the names, not the values: a value measured on this machine (an MFU's peak) would differ on the grader's
+    print(f"✓ {question}: " + ", ".join(targets) + " agree with the logs")
