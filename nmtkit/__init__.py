@@ -12,7 +12,7 @@ Students reach the kit through one name, `import nmtkit as nk`:
     analysis     nk.analyse(["baseline", "horovod"]) -> Analysis (.figure, .evidence, .comparison, .run, .write;
                  .verdict for instructors), nk.check(rep, "qN", **figures), nk.check_plan(plan)
     exercises    nk.check_file_size (01), nk.check_schedule (02), nk.check_link_share (03), nk.check_batching (05)
-    prose        nk.wmt16_facts(), nk.link_table(trials, gbps), nk.homework_exchange(), nk.draw_ring(trials): the
+    prose        nk.wmt16_facts(), nk.link_table(trials, gbps), nk.measured_link(), nk.homework_exchange(), nk.draw_ring(trials): the
                  figures the notebooks' text states, computed
     serving      nk.export(run) -> path, nk.load_export(path), nk.translate_in_fresh_process(path, sentences),
                  nk.latency(fn, sentences), nk.translation_box(fn)
@@ -63,6 +63,7 @@ _FRONT = {
     "check_link_share": ("nmtkit.course.practice", "check_link_share"),
     "check_batching": ("nmtkit.course.practice", "check_batching"),
     "wmt16_facts": ("nmtkit.course.prose", "wmt16_facts"), "link_table": ("nmtkit.course.prose", "link_table"),
+    "measured_link": ("nmtkit.course.prose", "measured_link"),
     "homework_exchange": ("nmtkit.course.prose", "homework_exchange"),
     "draw_ring": ("nmtkit.course.prose", "draw_ring"),
 }
@@ -76,7 +77,7 @@ _INTRODUCED = {
     "02_single_gpu_baseline": ("profile", "build_model", "count_params", "transformer_lr", "train", "restore",
                                "checkpoint_files", "Translator", "analyse", "check_schedule"),
     "03_horovod_multinode": ("Cluster", "panel", "assign_slots", "rank_env", "compression_trials", "check_plan",
-                             "check_link_share", "link_table", "homework_exchange", "draw_ring"),
+                             "check_link_share", "link_table", "measured_link", "homework_exchange", "draw_ring"),
     "04_monitoring_analysis": ("check", "workspace"),
     "05_inference_export": ("export", "load_export", "translate_in_fresh_process", "latency", "translation_box",
                             "check_batching"),

@@ -133,7 +133,8 @@ class MonitorConfig:
     interval: float = rule(1.0, gt=0, doc="seconds between samples")
     link_gbps: float = rule(1.0, gt=0, doc="inter-node link capacity assumed when none was measured; a verdict "
                                            "that rests on it says so (measure the link: preflight does)")
-    price_per_node_hour: float = rule(3.06, ge=0, doc="USD per node-hour for the cost projection (a V100 cloud VM)")
+    price_per_node_hour: float = rule(0.0, ge=0, doc="USD per node-hour of the VMs the run uses, for the cost "
+                                      "projection (0: no price, no cost shown; local processes have none)")
 
 
 @dataclass

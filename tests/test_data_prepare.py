@@ -46,7 +46,7 @@ def test_prepare_writes_the_documented_layout(prepared, cfg):
     assert "train" in table and "2,000" in table
     assert DataStats.load(d / "data_stats.json") == stats
     assert list(stats.frame().index) == ["train", "dev", "test"]
-    assert "2,000 lines" in stats.answer()
+    assert "2,000 training pairs" in repr(stats)  # a readable line where a notebook cell shows it
 
 
 def test_rerun_skips_and_force_redoes(prepared, cfg, capsys):

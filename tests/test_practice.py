@@ -54,7 +54,8 @@ def test_schedule(capsys):
     kept = lr.lr_for(cfg, cfg.train.steps) / lr.lr_for(cfg, cfg.train.warmup_steps)
     practice.check_schedule(peak, last, kept, cfg)
     out = capsys.readouterr().out
-    assert "peak 9.882e-04 at step 8,000" in out and "(16% of the peak)" in out and "tiny ends at 58%" in out
+    assert "agree with the schedule" in out
+    assert f"{peak:.3e}" not in out and f"{last:.3e}" not in out and f"{peak:.3g}" not in out  # Q6's answers
     tiny_peak = lr.lr_for(cfg, cfg.train.warmup_steps)  # the profile's own values: the mistake the hint names
     for args, what in (((tiny_peak, last, kept), "peak"), ((peak, peak, kept), "300,000"),
                        ((peak, last, 1 / kept), "share tiny keeps"), ((peak, last, None), "share")):
@@ -65,40 +66,43 @@ def test_schedule(capsys):
 
 # --- notebook 03 --------------------------------------------------------------------------------------------
 
-def test_link_share_and_decision(capsys):
+def test_break_even_link_and_decision(capsys):
     t = trials()
-    share = t["bytes/step per rank (model)"] * 8 / 1e9 * 1000 / t["step time (ms)"]
-    practice.check_link_share(share, False, t, 1.0)
-    assert "none 21%, fp16 5% on 1 Gbit/s: the compute sets the pace" in capsys.readouterr().out
-    practice.check_link_share(share.to_dict(), False, t, 1.0)  # a dict will do
-    for args, what in (((share, True), "network_bound"), ((share * 8, False), "share for none"),
-                       (({"none": share["none"]}, False), "share for fp16")):
+    even = t["bytes/step on lo"] / t["ranks"] * 8 / (t["step time (ms)"] / 1000) / 1e9
+    assert even["none"] == pytest.approx(4_238_470 * 8 / 0.1603 / 1e9)
+    practice.check_link_share(even, False, t, 1.0)  # 0.21 Gbit/s break-even: a 1 Gbit/s link would not bind
+    out = capsys.readouterr().out
+    assert "agree with the measurements" in out and f"{even['none']:.3g}" not in out  # no figure printed
+    practice.check_link_share(even.to_dict(), True, t, 0.192)  # a dict will do; the reference's link would bind
+    for args, what in (((even, True), "network_bound"), ((even * 8, False), "rate for none"),
+                       (({"none": even["none"]}, False), "rate for fp16")):
         with pytest.raises(ExerciseError, match=what) as e:
             practice.check_link_share(*args, t, 1.0)
         assert no_code(str(e.value)), str(e.value)
-    slow = trials(step_none=20.0, step_fp16=15.0)  # the same bytes on a quicker machine: the link dominates
-    share = slow["bytes/step per rank (model)"] * 8 / 1e9 * 1000 / slow["step time (ms)"]
-    practice.check_link_share(share, True, slow, 1.0)
 
 
-def test_link_verdict_states_the_tables_figures_and_no_fixed_claim():
-    for step_none, step_fp16 in ((160.3, 351.0), (900.0, 880.0), (20.0, 15.0)):
-        table = prose.link_table(trials(step_none, step_fp16), 1.0)
+def test_link_verdict_states_the_tables_figures_and_counts_the_exchange_once():
+    for step_none, step_fp16, gbps in ((160.3, 351.0, 1.0), (900.0, 880.0, 0.192), (20.0, 15.0, 1.0)):
+        table = prose.link_table(trials(step_none, step_fp16), gbps)
         text = table.attrs["verdict"]
         assert text == prose.link_verdict(table)
-        for comp, r in table.iterrows():  # every share and step time the table shows is the text's
-            assert f"{comp}: the allreduce would take {r['allreduce on 1 Gbit/s (ms)']:.1f} ms" in text
-            assert f"{r['share of the step']:.0%} of the {r['step time here (ms)']:.1f} ms step" in text
-        share = table.loc["none", "share of the step"]
-        assert ("the network sets the pace" in text) == (share >= prose.BOUND_SHARE)
+        col = f"exchange on {gbps:g} Gbit/s (ms)"
+        for comp, r in table.iterrows():  # every figure the table shows is the text's
+            assert f"{comp}: {r['bytes per rank (MB)']:.2f} MB per rank per step" in text
+            assert f"{r['step time here (ms)']:.1f} ms step on a {r['break-even link (Gbit/s)']:.3g} Gbit/s link" in text
+            assert f"take {r[col]:.1f} ms, {r[prose.SHARE]:.0%} of a step" in text
+            # compute + exchange, the exchange counted once
+            assert r[prose.SHARE] == pytest.approx(r[col] / (r[col] + r["step time here (ms)"]), abs=1e-3)
+        bound = gbps <= table.loc["none", "break-even link (Gbit/s)"]
+        assert ("the network would set the pace" in text) == bound
         assert ("slower" in text) == (step_fp16 > step_none)
-        assert "few percent" not in text and "noise" not in text
-    text = prose.link_table(trials(160.3, 351.0), 1.0).attrs["verdict"]
-    assert "21% of the 160.3 ms step" in text and "190.7 ms slower" in text and "not the link's doing" in text
+        assert "cannot show it" in text and "assumed" not in text
     with pytest.raises(CourseError, match="step time"):
         prose.link_table(trials().drop(columns="step time (ms)"), 1.0)
     with pytest.raises(NmtkitError, match="link_table"):
         prose.link_verdict(pd.DataFrame({"x": [1]}))
+    gbps, where = prose.measured_link()
+    assert 0.15 < gbps < 0.25 and where.startswith("measured by preflight from vm1")
 
 
 def test_ring_derived_from_the_measured_bytes():

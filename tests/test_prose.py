@@ -118,16 +118,16 @@ def test_the_link_verdict_states_the_figures_of_the_table_it_is_printed_with():
     table = "".join("".join(o["data"]["text/plain"]) for o in cell["outputs"] if "data" in o)
     numbers = [float(x) for x in re.findall(r"\d+\.\d+", table)]
     step_times = [float(x) for x in re.findall(r"\d+\.\d+", printed(trials))]
-    rows = re.findall(r"(\w+): the allreduce would take ([\d.]+) ms on [\d.]+ Gbit/s, (\d+)% of the ([\d.]+) ms step",
-                      stream)
+    rows = re.findall(r"(\w+): ([\d.]+) MB per rank per step; sending them takes as long as the ([\d.]+) ms step "
+                      r"on a ([\d.]+) Gbit/s link; on [\d.]+ Gbit/s they take ([\d.]+) ms, (\d+)% of a step", stream)
     assert {r[0] for r in rows} == {"none", "fp16"}, stream
-    near = lambda x, pool, tol: any(abs(x - y) <= tol for y in pool)  # noqa: E731
-    for comp, ms, pct, step in rows:
-        assert near(float(ms), numbers, 0.05) and near(float(step), numbers, 0.05), (comp, table)
-        assert near(int(pct) / 100, numbers, 0.006), (comp, pct, table)
+    near = lambda x, pool, tol: any(abs(x - y) <= max(tol, 0.001 * abs(x)) for y in pool)  # noqa: E731
+    for comp, mb, step, even, ms, pct in rows:
+        for x in (mb, step, ms):
+            assert near(float(x), numbers, 0.05), (comp, x, table)
+        assert near(float(even), numbers, 0.01) and near(int(pct) / 100, numbers, 0.006), (comp, even, pct, table)
         assert near(float(step), step_times, 0.05), f"{comp}: {step} ms is not the trials' step time"
-    share_none = int(next(r[2] for r in rows if r[0] == "none"))
-    assert ("the network sets the pace" in stream) == (share_none >= 50), stream
+    assert "cannot show it" in stream and "measured between its hosts" in stream
 
 
 def test_the_wmt_figures_notebook_01_prints_are_the_pins():
@@ -144,8 +144,8 @@ def test_the_homeworks_exchange_in_the_docs_is_computed_from_the_parameter_count
     from nmtkit.model.transformer import build, count_params
     base = config.profile("wmt16-base")
     params = count_params(build(base.model, base.data.vocab_size))
-    exchange = homework_exchange(params, 4, 1.0)
-    fp32, fp16 = (re.search(r"= ([\d.,]+) MB per rank per step, ([\d.]+) s", line).groups()
+    exchange = homework_exchange(params, 4)
+    fp32, fp16 = (re.search(r"= ([\d.,]+) MB per rank per step at most, ([\d.]+) s", line).groups()
                   for line in exchange.splitlines())
     guide, lab = (" ".join(text(ROOT / doc).split()) for doc in ("docs/instructors.md", "docs/terminal-lab.md"))
     assert f"{params:,} parameters" in guide and f"= {fp32[0]} MB per step" in guide

@@ -99,16 +99,9 @@ def measure_time_and_cost(run: Run, o: Options) -> tuple[dict, pd.DataFrame]:
     return ev, curve
 
 
-def best_gain(values: list[float], k: int, higher_is_better: bool) -> float:
-    """How much the best of the last k values improves on the best before them (a measurement; the plateau rule
-    that judges it is the course's)."""
-    before, last = values[:-k], values[-k:]
-    return max(last) - max(before) if higher_is_better else min(before) - min(last)
-
-
 def measure_plateau(run: Run, o: Options) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
-    """What the plateau rule reads: how much the best of the last k evaluations of dev BLEU and of eval loss
-    improved on the best before them."""
+    """What the plateau rule reads: the evaluations of dev BLEU and of eval loss (how much the last k improved on
+    those before is the student's figure, and the course's: nmtkit.course.judgments)."""
     k = o.plateau_k
     bleu, loss = run.series("Eval_BLEU_Score"), run.series("eval_loss")
     if len(bleu) <= k and len(loss) <= k:
@@ -118,11 +111,9 @@ def measure_plateau(run: Run, o: Options) -> tuple[dict, pd.DataFrame, pd.DataFr
                   f"at most {o.plateau_tol:.0%} (BLEU: and at most {o.plateau_min_bleu} points)",
           "evaluations": int(max(len(bleu), len(loss))), "bleu_evaluations": len(bleu), "loss_evaluations": len(loss)}
     if len(bleu) > k:
-        ev.update(bleu_gain_last_k=best_gain(bleu["value"].tolist(), k, True), bleu_best=float(bleu["value"].max()),
-                  bleu_last=float(bleu["value"].iloc[-1]))
+        ev.update(bleu_best=float(bleu["value"].max()), bleu_last=float(bleu["value"].iloc[-1]))
     if len(loss) > k:
-        ev.update(eval_loss_drop_last_k=best_gain(loss["value"].tolist(), k, False),
-                  eval_loss_best=float(loss["value"].min()))
+        ev.update(eval_loss_best=float(loss["value"].min()), eval_loss_last=float(loss["value"].iloc[-1]))
     return ev, bleu, loss
 
 
@@ -191,7 +182,7 @@ def measure_training_set(run: Run) -> dict:
         raise AnalysisError("data_stats.json in the run directory (training copies it from the data directory)")
     if not ds.train_bytes and not ds.train_lines:
         raise AnalysisError("byte and line counts of train.en/train.de in data_stats.json")
-    return {"bytes": ds.train_bytes, "mb": ds.train_mb, "lines": ds.train_lines, "examples": ds.train_examples,
+    return {"bytes": ds.train_bytes, "lines": ds.train_lines, "examples": ds.train_examples,
             "max_tokens": ds.max_tokens}
 
 
@@ -249,26 +240,23 @@ def params_from_checkpoint(run: Run) -> tuple[int | None, str]:
 # --- Q10 step time -------------------------------------------------------------------------------------------
 
 def measure_step_time(run: Run, o: Options) -> tuple[dict, np.ndarray]:
-    """Mean, spread and percentiles of the steady step time (all ranks), per rank, and tokens/s; the times (s)."""
-    st = steady_steps(run, o.skip_steps)
-    if st.empty:
-        s = run.series("step_time")
-        if s.empty:
-            raise AnalysisError("per-step times (ranks/rank<R>.jsonl) or the step_time scalar")
-        x, source = s["value"].to_numpy(float), "the step_time scalar (averaged per log interval)"
-        per_rank = {}
-    else:
-        x = st["step_time"].to_numpy(float)
-        source = f"ranks/rank<R>.jsonl, first {o.skip_steps} steps of each rank left out"
-        per_rank = {int(r): {"mean_ms": float(g["step_time"].mean() * 1000), "std_ms": float(g["step_time"].std() * 1000)}
-                    for r, g in st.groupby("rank")}
-    ev = {"source": source, "n": int(len(x)), "mean_ms": float(x.mean() * 1000),
-          "std_ms": float(x.std(ddof=1) * 1000) if len(x) > 1 else 0.0, "median_ms": float(np.median(x) * 1000),
-          "p10_ms": float(np.percentile(x, 10) * 1000), "p90_ms": float(np.percentile(x, 90) * 1000),
-          "per_rank": per_rank}
-    if not st.empty and "tokens" in st:
-        ev["tokens_per_s_per_rank"] = tokens_per_s(st)
+    """The spread of the steady step time (all ranks): how many, percentiles, standard deviation; and the times (s).
+    The mean, question 10's figure, is the student's (and the course's: nmtkit.course.judgments.step_time)."""
+    x, source, _ = step_times(run, o)
+    ev = {"source": source, "n": int(len(x)), "std_ms": float(x.std(ddof=1) * 1000) if len(x) > 1 else 0.0,
+          "p10_ms": float(np.percentile(x, 10) * 1000), "p90_ms": float(np.percentile(x, 90) * 1000)}
     return ev, x
+
+
+def step_times(run: Run, o: Options) -> tuple[np.ndarray, str, pd.DataFrame]:
+    """(the steady step times in s, where they come from, the steady records or an empty frame)."""
+    st = steady_steps(run, o.skip_steps)
+    if not st.empty:
+        return st["step_time"].to_numpy(float), f"ranks/rank<R>.jsonl, first {o.skip_steps} steps of each rank left out", st
+    s = run.series("step_time")
+    if s.empty:
+        raise AnalysisError("per-step times (ranks/rank<R>.jsonl) or the step_time scalar")
+    return s["value"].to_numpy(float), "the step_time scalar (averaged per log interval)", st
 
 
 def tokens_per_s(steps: pd.DataFrame) -> float:

@@ -134,8 +134,7 @@ def comparison(runs: list[Run], answers: dict[str, list[Answer]]) -> pd.DataFram
             "run": run.name, "ranks": run.n_ranks, "nodes": max(len(run.hosts), 1),
             "status": run.status.get("status", "unknown"), "steps": run.last_step,
             "elapsed (s)": a[1].evidence.get("elapsed_s", float("nan")),
-            "step time (ms)": a[10].evidence.get("mean_ms", float("nan")),
-            "tokens/s per rank": tok, "tokens/s total": tok * run.n_ranks,
+            "steps/s": a[1].evidence.get("steps_per_s", float("nan")), "tokens/s total": tok * run.n_ranks,
             "best dev BLEU": float(bleu["value"].max()) if not bleu.empty else float("nan"),
             "final eval loss": float(run.series("eval_loss")["value"].iloc[-1]) if run.has("eval_loss") else float("nan"),
         })

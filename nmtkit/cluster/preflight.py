@@ -21,7 +21,7 @@ from nmtkit.cluster.remote import DATA_MARKERS, node_facts, write_file_chunk
 from nmtkit.runs import workspace
 from nmtkit.errors import ClusterError
 
-TABLE_COLUMNS = ["node", "host", "host_addr", "engine", "pid", "python", "nmtkit", "tensorflow", "horovod",
+TABLE_COLUMNS = ["node", "host", "host_addr", "engine", "pid", "python", "nmtkit", "tensorflow", "tf_cuda", "horovod",
                  "horovod_build", "gpus", "data_ok", "data_dir", "rendezvous_ok", "iface", "link"]
 SAME_EVERYWHERE = (("nmtkit", "nmtkit"), ("nmtkit_source", "nmtkit source (sha256)"), ("tensorflow", "TensorFlow"),
                    ("horovod", "Horovod"), ("horovod_build", "Horovod build"), ("python", "Python"))

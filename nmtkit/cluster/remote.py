@@ -44,8 +44,11 @@ def node_facts(data_dir: str | None, rendezvous: tuple[str, int] | None = None) 
     f["nmtkit"] = nmtkit.__version__
     f["nmtkit_source"] = source_sha()
     tf = import_tf()
-    f["tensorflow"] = tf.__version__ + ("+cuda" if tf.test.is_built_with_cuda() else "")
+    f["tensorflow"] = tf.__version__
     f["gpus"] = len(tf.config.list_physical_devices("GPU"))
+    # the wheel's CUDA support, said beside what it found: a CUDA build on a machine without GPUs runs on CPU
+    f["tf_cuda"] = ("CUDA build, no GPU found" if not f["gpus"] else "CUDA build") if tf.test.is_built_with_cuda() \
+        else "CPU build"
     f["gpu_memory"] = gpu_holders([os.getpid()])  # other processes holding a GPU: preflight names them
     f.update(horovod_facts())
     f.update(data_facts(data_dir))

@@ -83,8 +83,8 @@ def q4(run: Run, o: Options) -> dict:
 
 
 def measured_bytes_per_step(run: Run, o: Options) -> float:
-    import nmtkit.analysis.machines as M
-    hosts = M.measure_network(run, o).get("hosts") or []
+    from nmtkit.course.judgments import network
+    hosts = network(run, o).get("hosts") or []
     if not hosts:
         raise AnalysisError("network counters of a run with two or more nodes")
     return float(np.mean([h["bytes_per_step"] for h in hosts]))

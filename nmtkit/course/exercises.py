@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from nmtkit.errors import ExerciseError
 
 
@@ -81,7 +83,7 @@ def form_problem(name: str, value, tol) -> str | None:
     if value is None:
         return "missing"
     if name in YES_NO:
-        return None if isinstance(value, bool) or type(value).__name__ == "bool_" else "a yes/no (True or False)"
+        return None if isinstance(value, (bool, np.bool_)) else "a yes/no (True or False)"
     if name == "files":
         return None if isinstance(value, (list, tuple, set)) and all(isinstance(f, str) for f in value) else \
             "a list of file names"
@@ -114,7 +116,7 @@ def check(rep, question: str, run=None, **values) -> None:
         if why:
             raise ExerciseError(f"✗ {question} {name}: {why}. Revisit: {hint}")
     print(f"✓ {question}: " + ", ".join(targets) + " have the right form. Whether they are right is for the "
-          f"grader's checks; before you write your answer, revisit what each one means:\n"
+          "grader's checks; before you write your answer, revisit what each one means:\n"
           + "\n".join(f"  {name}: {hint}" for name, (_, hint) in targets.items()))
 
 

@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from nmtkit.files import atomic_write_json
+from nmtkit.files import atomic_write_json, atomic_write_text
 from nmtkit.course.student import (MARKDOWN_STUB, NOTEBOOKS_DIR, cell_source, exercises, grade_id, is_instructor,
                                    kernel_name, read_notebook)
 from nmtkit.errors import CourseError
@@ -100,8 +100,10 @@ def grading_workspace(workspace: str | os.PathLike | None) -> tuple[Path, bool]:
     return ws, True
 
 
-def grade_notebook(path: Path, instructor_path: Path, workspace: Path, timeout: int = 300) -> dict:
-    """Assemble, run and score one notebook of a submission."""
+def grade_notebook(path: Path, instructor_path: Path, workspace: Path, timeout: int = 300,
+                   keep: Path | None = None) -> dict:
+    """Assemble, run and score one notebook of a submission; the executed notebook is kept in `keep` if given
+    (its temporary directory goes either way)."""
     import nbformat
     from nbclient import NotebookClient
 
@@ -114,17 +116,22 @@ def grade_notebook(path: Path, instructor_path: Path, workspace: Path, timeout: 
     with open(run_dir / "kernel.log", "wb") as log:  # the kernel's start-up chatter stays out of the terminal
         client.execute(env=env, stdout=log, stderr=log)
     seconds = time.time() - t0
-    nbformat.write(nb, run_dir / path.name)
+    shutil.rmtree(run_dir, ignore_errors=True)  # ours: the kernel's working directory and log
     cells = score(nb)
     auto = [c for c in cells if c["points"] is not None]
-    return {"notebook": path.name, "seconds": round(seconds, 1), "cells": cells,
-            "points": sum(c["points"] for c in auto), "max_points": sum(c["max_points"] for c in auto),
-            "manual": sum(1 for c in cells if c["status"] == "manual"), "executed": str(run_dir / path.name)}
+    out = {"notebook": path.name, "seconds": round(seconds, 1), "cells": cells,
+           "points": sum(c["points"] for c in auto), "max_points": sum(c["max_points"] for c in auto),
+           "manual": sum(1 for c in cells if c["status"] == "manual")}
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        out["executed"] = str(atomic_write_text(keep / path.name, nbformat.writes(nb) + "\n"))
+    return out
 
 
 def grade(submission: str | os.PathLike, workspace=None, only=(), out: str | os.PathLike | None = None,
           instructor_dir: str | os.PathLike = NOTEBOOKS_DIR, timeout: int = 300) -> list[dict]:
-    """Grade every notebook of `submission` (or those whose NN is in `only`); write `out` (JSON) if given."""
+    """Grade every notebook of `submission` (or those whose NN is in `only`); write `out` (JSON) if given, and the
+    executed notebooks beside it (<out's stem>-executed/)."""
     submission, instructor_dir = Path(submission), Path(instructor_dir)
     if not submission.is_dir():
         raise CourseError(f"{submission}: not a directory; pass the directory that holds the student's NN_*.ipynb")
@@ -138,7 +145,8 @@ def grade(submission: str | os.PathLike, workspace=None, only=(), out: str | os.
         read_notebook(p)
     ws, made = grading_workspace(workspace)
     try:
-        results = [grade_notebook(p, instructor_dir / p.name, ws, timeout) for p in paths]
+        keep = Path(out).with_name(Path(out).stem + "-executed") if out is not None else None
+        results = [grade_notebook(p, instructor_dir / p.name, ws, timeout, keep) for p in paths]
     finally:
         if made:
             shutil.rmtree(ws, ignore_errors=True)

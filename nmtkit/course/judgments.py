@@ -5,8 +5,21 @@ decisions (nmtkit.course.decisions) add these.
 """
 from __future__ import annotations
 
-from nmtkit.analysis.evidence import Options, best_gain, loss_gap_table
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+
+import nmtkit.analysis.machines as M
+from nmtkit import monitor
+from nmtkit.analysis.evidence import Options, bytes_per_param, loss_gap_table, steady_steps, step_times, tokens_per_s
 from nmtkit.analysis.logs import Run
+
+
+def best_gain(values: list[float], k: int, higher_is_better: bool) -> float:
+    """How much the best of the last k values improves on the best before them."""
+    before, last = values[:-k], values[-k:]
+    return max(last) - max(before) if higher_is_better else min(before) - min(last)
 
 
 def plateau_rule(values: list[float], k: int, tol: float, higher_is_better: bool, min_abs: float = 0.0) -> tuple[bool, float]:
@@ -22,10 +35,22 @@ def q2(run: Run, o: Options) -> dict:
     k, out = o.plateau_k, {}
     bleu, loss = run.series("Eval_BLEU_Score"), run.series("eval_loss")
     if len(bleu) > k:
-        out["bleu_plateau"] = plateau_rule(bleu["value"].tolist(), k, o.plateau_tol, True, o.plateau_min_bleu)[0]
+        out["bleu_plateau"], out["bleu_gain_last_k"] = plateau_rule(bleu["value"].tolist(), k, o.plateau_tol, True,
+                                                                    o.plateau_min_bleu)
     if len(loss) > k:
-        out["eval_loss_plateau"] = plateau_rule(loss["value"].tolist(), k, o.plateau_tol, False)[0]
-    out["fully_trained"] = all(out.values())
+        out["eval_loss_plateau"], out["eval_loss_drop_last_k"] = plateau_rule(loss["value"].tolist(), k,
+                                                                              o.plateau_tol, False)
+    out["fully_trained"] = all(v for key, v in out.items() if key.endswith("_plateau"))
+    return out
+
+
+def step_time(run: Run, o: Options) -> dict:
+    """Question 10's mean and median (ms), each rank's mean, and tokens/s per rank."""
+    x, _, st = step_times(run, o)
+    out = {"mean_ms": float(x.mean() * 1000), "median_ms": float(np.median(x) * 1000),
+           "per_rank": {int(r): {"mean_ms": float(g["step_time"].mean() * 1000)} for r, g in st.groupby("rank")}}
+    if not st.empty and "tokens" in st:
+        out["tokens_per_s_per_rank"] = tokens_per_s(st)
     return out
 
 
@@ -57,6 +82,68 @@ def q4(ev: dict, o: Options) -> dict:
     """fully_utilised: every GPU's mean utilisation at or above the threshold; None without a GPU."""
     gpus = [r for r in ev["devices"] if r["device"].startswith("gpu")]
     return {"fully_utilised": all(r["mean"] >= o.busy_util for r in gpus) if gpus else None}
+
+
+def network(run: Run, o: Options) -> dict:
+    """Question 5's figures on the plain measurements (nmtkit.analysis.machines.measure_network): the flat ring's
+    bound, the bytes counted per step on each node's link, the exchange's time on the link and its share of a step,
+    and the bottleneck verdict."""
+    o = replace(o, bytes_per_param=bytes_per_param(run))
+    ev = M.measure_network(run, o)
+    n = ev["ranks"]
+    if n <= 1:
+        return ev
+    st, mon = steady_steps(run, o.skip_steps), M.in_window(M.per_host(run.monitor), run)
+    iface, link_Bps = ev["iface"], ev["link_gbps"] * 1e9 / 8  # per direction (full duplex)
+    step_s = float(st["step_time"].mean())
+    per_step = 2 * (n - 1) / n * ev["params"] * o.bytes_per_param  # bytes each rank sends (and receives) per step
+    comm_s = per_step / link_Bps  # time the allreduce needs on the link if nothing else slowed it
+    for h in ev["hosts"]:
+        # The ring visits ranks in rank order, node by node: each node has one ring edge out to the next node
+        # and one in, whatever its ranks per node, so its link carries one rank's share; loopback sees every edge.
+        edges = n if iface == "lo" else 1
+        mine = M.first_rank_steps(st, h["host"])
+        counted = bytes_per_step(mon[mon["host"] == h["host"]], iface, mine) if not mine.empty else None
+        h.update(link_share_mean=h["mean_Bps"] / link_Bps, expected_Bps=per_step / step_s * edges,
+                 # without a counted figure (no steps on this node's samples): the rate times the step time
+                 **(counted or {"bytes_per_step": h["mean_Bps"] * step_s,
+                                "bytes_per_step_source": "mean rate while steps ran x mean step time"}),
+                 expected_bytes_per_step=per_step * edges)
+    ev.update(bytes_per_param=o.bytes_per_param, link_Bps=link_Bps, allreduce_bytes_per_rank_per_step=per_step,
+              mean_step_time_s=step_s, expected_Bps_per_rank=per_step / step_s, allreduce_time_on_link_s=comm_s,
+              allreduce_share_of_step=comm_s / step_s)
+    ev["bottleneck"] = bottleneck(ev)
+    return ev
+
+
+def counted_bytes(mon: pd.DataFrame, iface: str, direction: str, times) -> np.ndarray:
+    """Bytes an interface counted from its first sample to each of `times` (epoch s): a sample's rate covers the
+    interval since the sample before it (the first: one median interval), linear within it."""
+    mon = mon.sort_values("time")
+    t = mon["time"].to_numpy(float)
+    rate = mon[monitor.net_col(iface, direction)].fillna(0).to_numpy(float)
+    dt = np.diff(t, prepend=t[0] - (float(np.median(np.diff(t))) if len(t) > 1 else 1.0))
+    return np.interp(np.asarray(times, float), np.concatenate([[t[0] - dt[0]], t]),
+                     np.concatenate([[0.0], np.cumsum(rate * dt)]))
+
+
+def bytes_per_step(mon: pd.DataFrame, iface: str, steps: pd.DataFrame) -> dict | None:
+    """Bytes the busier direction of `iface` carried per step, counted between the end of the first and of the last
+    of `steps` (one rank's records): evaluation pauses in between add their (small) traffic but no steps.
+    None when the samples do not span two step ends."""
+    if len(mon) < 2:
+        return None
+    # only the steps that ended while this node's sampler counted (it starts and stops beside its rank)
+    steps = steps[steps["wall_time"].between(mon["time"].min(), mon["time"].max())].sort_values("wall_time")
+    if len(steps) < 2:
+        return None
+    ends = steps["wall_time"].to_numpy(float)[[0, -1]]
+    sent, recv = (counted_bytes(mon, iface, d, ends) for d in monitor.NET_DIRECTIONS)
+    total = max(sent[1] - sent[0], recv[1] - recv[0])
+    n = len(steps) - 1
+    return {"bytes_per_step": float(total / n), "bytes_counted": float(total), "steps_counted": int(n),
+            "bytes_per_step_source": f"the {iface} counters (monitor samples), busier direction, from the end of "
+                                     f"step {int(steps['step'].iloc[0])} to the end of step {int(steps['step'].iloc[-1])}"}
 
 
 def bottleneck(net: dict) -> bool:

@@ -1,10 +1,11 @@
 """Figures the notebooks' prose states, computed here, so a sentence cannot contradict the table beside it.
 
     wmt16_facts()                    notebook 01: the download, the disk need and the BPE size of wmt16-base
-    link_table(trials, gbps)         notebook 03: per compression, the ring allreduce's time on a link of `gbps`
-                                     against the measured step time; .attrs["verdict"] = link_verdict(that frame)
-    link_verdict(table)              the table in words: which of the two set the pace, what fp16 bought
-    homework_exchange(params, ...)   the homework's transformer-base exchange per step on its link (fp32, fp16)
+    measured_link()                  notebook 03: the link preflight measured between the reference run's hosts
+    link_table(trials, gbps)         notebook 03: per compression, the measured bytes and step, the break-even link
+                                     rate, and the exchange on `gbps`; .attrs["verdict"] = link_verdict(that frame)
+    link_verdict(table)              the table in words: which of the two would set the pace, what fp16 bought
+    homework_exchange(params, ...)   the flat ring's bound for transformer-base per step (fp32, fp16), at 1, 10 Gbit/s
     ring_derivation(trials), draw_ring(trials)
                                      the ring allreduce derived from the measured bytes, and drawn
 
@@ -16,10 +17,6 @@ import re
 from nmtkit.errors import CourseError
 
 
-# The exchange "sets the pace" when it alone would take at least this share of the measured step: then a step
-# cannot get shorter than the link allows, whatever the GPUs do. The check in practice.py uses the same rule.
-BOUND_SHARE = 0.5
-LINK_COL = re.compile(r"allreduce on ([\d.]+) Gbit/s \(ms\)")
 
 
 def wmt16_facts() -> str:
@@ -39,17 +36,43 @@ def ring_bytes(params: int, ranks: int, bytes_per_value: int = 4) -> float:
     return 2 * (ranks - 1) / ranks * bytes_per_value * params
 
 
+def measured_link(run_dir=None) -> tuple[float, str]:
+    """(Gbit/s, where it was measured) of the link preflight timed between the shipped reference run's hosts
+    (its run.json), or of `run_dir`'s run: a measured link, never an assumed one."""
+    from pathlib import Path
+    from nmtkit.analysis.reference import reference_run
+    from nmtkit.files import read_json
+    status = read_json(Path(run_dir or reference_run()) / "run.json", CourseError)
+    mbit, m = status.get("link_measured_mbit_s"), status.get("link_measured") or {}
+    if not mbit:
+        raise CourseError(f"{run_dir or reference_run()}/run.json: no link_measured_mbit_s (preflight measured no "
+                          f"link for this run); use a run whose hosts were on different machines")
+    return mbit / 1000, f"measured by preflight from {m.get('from', '?')} to {m.get('to', '?')}"
+
+
 def link_table(trials, gbps: float):
-    """compression_trials' table -> step time measured here, the model's allreduce time on `gbps`, its share."""
+    """compression_trials' table -> per compression: the step time measured here, the bytes each rank sent
+    (measured), the link rate at which sending them would take as long as the step's compute, and on a `gbps` link
+    the exchange's time and its share of a step of compute + exchange."""
     import pandas as pd
-    for col in ("bytes/step per rank (model)", "step time (ms)"):
+    sent = next((c for c in trials.columns if c.startswith("bytes/step on ")), None)
+    for col in (sent or "bytes/step on <iface>", "step time (ms)", "ranks"):
         if col not in trials:
             raise CourseError(f"the trials table has no column {col!r}: pass what nk.compression_trials returned")
-    on_link_ms = trials["bytes/step per rank (model)"] * 8 / (gbps * 1e9) * 1000
-    table = pd.DataFrame({"step time here (ms)": trials["step time (ms)"], f"allreduce on {gbps:g} Gbit/s (ms)":
-                          on_link_ms, "share of the step": on_link_ms / trials["step time (ms)"]}).round(3)
+    # loopback carries every rank's sends; a node's own link one ring edge, one rank's share
+    per_rank = trials[sent] / (trials["ranks"] if sent.endswith(" lo") else 1)
+    compute_s = trials["step time (ms)"] / 1000  # on loopback the exchange costs next to nothing: the step ~ compute
+    exchange_ms = per_rank * 8 / (gbps * 1e9) * 1000
+    table = pd.DataFrame({"step time here (ms)": trials["step time (ms)"], "bytes per rank (MB)": per_rank / 1e6,
+                          "break-even link (Gbit/s)": per_rank * 8 / compute_s / 1e9,
+                          f"exchange on {gbps:g} Gbit/s (ms)": exchange_ms,
+                          SHARE: exchange_ms / (trials["step time (ms)"] + exchange_ms)}).round(3)
     table.attrs["verdict"] = link_verdict(table)  # the words come from this very frame, never from memory
     return table
+
+
+SHARE = "exchange's share of a step"
+LINK_COL = re.compile(r"exchange on ([\d.]+) Gbit/s \(ms\)")
 
 
 def _link_col(table) -> tuple[str, float]:
@@ -57,22 +80,25 @@ def _link_col(table) -> tuple[str, float]:
         m = LINK_COL.fullmatch(col)
         if m:
             return col, float(m.group(1))
-    raise CourseError("the table has no 'allreduce on <rate> Gbit/s (ms)' column: build it with nk.link_table")
+    raise CourseError("the table has no 'exchange on <rate> Gbit/s (ms)' column: build it with nk.link_table")
 
 
 def link_verdict(table) -> str:
     """link_table's result in words; every figure in the text is read from `table`."""
     col, gbps = _link_col(table)
-    rows = [f"{comp}: the allreduce would take {r[col]:.1f} ms on {gbps:g} Gbit/s, {r['share of the step']:.0%} of "
-            f"the {r['step time here (ms)']:.1f} ms step measured here" for comp, r in table.iterrows()]
+    rows = [f"{comp}: {r['bytes per rank (MB)']:.2f} MB per rank per step; sending them takes as long as the "
+            f"{r['step time here (ms)']:.1f} ms step on a {r['break-even link (Gbit/s)']:.3g} Gbit/s link; on "
+            f"{gbps:g} Gbit/s they take {r[col]:.1f} ms, {r[SHARE]:.0%} of a step of compute "
+            f"+ exchange" for comp, r in table.iterrows()]
     none = table.loc["none"]
-    if none["share of the step"] >= BOUND_SHARE:
-        pace = (f"With no compression the exchange alone would take {none['share of the step']:.0%} of a step "
-                f"(at least {BOUND_SHARE:.0%}): the network sets the pace.")
+    if gbps <= none["break-even link (Gbit/s)"]:
+        pace = (f"With no compression, on {gbps:g} Gbit/s the exchange would take at least as long as the compute: "
+                f"the network would set the pace.")
     else:
-        pace = (f"With no compression the exchange would take {none['share of the step']:.0%} of a step (under "
-                f"{BOUND_SHARE:.0%}): the compute sets the pace, not the network.")
-    out = rows + [pace]
+        pace = (f"With no compression, on {gbps:g} Gbit/s the exchange would take less than the compute: the "
+                f"compute would set the pace.")
+    out = rows + [pace, "This run cannot show it: its ranks share one machine, so no link was crossed; the rate "
+                        "above is the reference run's, measured between its hosts."]
     if "fp16" in table.index:
         fp16 = table.loc["fp16"]
         saved = none[col] - fp16[col]
@@ -81,18 +107,19 @@ def link_verdict(table) -> str:
         why = ("more than the link time it can save, so the difference is not the link's doing (the load on the "
                "cores and the casts move the step time here)" if abs(dt) > saved else
                "no more than the link time it can save")
-        out.append(f"fp16 halves the bytes, which saves {saved:.1f} ms of link time per step; its steps here were "
-                   f"{abs(dt):.1f} ms {word}: {why}.")
+        out.append(f"fp16 halves the bytes, which would save {saved:.1f} ms of link time per step; its steps here "
+                   f"were {abs(dt):.1f} ms {word}: {why}.")
     return "\n".join(out)
 
 
-def homework_exchange(params: int, ranks: int = 4, gbps: float = 1.0) -> str:
-    """The ring allreduce of `params` fp32 gradients over `ranks`, per rank per step, on a `gbps` link; and fp16."""
+def homework_exchange(params: int, ranks: int = 4) -> str:
+    """The flat ring's bound on what each of `ranks` sends per step for `params` fp32 gradients, and with fp16
+    compression, and its time on a 1 and a 10 Gbit/s link (no link is assumed to be the homework's)."""
     lines = []
     for name, width in (("fp32 gradients", 4), ("fp16 compression", 2)):
         b = ring_bytes(params, ranks, width)
-        lines.append(f"{name}: 2({ranks}-1)/{ranks} x {params:,} x {width} B = {b / 1e6:,.1f} MB per rank per step, "
-                     f"{b * 8 / (gbps * 1e9):.2f} s on {gbps:g} Gbit/s")
+        lines.append(f"{name}: 2({ranks}-1)/{ranks} x {params:,} x {width} B = {b / 1e6:,.1f} MB per rank per step "
+                     f"at most, {b * 8 / 1e9:.2f} s on 1 Gbit/s, {b * 8 / 1e10:.3f} s on 10 Gbit/s")
     return "\n".join(lines)
 
 

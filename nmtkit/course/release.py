@@ -28,7 +28,7 @@ from nmtkit.files import atomic_write_json, atomic_write_text, read_json
 ROOT = Path(__file__).resolve().parents[2]  # the instructor's kit (its checkout)
 INSTRUCTOR_MODULES = ("decisions", "hidden", "judgments", "verdicts", "rubric", "grade", "release")
 INSTRUCTOR_PATHS = tuple(f"nmtkit/course/{m}.py" for m in INSTRUCTOR_MODULES) + (
-    "docs/instructors.md", "tools/")
+    "docs/instructors.md", "docs/rehearsal.md", "tools/")
 # a test that names one of these exercises the instructor's half: it does not apply to the release
 INSTRUCTOR_WORDS = re.compile(r"course[. ]+(?:import\s+[\w, ]*)?\b(?:%s)\b|tools\.rehearsal|instructor|BEGIN SOLUTION"
                               % "|".join(INSTRUCTOR_MODULES))
@@ -40,10 +40,12 @@ MANIFEST_DROPS = ("checks", "bytes_per_step_by_counters")
 
 
 def kit_files(root: Path = ROOT) -> list[str]:
-    """The kit's files, relative to `root`: git's list where the kit is a checkout (nothing untracked), else a walk
+    """The kit's files, relative to `root`: git's list where the kit is a checkout (tracked, and new files git does not
+    ignore), else a walk
     that leaves out environments, workspaces and caches."""
     if (root / ".git").exists():
-        out = subprocess.run(["git", "-C", str(root), "ls-files", "-z"], capture_output=True, text=True)
+        out = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                             capture_output=True, text=True)
         if out.returncode == 0:
             return sorted(f for f in out.stdout.split("\0") if f and (root / f).is_file())
     found = []

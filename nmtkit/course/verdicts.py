@@ -8,10 +8,8 @@ Students' copies of the kit leave this module out; the plain report shows only t
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
-import nmtkit.analysis.machines as M
 import nmtkit.course.decisions as D
 import nmtkit.course.judgments as J
 from nmtkit.analysis.evidence import Options  # noqa: F401  Options is part of this module's API
@@ -143,7 +141,8 @@ def q4_utilisation(run: Run, fig_dir, o: Options) -> Answer:
 
 
 def q5_network(run: Run, fig_dir, o: Options) -> Answer:
-    ev, fig = Q.measured(5, run, fig_dir, o)
+    _, fig = Q.measured(5, run, fig_dir, o)
+    ev = J.network(run, o)
     if ev["ranks"] <= 1:
         text = ("No: this is a single-rank run, so there is no gradient exchange at all; the network carried only "
                 "incidental traffic. The question matters for the multi-node run.")
@@ -154,7 +153,6 @@ def q5_network(run: Run, fig_dir, o: Options) -> Answer:
     ratio = max(h["bytes_per_step"] for h in ev["hosts"]) / bound
     ev.update(measured_over_bound=ratio, link_s_1g=bound * 8 / 1e9, link_s_10g=bound * 8 / 1e10)
     known = not ev["link_source"].startswith("assumed")
-    ev["bottleneck"] = J.bottleneck(ev)
     verdict = (("Yes" if ev["bottleneck"] else "No") if known and iface != "lo" else
                "Cannot tell from these logs: nothing measured a link between real nodes")
     text = (f"{verdict}. Measured per step on {iface} ({ev['iface_choice']}): {measured}, {ratio:.2f}x the flat "
@@ -205,7 +203,11 @@ def q7_training_set(run: Run, fig_dir, o: Options) -> Answer:
     ev, _ = Q.measured(7, run, fig_dir, o)
     d = D.q7(run, o)
     ev.update(d)
-    return Answer(7, TITLES[7], run.data_stats.answer() + f" Exactly: {d['train_mb']:.3f} MB (10^6 bytes) = "
+    ds = run.data_stats
+    text = (f"The training set is {ds.train_mb:,.1f} MB (train.en + train.de, cleaned text) with {ds.train_lines:,} "
+            f"lines, i.e. sentence pairs; {ds.train_examples:,} of them are at most {ds.max_tokens} BPE tokens long "
+            f"and are used for training.")
+    return Answer(7, TITLES[7], text + f" Exactly: {d['train_mb']:.3f} MB (10^6 bytes) = "
                   f"{d['train_mib']:.3f} MiB (2^20 bytes) in train.en + train.de, as data preparation counted them "
                   f"into data_stats.json.", ev, run=run.name)
 
@@ -244,6 +246,7 @@ def q9_checkpoint_size(run: Run, fig_dir, o: Options) -> Answer:
 
 def q10_step_time(run: Run, fig_dir, o: Options) -> Answer:
     ev, fig = Q.measured(10, run, fig_dir, o)
+    ev.update(J.step_time(run, o))
     n = run.n_ranks
     text = (f"{ev['mean_ms']:.1f} ms per step on average (std {ev['std_ms']:.1f} ms, median {ev['median_ms']:.1f}, "
             f"10-90% range {ev['p10_ms']:.1f}-{ev['p90_ms']:.1f} ms) over {ev['n']:,} steps, from {ev['source']}. "
@@ -271,7 +274,7 @@ def q11_correlation(run: Run, fig_dir, o: Options) -> Answer:
                 "for step time to depend on. ")
     else:
         try:
-            net = M.measure_network(run, replace(o, bytes_per_param=D.bytes_per_param(run)))
+            net = J.network(run, o)
         except AnalysisError:
             net = None
         if net is not None and net.get("hosts"):
@@ -285,7 +288,7 @@ def q11_correlation(run: Run, fig_dir, o: Options) -> Answer:
                     f"the step rate by construction, and a correlation between the two says nothing about cause. "
                     f"What decides is time: on this link the exchange needs {net['allreduce_share_of_step']:.0%} "
                     f"of a step (question 5), so the network "
-                    + ("does hold steps back. " if J.bottleneck(net) else "is not what sets the pace. "))
+                    + ("does hold steps back. " if net["bottleneck"] else "is not what sets the pace. "))
         else:
             text = "Without the bytes per step (question 5's inputs), r alone cannot tell cause from effect. "
     text += (f"As a description only: Pearson r = {r:+.2f} between step time and {iface} throughput over "

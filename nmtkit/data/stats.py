@@ -10,7 +10,7 @@ from nmtkit.files import atomic_write_json, read_json
 FILE = "data_stats.json"
 
 
-@dataclass
+@dataclass(repr=False)
 class DataStats:
     source: str = ""                                    # "synthetic" or "wmt16"
     files: dict = field(default_factory=dict)           # "train.en" -> {"bytes": int, "lines": int}
@@ -38,12 +38,12 @@ class DataStats:
     def train_lines(self) -> int:
         return self.files.get("train.en", {}).get("lines", 0)
 
-    def answer(self) -> str:
-        return (f"The training set is {self.train_mb:,.1f} MB (train.en + train.de, cleaned text) with "
-                f"{self.train_lines:,} lines, i.e. sentence pairs; {self.train_examples:,} of them are at most "
-                f"{self.max_tokens} BPE tokens long and are used for training.")
-
     # --- display -------------------------------------------------------------------------------------
+    def __repr__(self) -> str:  # what a notebook shows when a cell ends with nk.prepare(...)
+        return (f"DataStats: {self.source or 'unknown'} corpus, {self.train_lines:,} training pairs, "
+                f"{self.train_examples:,} within {self.max_tokens} BPE tokens, a {self.vocab_size:,}-piece BPE "
+                f"vocabulary (.table() for every split)")
+
     def rows(self) -> list[dict]:
         rows = []
         for split in ("train", "dev", "test"):

@@ -1,0 +1,239 @@
+"""The student release (`nmtkit release`): built from this instructor kit into a fresh directory and imported from
+there in subprocesses (no new venv), it carries no solution, verdict, rubric or expected figure; its checks are
+formative and cannot be searched; its notebook 04 runs with the instructor's solutions put in, and the same
+submission grades in this kit with the hidden checks."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from nmtkit.analysis import load_run, reference_run
+from nmtkit.course import release, student
+from nmtkit.course.decisions import decide
+from nmtkit.course.exercises import TARGETS
+from nmtkit.course.rubric import RUBRIC
+from nmtkit.course.verdicts import NCCL_WAIT, NVML_MEANING
+
+ROOT = Path(__file__).resolve().parents[1]
+NB04 = "04_monitoring_analysis.ipynb"
+NUMBER = re.compile(r"(?<![\w.])[-+]?\d[\d,_]*\.?\d*(?:[eE][-+]?\d+)?")
+# the reference run's own logs, as the run wrote them (they hold its measurements, as a student's run would)
+RUN_LOGS = re.compile(r"nmtkit/reference/[^/]+/(?:ranks/|monitor/|translations/|scalars\.jsonl|run\.json|config\.json"
+                      r"|data_stats\.json|checkpoints/)")
+
+
+@pytest.fixture(scope="module")
+def kit(tmp_path_factory):
+    return release.build(tmp_path_factory.mktemp("release") / "kit")
+
+
+@pytest.fixture(scope="module")
+def figures():
+    """(question, name, value) of every figure the grader's decisions accept on the reference run. Ratios near 1
+    (bytes measured over the ring's bound) are left out: any ratio of two like quantities prints as 1.00."""
+    d = decide(load_run(reference_run()))
+    return [(q, k, v) for q, vals in d.items() if q != "missing" for k, v in vals.items()
+            if k in TARGETS.get(q, {}) and isinstance(v, float) and v and not 0.95 < v < 1.05]
+
+
+def printed(v: float, text: str) -> list[str]:
+    """The numbers in `text` that are `v` as printed to 3 or more significant digits (4 for a whole number: three
+    digits alone, such as 958 Mbit/s, meet too many unrelated figures)."""
+    hits = []
+    for m in NUMBER.finditer(text):
+        tok = m.group(0).replace(",", "").replace("_", "")
+        digits = len(re.sub(r"\D", "", re.split(r"[eE]", tok)[0]).lstrip("0"))
+        if not re.search(r"[.eE]", tok):
+            digits = digits if digits >= 4 else 0
+        try:
+            x = float(tok)
+        except ValueError:
+            continue
+        if digits >= 3 and x and (float(f"{v:.{digits}g}") == x or float(f"{v:.{digits - 1}e}") == x):
+            hits.append(tok)
+    return hits
+
+
+def in_release(kit: Path, code: str, *args: str, timeout: int = 180) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(kit), "TF_USE_LEGACY_KERAS": "1"}
+    return subprocess.run([sys.executable, "-c", code, str(kit), *args], cwd=kit, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def texts(root: Path):
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and not RUN_LOGS.search(p.relative_to(root).as_posix()):
+            try:
+                yield p.relative_to(root).as_posix(), p.read_text()
+            except UnicodeDecodeError:
+                continue
+
+
+def test_the_release_holds_no_solution_verdict_rubric_or_expected_figure(kit, figures):
+    names = {p.name for p in (kit / "nmtkit" / "course").glob("*.py")}
+    assert not names & {f"{m}.py" for m in release.INSTRUCTOR_MODULES}, names
+    assert {"exercises.py", "student.py"} <= names
+    assert not (kit / "docs" / "instructors.md").exists() and not (kit / "tools").exists()
+    instructor = student.read_notebook(ROOT / "notebooks" / NB04)
+    model_answers = [line.strip() for c in instructor.cells if (student.role(c) or ("", "", ""))[2] == "verdict"
+                     for line in re.findall(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", c.source, re.S)[0].split("\n")
+                     if len(line.strip()) > 40]
+    assert len(model_answers) > 11
+    forbidden = ["### BEGIN SOLUTION", "### BEGIN HIDDEN TESTS", NVML_MEANING[:60], NCCL_WAIT[:60],
+                 *(r[:60] for r in RUBRIC.values()), *model_answers]
+    leaks = []
+    for rel, text in texts(kit):
+        leaks += [(rel, f[:40]) for f in forbidden if f in text]
+        leaks += [(rel, q, k, hit) for q, k, v in figures for hit in printed(v, text)]
+    assert not leaks, leaks[:10]
+    manifest = json.loads((kit / "nmtkit" / "reference" / "rehearsal-200mbit" / "manifest.json").read_text())
+    assert "checks" not in manifest and "bytes_per_step_by_counters" not in manifest and manifest["command"]
+    nb = nbformat.read(kit / "notebooks" / NB04, 4)
+    assert not any(c.get("outputs") for c in nb.cells) and not any(student.is_instructor(c) for c in nb.cells)
+
+
+IMPORTS = r"""
+import importlib.util, json, sys
+import nmtkit
+from nmtkit.notebook import Analysis
+from nmtkit.course import exercises
+from nmtkit import cli
+rcs = {}
+for args in (["report", "--run", sys.argv[2], "--instructor"], ["grade", "--submission", "."]):
+    try:
+        rcs[args[0]] = cli.main(args)
+    except SystemExit as e:
+        rcs[args[0]] = e.code
+rcs["plain"] = cli.main(["report", "--run", sys.argv[2], "--out", sys.argv[3]])
+print(json.dumps({"file": nmtkit.__file__, "verdict": hasattr(Analysis, "verdict"), "rcs": rcs,
+                  "modules": [m for m in ("decisions", "hidden", "judgments", "verdicts", "rubric", "grade")
+                              if importlib.util.find_spec("nmtkit.course." + m)],
+                  "decide": [n for n in ("decide", "_expected", "expected", "graded") if hasattr(exercises, n)]}))
+"""
+
+
+def test_the_release_imports_alone_without_verdicts_and_its_report_holds_measurements_only(kit, figures, tmp_path):
+    out = in_release(kit, IMPORTS, str(reference_run()), str(tmp_path / "rep"))
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["file"].startswith(str(kit)), got
+    assert got["verdict"] is False and got["modules"] == [] and got["decide"] == [], got
+    assert got["rcs"]["report"] == 2 and got["rcs"]["grade"] == 2 and got["rcs"]["plain"] == 0, got
+    report = (tmp_path / "rep" / "report.md").read_text()
+    blocks = [json.loads(b) for b in re.findall(r"```json\n(.*?)\n```", report, re.S)]
+    assert len(blocks) >= 8
+    bad = []
+
+    def walk(o, key=""):
+        if isinstance(o, bool) or key in ("verdict", "bottleneck", "fully_trained"):
+            bad.append((key, o))
+        elif isinstance(o, dict):
+            [walk(v, k) for k, v in o.items()]
+        elif isinstance(o, list):
+            [walk(v, key) for v in o]
+        elif isinstance(o, float):
+            bad.extend((key, o, q, k) for q, k, v in figures if abs(o - v) <= 1e-4 * abs(v))
+    for b in blocks:
+        walk(b)
+    assert not bad, bad
+
+
+FORMATIVE = r"""
+import json, sys
+import nmtkit as nk
+from nmtkit.errors import ExerciseError
+rep = nk.analyse([], reference=True)
+want = json.loads(sys.argv[2])
+def reply(**figures):
+    try:
+        nk.check(rep, "q4", run=rep.reference, **figures)
+        return "printed"
+    except ExerciseError as e:
+        return str(e)
+out = {}
+for f in (0.5, 0.98, 0.999, 1.0, 1.001, 1.02, 2.0):
+    import io, contextlib
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        r = reply(**{k: v * f for k, v in want.items()})
+    out[str(f)] = r + buf.getvalue()
+out["percent"] = reply(**{**want, "mfu": want["mfu"] * 100})
+print(json.dumps(out))
+"""
+
+
+def test_the_releases_check_is_formative_and_cannot_be_bisected(kit):
+    want = decide(load_run(reference_run()))["q4"]
+    out = in_release(kit, FORMATIVE, json.dumps(want))
+    assert out.returncode == 0, out.stderr[-2000:]
+    replies = json.loads(out.stdout.strip().splitlines()[-1])
+    scaled = {k: v for k, v in replies.items() if k != "percent"}
+    assert len(set(scaled.values())) == 1, scaled  # below, at and above the accepted value: one reply
+    assert "right form" in replies["1.0"] and "too" not in replies["1.0"]
+    lo, hi = 0.5, 2.0  # a bisection that only has the replies learns nothing: both ends answer alike
+    assert replies[str(lo)] == replies[str(hi)]
+    assert "fraction" in replies["percent"] and "too" not in replies["percent"]
+
+
+def test_notebook_04_of_the_release_runs_with_the_solutions_and_grades_here(kit, figures, tmp_path):
+    from nbclient import NotebookClient
+    from nmtkit.course.grade import grade
+    instructor = student.read_notebook(ROOT / "notebooks" / NB04)
+    answers = {student.grade_id(c): c.source for c in instructor.cells if (student.role(c) or ("", "", ""))[2] != "check"
+               and student.grade_id(c)}
+    nb = nbformat.read(kit / "notebooks" / NB04, 4)
+    for c in nb.cells:
+        if student.grade_id(c) in answers:
+            c.source = answers[student.grade_id(c)]
+    sub = tmp_path / "submission"
+    sub.mkdir()
+    nbformat.write(nb, sub / NB04)
+    ws = tmp_path / "ws"
+    shutil.copytree(reference_run(), ws / "runs" / "horovod")
+    env = {**os.environ, "PYTHONPATH": str(kit), "NMTKIT_WORKDIR": str(ws), "TF_USE_LEGACY_KERAS": "1"}
+    run_nb = nbformat.read(sub / NB04, 4)
+    NotebookClient(run_nb, timeout=300, kernel_name=student.kernel_name(run_nb),
+                   resources={"metadata": {"path": str(tmp_path)}}).execute(env=env)
+    shown = "\n".join(o.get("text", "") + json.dumps(o.get("data", {}).get("text/plain", ""))
+                      + json.dumps(o.get("data", {}).get("text/html", ""))
+                      for c in run_nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert "right form" in shown and "agree with the logs" not in shown  # the release's checks ran
+    assert not [(q, k, hit) for q, k, v in figures for hit in printed(v, shown)]
+    graded = grade(sub, only=["04"])[0]
+    failed = [c for c in graded["cells"] if c["status"] == "failed"]
+    assert graded["points"] == graded["max_points"] > 0 and not failed, failed
+
+
+def test_q4_fails_with_every_weight_on_both_sides_and_passes_per_side():
+    from nmtkit.course.exercises import check
+    from nmtkit.errors import ExerciseError
+    from nmtkit.notebook import analyse
+    rep = analyse([], reference=True)
+    ref = rep.reference
+    st = ref.ranks[ref.ranks.groupby("rank").cumcount() >= 3]
+    peak, step_s = ref.status["summary"]["peak_flops"], st.step_time.mean()
+    wrong = 6 * ref.status["params"] * st.tokens.mean()
+    with pytest.raises(ExerciseError, match="flops_per_step: too high"):
+        check(rep, "q4", run=ref, flops_per_step=wrong, tokens_per_s=st.tokens.mean() / step_s,
+              mfu=wrong / step_s / peak)
+    m, vocab = ref.config.model, ref.status["summary"]["vocab_size"]
+    d, f = m.d_model, m.d_ff
+    fwd = 2 * (m.encoder_layers * (4 * d * d + 2 * d * f) * st.src_tokens
+               + (m.decoder_layers * (8 * d * d + 2 * d * f) + vocab * d) * st.tgt_tokens)
+    fwd += 4 * d * (m.encoder_layers * st.src_tokens * st.src_len + m.decoder_layers * st.tgt_tokens * (st.tgt_len + st.src_len))
+    flops = (3 * fwd).mean()
+    check(rep, "q4", run=ref, flops_per_step=flops, tokens_per_s=st.tokens.mean() / step_s, mfu=flops / step_s / peak)
+    # the graded MFU is train_flops over the steps run.json names, and run.json's own figure (within 1%)
+    s = ref.status["summary"]
+    named = ref.ranks[ref.ranks.step.between(s["mfu_first_step"], s["mfu_last_step"])]
+    from nmtkit.model.flops import steady_mfu
+    assert steady_mfu(named.to_dict("records"), m, vocab, peak) == pytest.approx(flops / step_s / peak, rel=0.01)
+    assert s["mfu"] == pytest.approx(flops / step_s / peak, rel=0.01)
