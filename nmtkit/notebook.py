@@ -137,6 +137,8 @@ def analyse(runs=("baseline", "horovod"), out_dir: str | Path | None = None, ref
         from nmtkit.analysis.reference import reference_run
         found.append(reference_run())
         print(f"found   the reference run {found[-1].name} (2 hosts x 2 ranks over a shaped link, shipped with nmtkit)")
+    if out_dir is None and found and reference and found[0] == found[-1]:  # the reference alone: never write into
+        out_dir = workspace() / "runs" / "report"                          # the package, into the workspace
     return Analysis(report.analyse(found, out_dir) if found else None, found)
 
 

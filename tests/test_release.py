@@ -150,7 +150,7 @@ FORMATIVE = r"""
 import json, sys
 import nmtkit as nk
 from nmtkit.errors import ExerciseError
-rep = nk.analyse([], reference=True)
+rep = nk.analyse([], sys.argv[1] + "/report", reference=True)
 want = json.loads(sys.argv[2])
 def reply(**figures):
     try:
@@ -212,11 +212,11 @@ def test_notebook_04_of_the_release_runs_with_the_solutions_and_grades_here(kit,
     assert graded["points"] == graded["max_points"] > 0 and not failed, failed
 
 
-def test_q4_fails_with_every_weight_on_both_sides_and_passes_per_side():
+def test_q4_fails_with_every_weight_on_both_sides_and_passes_per_side(tmp_path):
     from nmtkit.course.exercises import check
     from nmtkit.errors import ExerciseError
     from nmtkit.notebook import analyse
-    rep = analyse([], reference=True)
+    rep = analyse([], tmp_path, reference=True)
     ref = rep.reference
     st = ref.ranks[ref.ranks.groupby("rank").cumcount() >= 3]
     peak, step_s = ref.status["summary"]["peak_flops"], st.step_time.mean()
