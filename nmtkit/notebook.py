@@ -103,6 +103,21 @@ class Analysis:
         """The files under `folder` of a run, relative to it (the reference run: as it was listed when frozen)."""
         return report.listing(run, folder)
 
+    def recap(self, namespace: dict) -> pd.DataFrame:
+        """Notebook 04's closing table: per question, the figures your own cells computed (read from `namespace`,
+        the notebook's globals()), to read beside your verdicts; a figure you did not compute says so."""
+        from nmtkit.analysis.questions import TITLES
+        from nmtkit.course.targets import TARGETS
+        def shown(v) -> str:
+            if v is None:
+                return "(not computed)"
+            if isinstance(v, (bool, int, float)) or getattr(v, "ndim", None) == 0:  # numpy scalars too
+                return str(bool(v)) if str(getattr(v, "dtype", type(v).__name__)).startswith("bool") else f"{float(v):.4g}"
+            return str(v)
+        rows = [{"question": f"Q{q[1:]}. {TITLES[int(q[1:])]}", "figure": name, "yours": shown(namespace.get(name))}
+                for q, figures in TARGETS.items() for name in figures]
+        return pd.DataFrame(rows).set_index(["question", "figure"])
+
     def evidence(self, number: int):
         return report.evidence(self.report, number)
 

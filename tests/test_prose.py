@@ -47,6 +47,25 @@ WRONG = [  # (file, claim that must not appear, why)
     ("notebooks/02_single_gpu_baseline.ipynb", "about 61M", "the cell below prints the exact count"),
     ("notebooks/05_inference_export.ipynb", "2**20", "MB means 10^6 bytes throughout"),
     ("notebooks/02_single_gpu_baseline.ipynb", "check_lr(my_lr", "the exercise copied the formula shown above it"),
+    # issue 31: what the reference run's own monitor, the homework's README and a measured link contradict
+    ("notebooks/04_monitoring_analysis.ipynb", "Gloo's allreduce keeps a core busy",
+     "a rank waiting on Gloo sleeps: the reference run's ranks used a small share of a core"),
+    ("notebooks/04_monitoring_analysis.ipynb", "cores busy nearly all the time", "that is system CPU, every process"),
+    ("nmtkit/course/rubric.py", "CPUs are busy nearly all the time", "system CPU counts every rank on one machine"),
+    ("nmtkit/course/verdicts.py", "keeps a core busy while it waits", "a waiting CPU rank sleeps"),
+    ("docs/terminal-lab.md", "as gaps", "under NCCL a GPU waiting on the allreduce reads busy"),
+    ("notebooks/03_horovod_multinode.ipynb", "each node's link carries one ring edge each way",
+     "the flat ring is a bound: NCCL's tree and Horovod's hierarchical allreduce send less"),
+    ("notebooks/03_horovod_multinode.ipynb", "the link the VMs were sold with", "no link is assumed"),
+    ("notebooks/03_horovod_multinode.ipynb", "assumed (monitor.link_gbps)", "a verdict needs a measured link"),
+    ("nmtkit/config.py", "the homework's VMs: 1 Gbit/s", "nothing measured the homework's link"),
+    ("notebooks/03_horovod_multinode.ipynb", "in **fp32** (OpenSeq2Seq's `dtype` was `tf.float32`). The kit's",
+     "the homework's README advised mixed precision at 256 per GPU"),
+    ("docs/instructors.md", "2 × 2 V100, fp32: OpenSeq2Seq's", "the precision was told two ways"),
+    ("notebooks/02_single_gpu_baseline.ipynb", "$3.06/node-hour x 1 node(s)", "local processes have no price"),
+    ("notebooks/02_single_gpu_baseline.ipynb", "the course's a budget", "not English"),
+    ("notebooks/03_horovod_multinode.ipynb", "DataStats(source=", "a notebook shows a readable line"),
+    ("notebooks/03_horovod_multinode.ipynb", "2.18.1+cuda", "a CUDA build beside 0 GPUs reads as a GPU"),
 ] + [(doc, "60.5 M", "wmt16-base has 60,880,896 parameters (notebook 02 prints it)")
      for doc in ("docs/instructors.md", "docs/terminal-lab.md", "notebooks/03_horovod_multinode.ipynb")]
 
@@ -155,3 +174,17 @@ def test_the_homeworks_exchange_in_the_docs_is_computed_from_the_parameter_count
     assert f"wmt16-base: {params:,} parameters" in printed(nb02)
     nb03 = next(c for c in cells("03_horovod_multinode") if "nk.homework_exchange(" in "".join(c["source"]))
     assert printed(nb03).strip() == exchange
+
+
+def test_the_homeworks_precision_is_told_both_ways():
+    """The shipped config was fp32, its README advised mixed precision at 256 per GPU: every place that names the
+    homework's precision says both."""
+    for rel in ("notebooks/03_horovod_multinode.ipynb", "docs/instructors.md", "docs/terminal-lab.md"):
+        t = text(ROOT / rel)
+        assert "fp32" in t and "mixed precision" in t and "256" in t, rel
+
+
+def test_local_processes_have_no_price():
+    from nmtkit import config
+    for name in config.PROFILES:
+        assert config.profile(name).monitor.price_per_node_hour == 0, name

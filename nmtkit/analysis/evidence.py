@@ -69,7 +69,10 @@ def measure_time_and_cost(run: Run, o: Options) -> tuple[dict, pd.DataFrame]:
     curve = progress_curve(run)
     if start is None or len(curve) < 2:
         raise AnalysisError("step records with wall-clock times (ranks/rank<R>.jsonl or scalars.jsonl)")
-    elapsed = end - start
+    # the sessions' own training time (run.json's spent_hours, which budgets count) where the run kept it: the
+    # clock from the first step to the last record would count the hours between sessions too
+    spent = run.status.get("spent_hours")
+    elapsed = spent * 3600 if isinstance(spent, (int, float)) and spent > 0 else end - start
     step = int(curve["step"].iloc[-1])
     # The rate over the latter 90% of the run: start-up (tracing, the first evaluation) does not recur.
     i0 = int(len(curve) * 0.1)

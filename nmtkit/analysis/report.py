@@ -110,6 +110,25 @@ def readable(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def summary_table(summary: dict) -> pd.DataFrame:
+    """A run's summary (nk.train's return, run.json's "summary") for people: FLOP/s in GFLOP/s, fractions as
+    percentages, seconds as h:mm:ss, other numbers to 4 significant digits; signatures left out."""
+    rows = {}
+    for k, v in summary.items():
+        if k.endswith("_signature"):
+            continue
+        if isinstance(v, float) and k == "peak_flops":
+            v = f"{v / 1e9:,.1f} GFLOP/s"
+        elif isinstance(v, float) and k == "mfu":
+            v = f"{v:.1%}"
+        elif isinstance(v, float) and (k in ("wall_time", "test_seconds") or k.endswith("_time")):
+            v = _duration(v) if v >= 60 else f"{v:.3g} s"
+        elif isinstance(v, float):
+            v = _cell(v)
+        rows[k] = v
+    return pd.DataFrame({"value": pd.Series(rows, dtype=object)})
+
+
 def _duration(seconds: float) -> str:
     if seconds != seconds:
         return "n/a"
@@ -124,19 +143,26 @@ def _cell(v) -> str:
 
 
 def comparison(runs: list[Run], answers: dict[str, list[Answer]]) -> pd.DataFrame:
+    """One row per run. Quality at one step every run reached (the runs differ in length: a best BLEU at step 600
+    beside one at step 200 compares nothing)."""
+    lasts = [int(r.series("eval_loss")["step"].max()) for r in runs if r.has("eval_loss")]
+    common = min(lasts) if lasts else None
+
+    def at(run, tag):
+        s = run.series(tag)
+        s = s[s["step"] <= common] if common is not None else s.iloc[0:0]
+        return float(s["value"].iloc[-1]) if not s.empty else float("nan")
     rows = []
     for run in runs:
         a = {x.number: x for x in answers[run.name]}
         st = steady_steps(run, Options().skip_steps)
-        bleu = run.series("Eval_BLEU_Score")
         tok = tokens_per_s(st) if not st.empty and "tokens" in st else float("nan")
         rows.append({
             "run": run.name, "ranks": run.n_ranks, "nodes": max(len(run.hosts), 1),
             "status": run.status.get("status", "unknown"), "steps": run.last_step,
             "elapsed (s)": a[1].evidence.get("elapsed_s", float("nan")),
             "steps/s": a[1].evidence.get("steps_per_s", float("nan")), "tokens/s total": tok * run.n_ranks,
-            "best dev BLEU": float(bleu["value"].max()) if not bleu.empty else float("nan"),
-            "final eval loss": float(run.series("eval_loss")["value"].iloc[-1]) if run.has("eval_loss") else float("nan"),
+            f"dev BLEU at step {common}": at(run, "Eval_BLEU_Score"), f"eval loss at step {common}": at(run, "eval_loss"),
         })
     return pd.DataFrame(rows)
 
@@ -219,7 +245,8 @@ def evidence(rep: Report | None, number: int) -> pd.DataFrame | str:
         ev = rep.answers[run.name][number - 1].evidence
         cols[run.name] = {k: (v if isinstance(v, (int, float, str, bool, type(None))) else json.dumps(v, default=_jsonable))
                           for k, v in ev.items()}
-    return pd.DataFrame(cols)
+    df = pd.DataFrame(cols).astype(object)
+    return df.where(df.notna(), "n/a")  # a run without this measurement says so, not NaN
 
 
 def checkpoint_names(rep: Report) -> dict[str, list[str]]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from nmtkit.course.decisions import decide
-from nmtkit.course.exercises import TARGETS, runs_of
+from nmtkit.course.targets import TARGETS, runs_of
 from nmtkit.errors import ExerciseError
 
 

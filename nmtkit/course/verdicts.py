@@ -292,8 +292,9 @@ def q11_correlation(run: Run, fig_dir, o: Options) -> Answer:
         else:
             text = "Without the bytes per step (question 5's inputs), r alone cannot tell cause from effect. "
     text += (f"As a description only: Pearson r = {r:+.2f} between step time and {iface} throughput over "
-             f"{ev['pairs']} one-sample windows ({ev['steps_matched']:,} steps), a {ev['strength']} "
-             f"{'positive' if r > 0 else 'negative'} correlation (windows without a step end are not paired).")
+             f"{ev['pairs']} one-sample windows ({ev['steps_matched']:,} steps): "
+             + (f"a {ev['strength']} {'positive' if r > 0 else 'negative'} correlation" if ev["strength"] != "no real"
+                else "no real correlation") + " (windows without a step end are not paired).")
     return Answer(11, TITLES[11], text, ev, fig, run=run.name)
 
 

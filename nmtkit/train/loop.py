@@ -50,7 +50,15 @@ def train(cfg: Config, run_dir: str | os.PathLike | RunDir, *, data_dir: str | o
     with rd.session():
         if rd.message.startswith("took over"):
             print(rd.message, flush=True)
-        return _train(cfg, rd, data_dir, dist, on_log, resume, progress)
+        return Summary(_train(cfg, rd, data_dir, dist, on_log, resume, progress))
+
+
+class Summary(dict):
+    """A run's summary: a dict, shown in a notebook as a readable table (nmtkit.analysis.report.summary_table)."""
+
+    def _repr_html_(self) -> str:
+        from nmtkit.analysis.report import summary_table
+        return summary_table(self).to_html()
 
 
 @dataclass

@@ -1,0 +1,54 @@
+"""What notebook 04's exercises ask for: per question, the figures by name, each with the tolerance it is graded
+at and a hint in words (units, the idea; never a value or a direction). Shared by the formative checks of a
+student's release (nmtkit.course.exercises) and the instructor's graded ones (nmtkit.course.hidden).
+
+Each figure's tolerance is set by what it decides: exact for a yes/no or a list of files, 1% for a formula
+evaluated on exact inputs, 2% for a mean the student may compute over slightly different steps, 10% for bytes
+counted from one-second network samples (the decision, the measured bytes against the ring's bound, needs no more).
+"""
+from __future__ import annotations
+
+EXACT, FORMULA, MEAN, COUNTED = (0.0, 0.0), (0.01, 0.0), (0.02, 0.0), (0.10, 0.0)
+FRACTIONS = ("mfu",)  # figures whose form is a fraction, not a percentage
+YES_NO = ("trained", "overfitting")
+# q -> {figure: ((relative, absolute) tolerance, hint)}
+TARGETS = {
+    "q1": {"step_s": (MEAN, "seconds per step of the steady steps of every rank: the first steps of each rank "
+                            "trace the graph and are no guide to the rest"),
+           "hours_to_target": (MEAN, "the homework's step count times this run's own seconds per step, in hours; "
+                                     "nothing scaled to another model")},
+    "q2": {"bleu_gain": ((0, 0.01), "BLEU points: the best evaluation inside the window minus the best before it"),
+           "loss_drop": ((0, 0.001), "eval loss: the best before the window minus the best inside it"),
+           "trained": (EXACT, "both curves must pass the stated rule; a curve still improving means not trained")},
+    "q3": {"loss_up": ((0, 0.001), "the last eval loss minus the lowest eval loss of the run"),
+           "overfitting": (EXACT, "decided on the held-out loss: did it turn up while the train loss kept falling?")},
+    "q4": {"flops_per_step": (MEAN, "model FLOPs of one rank's step from the shape: 2 per weight per token forward, "
+                                    "3x that with the backward pass, each side's weights with its own side's "
+                                    "tokens, plus attention over the padded lengths"),
+           "tokens_per_s": (MEAN, "source + target tokens one rank processes per second of steady step"),
+           "mfu": (MEAN, "FLOPs per step over seconds per step over the peak the run measured; a fraction, not a "
+                         "percentage")},
+    "q5": {"bytes_per_param": (EXACT, "what one gradient value costs on the wire depends on the run's gradient compression setting"),
+           "bound_mb": (FORMULA, "the flat ring's bound for N ranks, in MB of 10^6 bytes"),
+           "measured_over_bound": (COUNTED, "bytes counted on the link between two step ends, per step, over the "
+                                            "bound; busier direction of the inter-node interface"),
+           "link_s_1g": (FORMULA, "the bound in bits over the link's bits per second"),
+           "link_s_10g": (FORMULA, "the bound in bits over the link's bits per second")},
+    "q6": {"lr_8k": (FORMULA, "the homework's own config, not this run's; step 8,000 is the end of the warm-up"),
+           "lr_300k": (FORMULA, "the homework's own config, not this run's; after the warm-up the schedule decays")},
+    "q7": {"train_mb": (FORMULA, "both sides of the training split, the cleaned text only, in 10^6 bytes"),
+           "train_mib": (FORMULA, "the same bytes in mebibytes, 2^20 bytes each")},
+    "q8": {"files": (EXACT, "only the newest checkpoint's files, and the small state file that names it; no "
+                            "directories, no older checkpoints")},
+    "q9": {"predicted_mb": (FORMULA, "float32 weights plus Adam's two slots of the same shape, from the parameter "
+                                     "count alone, in 10^6 bytes")},
+    "q10": {"mean_ms": (MEAN, "milliseconds over the steady steps of every rank"),
+            "tokens_per_step": (MEAN, "one step is one update of all ranks together: add the ranks' tokens")},
+    "q11": {"bytes_per_step_mb": (COUNTED, "bytes counted on the link between two step ends, per step"),
+            "link_share": (COUNTED, "the time those bytes need on the measured link, over the mean step time")},
+}
+
+
+def runs_of(rep) -> list:
+    rep = getattr(rep, "report", rep)  # an nmtkit.notebook.Analysis or a Report
+    return list(rep.runs) if rep is not None else []
