@@ -39,6 +39,7 @@ MONITOR_DIR = "monitor"
 CHECKPOINTS = "checkpoints"
 BEST = "checkpoints/best"
 TRANSLATIONS = "translations"
+DEV_REFERENCES = "dev.ref.de"  # under TRANSLATIONS: the dev references the dev.<step>.de hypotheses are scored against
 STATUS = "run.json"
 ERROR_LOG = "nmtkit-error.log"
 BEST_JSON = "checkpoints/best/best.json"

@@ -388,3 +388,20 @@ def test_report_side_by_side_and_cli(tmp_path, checkpoint_dir, capsys):
     assert [a["number"] for a in data["horovod"]] == list(range(1, 12))
     assert main(["report", "--run", str(tmp_path / "nothing")]) == 1
     assert "nmtkit: " in capsys.readouterr().err
+
+
+def test_q2_bleu_tolerance_stays_above_the_runs_own_bleu_noise():
+    """BLEU on a few dev sentences is noisy: the plateau rule's BLEU tolerance is at least twice the bootstrap
+    standard deviation of the run's last evaluation, measured from its translations and dev references."""
+    from nmtkit.analysis import reference_run
+    from nmtkit.course.decisions import q2
+    run = load_run(reference_run())
+    noise = evidence.bleu_noise(run)
+    assert noise["bleu_bootstrap_sentences"] == run.config.eval.dev_sentences and noise["bleu_bootstrap_std"] > 0.5
+    tol, why = evidence.bleu_tolerance(run, evidence.Options())
+    assert tol >= 2 * noise["bleu_bootstrap_std"] and "bootstrap" in why
+    ev, _, _ = evidence.measure_plateau(run, evidence.Options())
+    assert ev["bleu_bootstrap_std"] == noise["bleu_bootstrap_std"] and "bootstrap" in ev["rule"]
+    gain = q2(run, evidence.Options())["bleu_gain"]
+    flat = judgments.plateau_rule(run.series("Eval_BLEU_Score")["value"].tolist(), 3, 0.01, True, tol)[0]
+    assert flat == (gain <= tol)  # a gain inside the noise is no progress

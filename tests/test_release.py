@@ -183,7 +183,7 @@ def test_the_releases_check_is_formative_and_cannot_be_bisected(kit):
     assert "fraction" in replies["percent"] and "too" not in replies["percent"]
 
 
-def test_notebook_04_of_the_release_runs_with_the_solutions_and_grades_here(kit, figures, tmp_path):
+def test_notebook_04_of_the_release_runs_with_the_solutions_and_grades_here(kit, figures, tmp_path, monkeypatch):
     from nbclient import NotebookClient
     from nmtkit.course.grade import grade
     instructor = student.read_notebook(ROOT / "notebooks" / NB04)
@@ -212,7 +212,12 @@ def test_notebook_04_of_the_release_runs_with_the_solutions_and_grades_here(kit,
     assert "(not computed)" not in recap_text and "flops_per_step" in recap_text and "link_share" in recap_text
     assert "right form" in shown and "agree with the logs" not in shown  # the release's checks ran
     assert not [(q, k, hit) for q, k, v in figures for hit in printed(v, shown)]
+    import tempfile
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     graded = grade(sub, only=["04"])[0]
+    assert not list(scratch.iterdir())  # grading leaves nothing behind in the temp directory
     failed = [c for c in graded["cells"] if c["status"] == "failed"]
     assert graded["points"] == graded["max_points"] > 0 and not failed, failed
 

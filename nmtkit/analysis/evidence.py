@@ -102,6 +102,48 @@ def measure_time_and_cost(run: Run, o: Options) -> tuple[dict, pd.DataFrame]:
     return ev, curve
 
 
+def bleu_noise(run: Run, resamples: int = 200, seed: int = 0) -> dict | None:
+    """How much dev BLEU moves by which sentences the dev set happens to hold: the standard deviation of corpus BLEU
+    over `resamples` bootstrap resamples (sentences drawn with replacement) of the last evaluation's translations
+    against the dev references (translations/dev.<step>.de, dev.ref.de). None without those files."""
+    cache = run.__dict__.setdefault("_bleu_noise", {})  # 200 corpus BLEUs: once per run and kernel
+    if (resamples, seed) not in cache:
+        cache[(resamples, seed)] = _bootstrap(run, resamples, seed)
+    return cache[(resamples, seed)]
+
+
+def _bootstrap(run: Run, resamples: int, seed: int) -> dict | None:
+    import sacrebleu
+    from nmtkit import runs
+    d = run.path / runs.TRANSLATIONS
+    steps = sorted(int(p.name.split(".")[1]) for p in d.glob("dev.*.de") if p.name.split(".")[1].isdigit())
+    if not steps or not (d / runs.DEV_REFERENCES).is_file():
+        return None
+    hyp = (d / f"dev.{steps[-1]}.de").read_text(encoding="utf-8").splitlines()
+    ref = (d / runs.DEV_REFERENCES).read_text(encoding="utf-8").splitlines()
+    if len(hyp) != len(ref) or len(ref) < 2:
+        return None
+    rng = np.random.default_rng(seed)
+    scores = [sacrebleu.corpus_bleu([hyp[i] for i in idx], [[ref[i] for i in idx]]).score
+              for idx in rng.integers(0, len(ref), size=(resamples, len(ref)))]
+    return {"bleu_bootstrap_std": float(np.std(scores, ddof=1)), "bleu_bootstrap_resamples": resamples,
+            "bleu_bootstrap_sentences": len(ref), "bleu_bootstrap_step": steps[-1]}
+
+
+def bleu_tolerance(run: Run, o: Options) -> tuple[float, str]:
+    """(BLEU points, why): the plateau rule's BLEU tolerance, above the run's own evaluation noise: the largest of
+    plateau_tol of the best BLEU, plateau_min_bleu, and twice the bootstrap's standard deviation."""
+    bleu = run.series("Eval_BLEU_Score")
+    noise = bleu_noise(run)
+    parts = {f"{o.plateau_tol:.0%} of the best BLEU": o.plateau_tol * float(bleu["value"].max()) if len(bleu) else 0.0,
+             "the minimum": o.plateau_min_bleu}
+    if noise:
+        parts[f"twice the bootstrap's standard deviation over {noise['bleu_bootstrap_sentences']} dev sentences"] = \
+            2 * noise["bleu_bootstrap_std"]
+    why = max(parts, key=parts.get)
+    return parts[why], why
+
+
 def measure_plateau(run: Run, o: Options) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
     """What the plateau rule reads: the evaluations of dev BLEU and of eval loss (how much the last k improved on
     those before is the student's figure, and the course's: nmtkit.course.judgments)."""
@@ -110,11 +152,13 @@ def measure_plateau(run: Run, o: Options) -> tuple[dict, pd.DataFrame, pd.DataFr
     if len(bleu) <= k and len(loss) <= k:
         raise AnalysisError(f"at least {k + 1} evaluations of dev BLEU or eval loss (have {max(len(bleu), len(loss))}); "
                       f"the plateau rule compares the last {k} with those before")
-    ev = {"rule": f"plateau = the best of the last {k} evaluations improves on the best before them by "
-                  f"at most {o.plateau_tol:.0%} (BLEU: and at most {o.plateau_min_bleu} points)",
+    ev = {"rule": f"plateau = the best of the last {k} evaluations improves on the best before them by at most "
+                  f"{o.plateau_tol:.0%} (eval loss); BLEU: by at most the largest of {o.plateau_tol:.0%} of the best, "
+                  f"{o.plateau_min_bleu} points and twice BLEU's bootstrap standard deviation (its noise)",
           "evaluations": int(max(len(bleu), len(loss))), "bleu_evaluations": len(bleu), "loss_evaluations": len(loss)}
     if len(bleu) > k:
         ev.update(bleu_best=float(bleu["value"].max()), bleu_last=float(bleu["value"].iloc[-1]))
+        ev.update(bleu_noise(run) or {})  # BLEU's own noise: what a rule's tolerance must stay above
     if len(loss) > k:
         ev.update(eval_loss_best=float(loss["value"].min()), eval_loss_last=float(loss["value"].iloc[-1]))
     return ev, bleu, loss

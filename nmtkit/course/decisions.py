@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from nmtkit import lr
-from nmtkit.analysis.evidence import Options, bytes_per_param, steady_steps
+from nmtkit.analysis.evidence import Options, bleu_tolerance, bytes_per_param, steady_steps
 from nmtkit.analysis.logs import Run, checkpoint_info
 from nmtkit.config import profile
 from nmtkit.course.judgments import plateau_rule
@@ -49,7 +49,7 @@ def q2(run: Run, o: Options) -> dict:
     k_b, k_l = int((bleu["step"] > last - window).sum()), int((loss["step"] > last - window).sum())
     if k_b >= len(bleu) or k_l >= len(loss):
         raise AnalysisError(f"evaluations before the last {window} steps")
-    flat_b, gain = plateau_rule(bleu["value"].tolist(), k_b, o.plateau_tol, True, o.plateau_min_bleu)
+    flat_b, gain = plateau_rule(bleu["value"].tolist(), k_b, o.plateau_tol, True, bleu_tolerance(run, o)[0])
     flat_l, drop = plateau_rule(loss["value"].tolist(), k_l, o.plateau_tol, False)
     return {"window_steps": window, "bleu_gain": gain, "loss_drop": drop, "trained": bool(flat_b and flat_l)}
 

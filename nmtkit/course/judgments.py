@@ -12,7 +12,7 @@ import pandas as pd
 
 import nmtkit.analysis.machines as M
 from nmtkit import monitor
-from nmtkit.analysis.evidence import Options, bytes_per_param, loss_gap_table, steady_steps, step_times, tokens_per_s
+from nmtkit.analysis.evidence import Options, bleu_tolerance, bytes_per_param, loss_gap_table, steady_steps, step_times, tokens_per_s
 from nmtkit.analysis.logs import Run
 
 
@@ -36,7 +36,7 @@ def q2(run: Run, o: Options) -> dict:
     bleu, loss = run.series("Eval_BLEU_Score"), run.series("eval_loss")
     if len(bleu) > k:
         out["bleu_plateau"], out["bleu_gain_last_k"] = plateau_rule(bleu["value"].tolist(), k, o.plateau_tol, True,
-                                                                    o.plateau_min_bleu)
+                                                                    bleu_tolerance(run, o)[0])
     if len(loss) > k:
         out["eval_loss_plateau"], out["eval_loss_drop_last_k"] = plateau_rule(loss["value"].tolist(), k,
                                                                               o.plateau_tol, False)

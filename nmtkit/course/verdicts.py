@@ -12,6 +12,7 @@ from pathlib import Path
 
 import nmtkit.course.decisions as D
 import nmtkit.course.judgments as J
+import nmtkit.analysis.evidence as E
 from nmtkit.analysis.evidence import Options  # noqa: F401  Options is part of this module's API
 from nmtkit.analysis.logs import Run
 import nmtkit.analysis.questions as Q
@@ -48,9 +49,10 @@ def q2_fully_trained(run: Run, fig_dir, o: Options) -> Answer:
     done = ev["fully_trained"]
     try:
         d = D.q2(run, o)
-        ev.update(window_steps=d["window_steps"], trained_in_steps=d["trained"])
+        tol, why = E.bleu_tolerance(run, o)
+        ev.update(window_steps=d["window_steps"], trained_in_steps=d["trained"], bleu_tolerance=tol)
         parts.insert(0, f"by the rule 'the best of the last {d['window_steps']} steps' evaluations beats the best "
-                        f"before them by at most {o.plateau_tol:.0%} (BLEU: and {o.plateau_min_bleu} points)'")
+                        f"before them by at most {o.plateau_tol:.0%} (BLEU: at most {tol:.2f} points, {why})'")
     except AnalysisError:
         pass
     text = (("Yes: " if done else "No: ") + "; ".join(parts) + ". "
@@ -130,8 +132,7 @@ def q4_utilisation(run: Run, fig_dir, o: Options) -> Answer:
                 f"share one machine (the rehearsal's network namespaces, the course's local engines) it counts "
                 f"every rank and the sampler together. A rank waiting on Gloo's allreduce sleeps in a socket read: "
                 f"it costs the step time but no CPU, so busy system CPU beside idle rank processes means the machine "
-                f"was busy, not that these ranks computed. On GPUs it is the other way round: {NCCL_WAIT} Question 5 "
-                f"decides whether the network held the steps back.")
+                f"was busy, not that these ranks computed. On GPUs it is the other way round: {NCCL_WAIT}")
     elif ev["fully_utilised"]:
         text = f"Busy by NVML's measure: {listing}.{mfu} {NVML_MEANING} {NCCL_WAIT}"
     else:

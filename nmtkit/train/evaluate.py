@@ -50,6 +50,8 @@ class Evaluator:
         ev["eval_loss"] = self.trainer.eval_loss(make_dataset(self.data_dir, "dev", self.cfg.data, shuffle=False,
                                                               repeat=False, truncate=self.cfg.model.max_positions))
         write_lines_atomic(self.run / runs.TRANSLATIONS / f"dev.{step}.de", ev["hypotheses"])
+        if not (self.run / runs.TRANSLATIONS / runs.DEV_REFERENCES).exists():  # what BLEU's noise is measured against
+            write_lines_atomic(self.run / runs.TRANSLATIONS / runs.DEV_REFERENCES, self.dev_ref)
         self.scalars.write(step, {"eval_loss": ev["eval_loss"], "Eval_BLEU_Score": ev["bleu"],
                                   "eval_chrF": ev["chrf"]})
         if ev["bleu"] > self.best_bleu:
