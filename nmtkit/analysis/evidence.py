@@ -117,11 +117,11 @@ def _bootstrap(run: Run, resamples: int, seed: int) -> dict | None:
     from nmtkit import runs
     d = run.path / runs.TRANSLATIONS
     steps = sorted(int(p.name.split(".")[1]) for p in d.glob("dev.*.de") if p.name.split(".")[1].isdigit())
-    if not steps or not (d / runs.DEV_REFERENCES).is_file():
+    if not steps:
         return None
     hyp = (d / f"dev.{steps[-1]}.de").read_text(encoding="utf-8").splitlines()
-    ref = (d / runs.DEV_REFERENCES).read_text(encoding="utf-8").splitlines()
-    if len(hyp) != len(ref) or len(ref) < 2:
+    ref = _dev_references(run, d / runs.DEV_REFERENCES, len(hyp))
+    if ref is None or len(hyp) != len(ref) or len(ref) < 2:
         return None
     rng = np.random.default_rng(seed)
     scores = [sacrebleu.corpus_bleu([hyp[i] for i in idx], [[ref[i] for i in idx]]).score
@@ -142,6 +142,17 @@ def bleu_tolerance(run: Run, o: Options) -> tuple[float, str]:
             2 * noise["bleu_bootstrap_std"]
     why = max(parts, key=parts.get)
     return parts[why], why
+
+
+def _dev_references(run: Run, saved: Path, n: int) -> list[str] | None:
+    """The dev references the hypotheses were scored against: saved beside them by training, else (a run from an
+    older kit) the first n lines of dev.de in the run's data directory, when it is still there."""
+    if saved.is_file():
+        return saved.read_text(encoding="utf-8").splitlines()
+    data = Path(run.config.data.dir) / "dev.de" if run.config and run.config.data.dir else None
+    if data is None or not data.is_file():
+        return None
+    return data.read_text(encoding="utf-8").splitlines()[:n]
 
 
 def measure_plateau(run: Run, o: Options) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
