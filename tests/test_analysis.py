@@ -405,3 +405,17 @@ def test_q2_bleu_tolerance_stays_above_the_runs_own_bleu_noise():
     gain = q2(run, evidence.Options())["bleu_gain"]
     flat = judgments.plateau_rule(run.series("Eval_BLEU_Score")["value"].tolist(), 3, 0.01, True, tol)[0]
     assert flat == (gain <= tol)  # a gain inside the noise is no progress
+
+
+def test_bleu_bootstrap_from_sentence_statistics_equals_corpus_bleu_on_each_resample():
+    import numpy as np
+    import sacrebleu
+    from nmtkit.analysis import reference_run
+    run = load_run(reference_run())
+    d = run.path / "translations"
+    hyp = (d / "dev.480.de").read_text().splitlines()
+    ref = (d / "dev.ref.de").read_text().splitlines()
+    rng = np.random.default_rng(0)
+    naive = [sacrebleu.corpus_bleu([hyp[i] for i in idx], [[ref[i] for i in idx]]).score
+             for idx in rng.integers(0, len(ref), size=(20, len(ref)))]
+    assert evidence._bootstrap(run, 20, 0)["bleu_bootstrap_std"] == pytest.approx(np.std(naive, ddof=1), rel=1e-9)

@@ -123,8 +123,12 @@ def _bootstrap(run: Run, resamples: int, seed: int) -> dict | None:
     ref = _dev_references(run, d / runs.DEV_REFERENCES, len(hyp))
     if ref is None or len(hyp) != len(ref) or len(ref) < 2:
         return None
+    # per-sentence n-gram statistics once, summed per resample: what sacrebleu's own paired bootstrap does
+    # (sacrebleu.compat's significance tests), equal to corpus_bleu on the resampled sentences and ~100x faster
+    bleu = sacrebleu.metrics.BLEU()
+    stats = np.array(bleu._extract_corpus_statistics(hyp, [ref]))
     rng = np.random.default_rng(seed)
-    scores = [sacrebleu.corpus_bleu([hyp[i] for i in idx], [[ref[i] for i in idx]]).score
+    scores = [bleu._compute_score_from_stats(list(stats[idx].sum(0))).score
               for idx in rng.integers(0, len(ref), size=(resamples, len(ref)))]
     return {"bleu_bootstrap_std": float(np.std(scores, ddof=1)), "bleu_bootstrap_resamples": resamples,
             "bleu_bootstrap_sentences": len(ref), "bleu_bootstrap_step": steps[-1]}
