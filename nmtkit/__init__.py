@@ -11,6 +11,7 @@ Students reach the kit through one name, `import nmtkit as nk`:
                  nk.attach(run), nk.assign_slots(nodes), nk.rank_env(slot, ...), nk.compression_trials(...)
     analysis     nk.analyse(["baseline", "horovod"]) -> Analysis (.figure, .evidence, .comparison, .run, .write;
                  .verdict for instructors), nk.check(rep, "qN", **figures), nk.check_plan(plan)
+    bottleneck   nk.lab_runs() (one row per run: the shipped lab runs, or yours), nk.link_samples(run) (notebook 04)
     exercises    nk.check_file_size (01), nk.check_schedule (02), nk.check_link_share (03), nk.check_batching (05)
     prose        nk.wmt16_facts(), nk.link_table(trials, gbps), nk.measured_link(), nk.homework_exchange(), nk.draw_ring(trials): the
                  figures the notebooks' text states, computed
@@ -52,6 +53,7 @@ _FRONT = {
     "rank_env": ("nmtkit.cluster.plan", "rank_env"), "compression_trials": ("nmtkit.cluster.link", "compression_trials"),
     "analyse": ("nmtkit.notebook", "analyse"), "check": ("nmtkit.course.exercises", "check"),
     "check_plan": ("nmtkit.course.exercises", "check_plan"),
+    "lab_runs": ("nmtkit.analysis.lab", "lab_runs"), "link_samples": ("nmtkit.analysis.lab", "link_samples"),
     "align_steps_to_network": ("nmtkit.analysis.machines", "align_steps_to_network"),
     "export": ("nmtkit.export", "export"), "load_export": ("nmtkit.export", "load"),
     "translate_in_fresh_process": ("nmtkit.export", "translate_in_fresh_process"),
@@ -78,7 +80,7 @@ _INTRODUCED = {
                                "checkpoint_files", "Translator", "analyse", "check_schedule"),
     "03_horovod_multinode": ("Cluster", "panel", "assign_slots", "rank_env", "compression_trials", "check_plan",
                              "check_link_share", "link_table", "measured_link", "homework_exchange", "draw_ring"),
-    "04_monitoring_analysis": ("check", "workspace"),
+    "04_monitoring_analysis": ("check", "workspace", "lab_runs", "link_samples"),
     "05_inference_export": ("export", "load_export", "translate_in_fresh_process", "latency", "translation_box",
                             "check_batching"),
 }

@@ -114,7 +114,8 @@ class Analysis:
             if isinstance(v, (bool, int, float)) or getattr(v, "ndim", None) == 0:  # numpy scalars too
                 return str(bool(v)) if str(getattr(v, "dtype", type(v).__name__)).startswith("bool") else f"{float(v):.4g}"
             return str(v)
-        rows = [{"question": f"Q{q[1:]}. {TITLES[int(q[1:])]}", "figure": name, "yours": shown(namespace.get(name))}
+        title = lambda q: f"Q{q[1:]}. {TITLES[int(q[1:])]}" if q[1:].isdigit() else f"Lab: {q[4:]}"  # noqa: E731
+        rows = [{"question": title(q), "figure": name, "yours": shown(namespace.get(name))}
                 for q, figures in TARGETS.items() for name in figures]
         return pd.DataFrame(rows).set_index(["question", "figure"])
 
@@ -129,8 +130,16 @@ class Analysis:
         return report.write_report(self.found, out_dir or self.report.out_dir) if self.report else None
 
 
-def _verdict(self, number: int, rubric: bool = True) -> None:
-    """The kit's verdict on question `number` for every run, and the grading rubric (instructors' cells)."""
+def _verdict(self, number, rubric: bool = True, table=None) -> None:
+    """The kit's verdict on question `number` for every run, and the grading rubric (instructors' cells);
+    number "lab": the bottleneck lab's, on the runs of `table` (nk.lab_runs()'s; default the shipped ones)."""
+    if number == "lab":
+        from nmtkit.course.rubric import RUBRIC
+        from nmtkit.course.verdicts import lab_verdict
+        display(Markdown(f"**The lab.** {lab_verdict(table.attrs.get('paths') if table is not None else None)}"))
+        if rubric:
+            display(Markdown(f"**Rubric, the lab.** {RUBRIC['lab']}"))
+        return
     if self.report is None:
         return show_verdict(None, number, rubric)
     from nmtkit.course.verdicts import answer

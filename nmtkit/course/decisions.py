@@ -144,6 +144,77 @@ def q11(run: Run, o: Options) -> dict:
     return {"bytes_per_step_mb": per_step / MB, "link_share": per_step / link_Bps / step_seconds(run, o)}
 
 
+# --- the bottleneck lab (notebook 04): decided on a set of runs, not one --------------------------------------
+
+NEAR = 0.8  # a link sample "at the link's rate": within 20% of the rate preflight measured
+
+
+def lab(paths, o: Options | None = None) -> dict:
+    """The lab's figures on the runs at `paths` (nmtkit.analysis.lab's table): lab_predict, lab_fit, lab_fp16,
+    lab_bursts, lab_scaling; each left out (under "missing") where these runs cannot decide it."""
+    from nmtkit.analysis.lab import lab_runs, link_samples
+    o = o or Options()
+    t = lab_runs(paths, o)
+    where = dict(zip(t.index, t.attrs["paths"]))  # run name -> its directory
+    t = t.assign(ring_bytes=2 * (t["ranks"] - 1) / t["ranks"] * t["params"] * t["bytes_per_value"])
+    t = t.assign(link_s=t["ring_bytes"] * 8 / (t["link_mbit_s"] * 1e6),
+                 counted_bytes=t["link_mean_mbit_s"] * 1e6 / 8 * t["step_s"])
+    out, missing = {"table": t}, {}
+    series = t[(t["ranks"] == t["ranks"].max()) & t["link_s"].notna()]
+    ones = t[t["ranks"] == 1]
+    # the compute-only run: the one of the series whose link costs least; one run with a link: a one-rank run's
+    compute = series.loc[series["link_s"].idxmin()] if len(series) > 1 else \
+        ones.loc[ones["step_s"].idxmin()] if len(ones) and len(series) else None
+    if compute is None:
+        return {"missing": {q: "no run with a measured link and a compute-only run" for q in LAB_QUESTIONS},
+                "table": t}
+    shaped = series.drop(index=compute.name, errors="ignore")
+    comp = float(compute["step_s"])
+    t["predicted_s"] = comp + t["link_s"]
+    plain = shaped[shaped["compression"] == "none"]
+    slowest = plain.loc[plain["link_mbit_s"].idxmin()] if len(plain) else None
+    if slowest is not None:
+        out["lab_predict"] = {"compute_s": comp, "predicted_s": float(t.loc[slowest.name, "predicted_s"])}
+    else:
+        missing["lab_predict"] = "no run over a shaped link without compression"
+    if len(shaped) >= 2 and slowest is not None:
+        k, c = np.polyfit(shaped["link_s"].to_numpy(float), shaped["step_s"].to_numpy(float), 1)
+        out["lab_fit"] = {"k": float(k), "intercept_s": float(c),
+                          "eff_mbit_s": float(slowest["ring_bytes"] * 8 / (slowest["step_s"] - comp) / 1e6)}
+    else:
+        missing["lab_fit"] = "a fit needs two or more runs beside the compute-only one"
+    fp16 = shaped[shaped["compression"] == "fp16"]
+    pairs = [(n, f) for n in plain.sort_values("link_mbit_s").index for f in fp16.index
+             if abs(fp16.loc[f, "link_mbit_s"] / plain.loc[n, "link_mbit_s"] - 1) <= 0.25]
+    if pairs:
+        n, f = pairs[0]  # the slowest link with runs both with and without fp16
+        out["lab_fp16"] = {"bytes_ratio": float(t.loc[f, "counted_bytes"] / t.loc[n, "counted_bytes"]),
+                           "step_ratio": float(t.loc[f, "step_s"] / t.loc[n, "step_s"])}
+    else:
+        missing["lab_fp16"] = "no pair of runs at one link rate with and without fp16"
+    at200 = plain[(plain["link_mbit_s"] - 200).abs() <= 50]
+    if len(at200):
+        s = link_samples(Path(where[at200.index[0]]), o)
+        near = (s["mbit_s"] >= NEAR * at200["link_mbit_s"].iloc[0]).to_numpy()
+        out["lab_bursts"] = {"share_near_rate": float(near.mean()),
+                             "mean_over_rate": float(s["mbit_s"].mean() / at200["link_mbit_s"].iloc[0])}
+    else:
+        missing["lab_bursts"] = "no run at about 200 Mbit/s without compression"
+    one = t[t["ranks"] == 1]
+    two = t[(t["ranks"] == 2) & (t["hosts"] == 2)]
+    four = series[series["link_mbit_s"].between(750, 1250)]
+    if len(one) and len(two) and len(four):
+        base = float(one["tokens_per_s"].iloc[0])
+        out["lab_scaling"] = {"speedup_2": float(two["tokens_per_s"].iloc[0]) / base,
+                              "speedup_4": float(four["tokens_per_s"].iloc[0]) / base}
+    else:
+        missing["lab_scaling"] = "runs of 1 rank, 2 hosts x 1 rank and 2 hosts x 2 ranks at about 1 Gbit/s"
+    return {**out, "missing": missing}
+
+
+LAB_QUESTIONS = ("lab_predict", "lab_fit", "lab_fp16", "lab_bursts", "lab_scaling")
+
+
 DECIDERS = {f"q{i}": f for i, f in enumerate((q1, q2, q3, q4, q5, q6, q7, q8, q9, q10, q11), 1)}
 
 

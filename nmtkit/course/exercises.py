@@ -54,7 +54,7 @@ def check(rep, question: str, run=None, **values) -> None:
     """Check the student's figures for `question` ("q1".."q11"), given by name. In the instructor's kit (and in
     `nmtkit grade`) against the kit's own figures; in a student's release on their form only (units, shape), with
     the idea to revisit: the same reply for any value of the right form, so it cannot be searched."""
-    if not runs_of(rep):
+    if not question.startswith("lab_") and not runs_of(rep):
         print("no runs to check against: the reference run ships with the kit; reinstall it (pip install -e .)")
         return
     targets = TARGETS.get(question)

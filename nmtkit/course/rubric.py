@@ -26,7 +26,12 @@ RUBRIC = {
     5: "Full marks: the measured bytes per step against the flat ring's bound 2(N-1)/N x parameters x bytes per "
        "value (2 under fp16 compression), and that exchange's time at 1 and 10 Gbit/s against the step time; says "
        "which link was measured, and gives no verdict from an assumed link. Wrong: 4 bytes per value under fp16; "
-       "the flat ring's figure as exact for tree or hierarchical allreduce (it is the bound); MiB labelled MB.",
+       "the flat ring's figure as exact for tree or hierarchical allreduce (it is the bound); MiB labelled MB; "
+       "'the average rate was below the link's capacity, so the network was not the bottleneck' (the exchange comes "
+       "in bursts at the link's rate between computations: a mean over whole steps hides them; the lab's 0.1 s "
+       "samples show it); a measured rate far below the bound accepted without asking whether it is the wrong NIC "
+       "(loopback or the management interface, not the data link) or the wrong unit (bytes read as bits, MB/s as "
+       "Mbit/s: one submission read 3.5 MB/s).",
     6: "Full marks: the rates at steps 8,000 and 300,000 from the homework's config, and the shape explained by "
        "the schedule (linear warm-up, then inverse square root), computed from the step number. Wrong: 'Adam's "
        "adaptivity makes the warm-up' (Adam rescales each parameter's update; the schedule sets the rate).",
@@ -49,4 +54,15 @@ RUBRIC = {
     11: "Full marks: the bytes per step are fixed by the model (measured about the ring's bound), so bytes per "
         "second follow the step rate by construction; decided by the link's share of a step, not by Pearson r. "
         "Wrong: r as a cause; a dashboard screenshot as the evidence.",
+    "lab": "Full marks: each run's step predicted from the compute-only run plus the ring's bytes, 2(N-1)/N x "
+           "parameters x bytes per value, over the link's measured rate, before looking; then measured; a straight "
+           "line fitted through (link time, measured step) of the shaped runs with its slope k (near 1 when the "
+           "model holds) and intercept (near the compute-only step); the effective bandwidth of a slow-link run; "
+           "the misses explained (the first steps' broadcast and tracing left out, Horovod's fusion cycle, tc's "
+           "burst, the allreduce overlapping the backward pass, Gloo's reductions on the shared cores); fp16 "
+           "halving the bytes and cutting the step only where the link, not the compute, set it; the scaling "
+           "curve read with the cores: ranks beyond the cores share them. Wrong: fitting with the link's mean "
+           "rate over a step (bytes over that rate give back the step itself: slope 1, intercept 0, by "
+           "construction); 'the average was below capacity, so not the bottleneck'; a rate far below the bound "
+           "accepted without checking the NIC and the unit; reading the last scaling point as the link's limit.",
 }

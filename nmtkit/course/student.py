@@ -42,7 +42,7 @@ ROLES = ("work", "check", "verdict")
 SCHEMA_VERSION = 3  # nbgrader's cell-metadata schema
 _MARKER = re.compile(r"^(\s*)(### (?:BEGIN|END) " + "SOLUTION)\\s*$")
 _HIDDEN = re.compile(rf"^\s*{HIDDEN_BEGIN}\s*$.*?^\s*{HIDDEN_END}\s*$\n?", re.S | re.M)
-_GRADE_ID = re.compile(r"^(\d\d)-(q\d+)-(work|check|verdict)$")
+_GRADE_ID = re.compile(r"^(\d\d)-((?:q|lab)\d+)-(work|check|verdict)$")  # lab: notebook 04's bottleneck lab
 
 
 # --- the convention ----------------------------------------------------------------------------------------

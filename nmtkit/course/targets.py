@@ -9,7 +9,7 @@ counted from one-second network samples (the decision, the measured bytes agains
 from __future__ import annotations
 
 EXACT, FORMULA, MEAN, COUNTED = (0.0, 0.0), (0.01, 0.0), (0.02, 0.0), (0.10, 0.0)
-FRACTIONS = ("mfu",)  # figures whose form is a fraction, not a percentage
+FRACTIONS = ("mfu", "share_near_rate")  # figures whose form is a fraction, not a percentage
 YES_NO = ("trained", "overfitting")
 # q -> {figure: ((relative, absolute) tolerance, hint)}
 TARGETS = {

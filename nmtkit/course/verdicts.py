@@ -314,6 +314,35 @@ def answer(run: Run, number: int, fig_dir: str | Path | None = None, options: Op
     return guarded(number, run, lambda: QUESTIONS[number - 1](run, fig_dir, options or Options()))
 
 
+def lab_verdict(paths=None, options: Options | None = None) -> str:
+    """The kit's reading of the bottleneck lab's runs (the shipped ones by default), in Markdown, from the figures
+    its checks grade against (nmtkit.course.decisions.lab)."""
+    from nmtkit.analysis.lab import shipped
+    d = D.lab(list(paths or shipped()), options)
+    out = []
+    if "lab_fit" in d:
+        f, p = d["lab_fit"], d["lab_predict"]
+        out.append(f"The fit over the shaped runs gives k = {f['k']:.2f} and an intercept of {f['intercept_s']:.3f} s "
+                   f"against the compute-only run's {p['compute_s']:.3f} s: step = compute + the ring's bytes over "
+                   f"the measured rate {'holds' if 0.75 <= f['k'] <= 1.25 else 'does not hold'} here. On the "
+                   f"slowest link the gradients moved at {f['eff_mbit_s']:.0f} Mbit/s effective.")
+    if "lab_fp16" in d:
+        c = d["lab_fp16"]
+        out.append(f"fp16 carried {c['bytes_ratio']:.2f}x the bytes of none on the slowest link, and its step took "
+                   f"{c['step_ratio']:.2f}x as long.")
+    if "lab_bursts" in d:
+        b = d["lab_bursts"]
+        out.append(f"At about 200 Mbit/s, {b['share_near_rate']:.0%} of the 0.1 s samples were within 20% of the "
+                   f"link's rate while the mean was {b['mean_over_rate']:.0%} of it: the exchange runs in bursts at "
+                   f"the link's rate, so a mean below capacity does not clear the network.")
+    if "lab_scaling" in d:
+        s_ = d["lab_scaling"]
+        out.append(f"Scaling by tokens per second: 2 ranks (one per core) {s_['speedup_2']:.2f}x one rank, 4 ranks "
+                   f"{s_['speedup_4']:.2f}x: with more ranks than cores the cores, not the link, set the last point.")
+    out += [f"*Cannot decide {q}:* {why}." for q, why in d["missing"].items()]
+    return " ".join(out)
+
+
 def _hms(seconds: float) -> str:
     seconds = int(round(seconds))
     h, rest = divmod(seconds, 3600)

@@ -82,15 +82,46 @@ def freeze(rehearsal_out: Path, dest: Path, *, command: str = "") -> Path:
     report = read_json(rehearsal_out / "report.json", RehearsalError, hint="written by the rehearsal")
     if not report.get("ok"):
         raise RehearsalError(f"{rehearsal_out}/report.md: the rehearsal was not green; freeze only a green one")
+    return staged(dest, lambda stage: _write(rehearsal_out, stage, report, command))
+
+
+def copy_run(src: Path, dest: Path, rehearsal_out: Path, keep=lambda rel: True) -> None:
+    """The files the analysis reads from the run `src` into `dest` (those `keep(relative path)` accepts), machine
+    paths replaced by placeholders, and the checkpoint's listing in place of its data."""
+    places = {str(rehearsal_out): "<rehearsal>", str(CODE_ROOT): "<repo>", sys.prefix: "<venv>"}
+    files = [src / f for f in COPY if (src / f).is_file()]
+    files += [p for g in COPY_GLOBS for p in sorted(src.glob(g)) if p.is_file()]
+    for p in (p for p in files if keep(p.relative_to(src))):
+        rel = p.relative_to(src)
+        text = _scrub(p.read_text(encoding="utf-8"), places)
+        bad = [f for f in shipped.FORBIDDEN if f in text]
+        if bad:
+            raise RehearsalError(f"{rel}: still names a path under {bad} after the placeholders; add one to freeze()")
+        atomic_write_text(dest / rel, text)
+    info = logs.checkpoint_info(src, with_variables=True)
+    if info.prefix is None or info.weights_bytes is None:
+        raise RehearsalError(f"{src}: no readable checkpoint to list ({info.problem})")
+    logs.write_checkpoint_listing(info, src, dest)
+
+
+def file_list(dest: Path) -> dict:
+    """Each frozen file's size and sha256 (the manifest's "files")."""
+    return {str(p.relative_to(dest)): {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
+            for p in sorted(p for p in dest.rglob("*") if p.is_file())}
+
+
+def staged(dest: Path, write) -> Path:
+    """Build `dest` in a temporary sibling with `write(stage) -> total bytes`, then rename it into place: a failed
+    freeze leaves `dest` as it was. An existing `dest` is replaced only when it holds our manifest."""
+    dest = Path(dest).resolve()
     if dest.exists() and not (dest / shipped.MANIFEST).is_file():
         raise RehearsalError(f"{dest}: exists and holds no {shipped.MANIFEST}; not ours to replace")
     dest.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.partial-"))
     try:
-        total = _write(rehearsal_out, stage, report, command)
+        total = write(stage)
         if total > MAX_BYTES:
-            raise RehearsalError(f"{rehearsal_out}/run: {total:,} B frozen, over the {MAX_BYTES:,} B budget; "
-                                 f"make a shorter run")
+            raise RehearsalError(f"{dest.name}: {total:,} B frozen, over the {MAX_BYTES:,} B budget; make a shorter run")
         old = dest.with_name(f".{dest.name}.old") if dest.exists() else None
         if old:
             dest.rename(old)  # an earlier freeze (it has our manifest)
@@ -106,22 +137,8 @@ def freeze(rehearsal_out: Path, dest: Path, *, command: str = "") -> Path:
 def _write(rehearsal_out: Path, dest: Path, report: dict, command: str) -> int:
     """The frozen files into `dest` (empty); returns their total size."""
     src = rehearsal_out / "run"
-    places = {str(rehearsal_out): "<rehearsal>", str(CODE_ROOT): "<repo>", sys.prefix: "<venv>"}
-    files = [src / f for f in COPY if (src / f).is_file()]
-    files += [p for g in COPY_GLOBS for p in sorted(src.glob(g)) if p.is_file()]
-    for p in files:
-        rel = p.relative_to(src)
-        text = _scrub(p.read_text(encoding="utf-8"), places)
-        bad = [f for f in shipped.FORBIDDEN if f in text]
-        if bad:
-            raise RehearsalError(f"{rel}: still names a path under {bad} after the placeholders; add one to freeze()")
-        atomic_write_text(dest / rel, text)
-    info = logs.checkpoint_info(src, with_variables=True)
-    if info.prefix is None or info.weights_bytes is None:
-        raise RehearsalError(f"{src}: no readable checkpoint to list ({info.problem})")
-    logs.write_checkpoint_listing(info, src, dest)
+    copy_run(src, dest, rehearsal_out)
     atomic_write_text(dest / "README.md", readme(report, command))
-    shipped_files = sorted(p for p in dest.rglob("*") if p.is_file())
     traffic, link = report.get("traffic") or {}, report.get("link_engines") or {}
     made = runs.read_status(src).get("updated")
     manifest = {
@@ -142,8 +159,7 @@ def _write(rehearsal_out: Path, dest: Path, report: dict, command: str) -> int:
         "config_overrides": (report.get("reference") or {}).get("overrides"),
         "left_out": "checkpoint data (its listing is checkpoints/listing.json), TensorBoard event files (the same "
                     "scalars are in scalars.jsonl), spm.model/spm.vocab, the data-position checkpoints",
-        "files": {str(p.relative_to(dest)): {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
-                  for p in shipped_files},
+        "files": file_list(dest),
     }
     atomic_write_json(dest / shipped.MANIFEST, manifest)
     return sum(p.stat().st_size for p in dest.rglob("*") if p.is_file())

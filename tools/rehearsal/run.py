@@ -187,11 +187,12 @@ class Rehearsal:
         return {"compression": compression, "tc_rate": rate, "run": run_dir.name, "params": params, "ranks": n,
                 "gradient_bytes": value_bytes * params, "ring_model_bytes_per_rank": round(model),
                 "measured_steps": per_host[0]["steps"], "tx_bytes_per_step_per_host": [round(x) for x in sent],
-                "ratio_to_model": [round(x / model, 3) for x in sent],
+                "ratio_to_model": [round(x / model, 3) if model else None for x in sent],  # 1 rank: no ring
                 "coordination_bytes_per_s_per_host": [round(i) for i in idle],
                 "tx_minus_coordination_per_step": [round(x - i * step) for x, i in zip(sent, idle)],
-                "ratio_minus_coordination": [round((x - i * step) / model, 3) for x, i in zip(sent, idle)],
-                "link_time_per_step_s": round(max(sent) * 8 / (_mbit(rate) * 1e6), 4),
+                "ratio_minus_coordination": [round((x - i * step) / model, 3) if model else None
+                                             for x, i in zip(sent, idle)],
+                "link_time_per_step_s": round(max(sent) * 8 / (_mbit(rate) * 1e6), 4) if rate else None,
                 "step_time_s": round(step, 3), "wall_time_s": round(wall, 1),
                 "load_avg_1m": round(os.getloadavg()[0], 1),  # step times on a shared machine follow its load
                 "finished": [s["status"] for s in summaries] == ["finished"] * n,

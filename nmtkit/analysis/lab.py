@@ -1,0 +1,133 @@
+"""The bottleneck lab's measurements (notebook 04): one row per run, and a run's link samples.
+
+    lab = nk.lab_runs()                    # the shipped lab runs (tools.rehearsal.lab made them), one row each
+    lab = nk.lab_runs(["horovod", ...])    # the same table for your own runs (names in the workspace, or paths)
+    s = nk.link_samples("lab-200mbit")     # one row per monitor sample while steps ran: host, t_s, mbit_s
+
+Measurements only: each run's shape, its gradient compression, the link rate preflight measured (run.json), the
+mean steady step and the tokens per second (rank logs), the mean rate its link carried while steps ran (monitor).
+What they imply (a prediction, a fit, an effective bandwidth) is the student's to compute. TensorFlow-free.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from nmtkit.analysis.evidence import Options, bytes_per_param, steady_steps
+from nmtkit.analysis.logs import Run, load_run
+from nmtkit.analysis.machines import first_rank_steps, in_window, link_iface, net_busiest_direction, per_host, \
+    while_stepping
+from nmtkit.analysis.reference import MANIFEST, default_dir
+from nmtkit.errors import AnalysisError
+from nmtkit.files import read_json
+
+PREFIX = "lab-"  # the shipped lab runs: nmtkit/reference/lab-*/
+
+
+def shipped() -> list[Path]:
+    """The lab's reference runs in the package, fewest ranks last, then by the link's measured rate (fastest
+    first): the order of the lab's table."""
+    found = [d for d in sorted(default_dir("x").parent.glob(PREFIX + "*")) if (d / MANIFEST).is_file()]
+    if not found:
+        raise AnalysisError(f"{default_dir('x').parent}: no lab runs ({PREFIX}*) installed; reinstall nmtkit with "
+                            f"its package data (pip install -e .)")
+
+    def key(d: Path):
+        m = read_json(d / MANIFEST, AnalysisError)
+        link = m.get("link_by_preflight")
+        return (-m["shape"]["ranks"], -(link["mbit_s"] if isinstance(link, dict) else float("inf")),
+                m["compression"])
+    return sorted(found, key=key)
+
+
+def _resolve(run) -> Path:
+    if isinstance(run, Run):
+        return run.path
+    p = Path(run)
+    if p.is_dir():
+        return p
+    if (default_dir(str(run)) / MANIFEST).is_file():
+        return default_dir(str(run))
+    from nmtkit.runs import workspace
+    if (workspace() / str(run)).is_dir():
+        return workspace() / str(run)
+    raise AnalysisError(f"{run}: no such run (a lab run's name such as lab-200mbit, a run in the workspace, or a "
+                        f"run directory)")
+
+
+def _load(run) -> Run:
+    return run if isinstance(run, Run) else load_run(_resolve(run))
+
+
+def _manifest(run: Run) -> dict:
+    p = run.path / MANIFEST
+    return read_json(p, AnalysisError) if p.is_file() else {}
+
+
+def link_samples(run, options: Options | None = None) -> pd.DataFrame:
+    """The link's samples while steps ran: host, t_s (seconds since that host's first steady step), mbit_s (the
+    busier direction of the interface that carried the gradients). attrs: iface, interval_s, step_s, link_mbit_s."""
+    o, run = options or Options(), _load(run)
+    mon = in_window(per_host(run.monitor), run)
+    st = steady_steps(run, o.skip_steps)
+    if mon.empty or st.empty:
+        raise AnalysisError(f"{run.name}: needs monitor samples and per-step records (monitor/, ranks/)")
+    iface, why = link_iface(run, mon)
+    if iface is None:
+        raise AnalysisError(f"{run.name}: {why}")
+    parts = []
+    for host, df in mon.groupby("host"):
+        mine = first_rank_steps(st, host)
+        active = while_stepping(df, mine)
+        if active.empty:
+            continue
+        start = float((mine["wall_time"] - mine["step_time"]).min())
+        parts.append(pd.DataFrame({"host": str(host), "t_s": active["time"].to_numpy(float) - start,
+                                   "mbit_s": net_busiest_direction(active, iface).to_numpy(float) * 8 / 1e6}))
+    if not parts:
+        raise AnalysisError(f"{run.name}: no monitor sample falls inside a step")
+    out = pd.concat(parts, ignore_index=True)
+    interval = float(mon.sort_values("time").groupby("host")["time"].diff().median())
+    out.attrs.update(run=run.name, iface=iface, interval_s=round(interval, 3),
+                     step_s=float(st["step_time"].mean()), link_mbit_s=run.status.get("link_measured_mbit_s"))
+    return out
+
+
+def _row(run: Run, o: Options) -> dict:
+    m = _manifest(run)
+    shape = m.get("shape") or {}
+    st = steady_steps(run, o.skip_steps)
+    if st.empty:
+        raise AnalysisError(f"{run.name}: no steady steps in ranks/rank<R>.jsonl")
+    ranks = run.n_ranks
+    cores = shape.get("cores") or (int(run.monitor["cpu_count"].max()) if "cpu_count" in run.monitor else None)
+    step_s = float(st["step_time"].mean())
+    tokens = float(st.groupby("step")["tokens"].sum().mean()) if "tokens" in st else float("nan")
+    try:
+        mean = float(link_samples(run, o).groupby("host")["mbit_s"].mean().mean()) if len(run.hosts) > 1 else 0.0
+    except AnalysisError:
+        mean = float("nan")
+    link = run.status.get("link_measured_mbit_s")
+    return {"run": run.name, "hosts": len(run.hosts), "ranks": ranks, "cores": cores,
+            "oversubscribed": bool(cores and ranks > cores),
+            "compression": run.config.train.compression if run.config else "unknown",
+            "bytes_per_value": bytes_per_param(run), "params": run.status.get("params"),
+            "tc_rate": m.get("tc_rate", "not shaped by the kit"),
+            "link_mbit_s": float(link) if isinstance(link, (int, float)) else float("nan"),
+            "steps_measured": int(st["step"].nunique()), "step_s": step_s, "tokens_per_s": tokens / step_s,
+            "link_mean_mbit_s": mean}
+
+
+def lab_runs(runs=None, options: Options | None = None) -> pd.DataFrame:
+    """The lab's tidy table, one row per run: `runs` names them (lab-* names, workspace runs or directories);
+    None: the shipped lab runs. attrs["paths"]: the run directories, for the checks."""
+    o = options or Options()
+    loaded = [_load(r) for r in (shipped() if runs is None else runs)]
+    if not loaded:
+        raise AnalysisError("no runs given: name at least one (or none for the shipped lab runs)")
+    frame = pd.DataFrame([_row(r, o) for r in loaded]).set_index("run")
+    frame.attrs["paths"] = [str(r.path) for r in loaded]
+    return frame
+

@@ -1,0 +1,104 @@
+"""The bottleneck lab (notebook 04): the shipped lab runs load without TensorFlow, the same in two processes, and
+say how they were made; on them the instructor's decisions find the model step = compute + ring bytes / rate, fp16
+halving the bytes, the exchange's bursts under a mean below half the rate; the graded checks accept the
+instructor's figures and reject a fit made with the link's mean rate."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from nmtkit.analysis.lab import lab_runs, link_samples, shipped
+from nmtkit.course import hidden
+from nmtkit.course.decisions import NEAR, lab
+from nmtkit.errors import ExerciseError
+from nmtkit.files import read_json
+
+LOAD = ("import sys, json, nmtkit as nk; t = nk.lab_runs(); assert 'tensorflow' not in sys.modules; "
+        "print(t.to_json(orient='split', double_precision=15))")
+
+
+@pytest.fixture(scope="module")
+def decided():
+    return lab(shipped())
+
+
+def test_every_lab_run_loads_without_tensorflow_the_same_twice_and_says_how_it_was_made():
+    outs = [subprocess.run([sys.executable, "-c", LOAD], capture_output=True, text=True, check=True).stdout
+            for _ in range(2)]
+    assert outs[0] == outs[1]
+    table = json.loads(outs[0])
+    assert len(table["index"]) >= 5 and len(table["index"]) == len(shipped())
+    made = {}
+    for d in shipped():
+        m = read_json(d / "manifest.json")
+        assert m["command"].startswith("python -m tools.rehearsal.lab") and m["commit"]
+        assert "shared that machine's cores" in m["shared_cores"] and m["machine"]["cpus"] >= 1
+        assert m["shape"]["ranks"] == m["shape"]["hosts"] * m["shape"]["ranks_per_host"]
+        assert m["shape"]["oversubscribed"] == (m["shape"]["ranks"] > m["machine"]["cpus"])
+        assert m["compression"] in ("none", "fp16") and m["tc_rate"] and m["load_avg_1m_after"] is not None
+        link = m["link_by_preflight"]
+        assert isinstance(link, dict) and link["mbit_s"] > 0 if m["shape"]["hosts"] > 1 else isinstance(link, str)
+        made[d.name] = (m["tc_rate"], m["compression"], m["shape"]["ranks"])
+    assert ("50mbit", "fp16", 4) in made.values() and ("unshaped", "none", 1) in made.values()
+    assert {r for _, _, r in made.values()} >= {1, 2, 4}
+
+
+def test_on_the_shipped_runs_the_model_holds_and_fp16_halves_the_bytes(decided):
+    t, fit, p = decided["table"], decided["lab_fit"], decided["lab_predict"]
+    assert 0.75 <= fit["k"] <= 1.25, fit
+    series = t[t["ranks"] == t["ranks"].max()]
+    compute = p["compute_s"]
+    for name, r in series.iterrows():
+        if r["link_mbit_s"] <= 250:  # every run at 200 Mbit/s or slower: effective bandwidth near the measured rate
+            eff = r["ring_bytes"] * 8 / (r["step_s"] - compute) / 1e6
+            assert abs(eff / r["link_mbit_s"] - 1) <= 0.25, (name, eff, r["link_mbit_s"])
+        else:  # the faster links: the step as predicted from the compute-only run
+            assert abs(r["predicted_s"] / r["step_s"] - 1) <= 0.25, (name, r["predicted_s"], r["step_s"])
+    for rate in (50, 200):
+        at = series[(series["link_mbit_s"] - rate).abs() <= 0.25 * rate]
+        none, fp16 = at[at["compression"] == "none"].iloc[0], at[at["compression"] == "fp16"].iloc[0]
+        assert abs(fp16["counted_bytes"] / none["counted_bytes"] - 0.5) <= 0.05, rate
+        if rate == 50:
+            assert fp16["step_s"] < none["step_s"]
+
+
+def test_at_200_mbit_the_link_runs_in_bursts_at_its_rate_under_a_mean_below_half(decided):
+    t = decided["table"]
+    at200 = t[(t["ranks"] == 4) & ((t["link_mbit_s"] - 200).abs() <= 50)]
+    assert set(at200["compression"]) == {"none", "fp16"}
+    for name, r in at200.iterrows():
+        s = link_samples(name)
+        assert s.attrs["interval_s"] == pytest.approx(0.1, abs=0.01)
+        near = (s["mbit_s"] >= NEAR * r["link_mbit_s"]).mean()
+        assert near > 0 and s["mbit_s"].mean() < 0.5 * r["link_mbit_s"], (name, near, s["mbit_s"].mean())
+    b = decided["lab_bursts"]
+    assert b["share_near_rate"] > 0 and b["mean_over_rate"] < 0.5
+
+
+def test_the_graded_checks_accept_the_solution_and_reject_a_fit_with_the_mean_rate(decided, capsys):
+    table = lab_runs()
+    for q in ("lab_predict", "lab_fit", "lab_fp16", "lab_bursts", "lab_scaling"):
+        hidden.graded(table, q, None, decided[q])
+        assert f"✓ {q}:" in capsys.readouterr().out
+    t = decided["table"]
+    shaped = t[(t["ranks"] == 4) & (t["link_s"] > t["link_s"].min())]
+    wrong_x = shaped["ring_bytes"] * 8 / (shaped["link_mean_mbit_s"] * 1e6)  # the mean rate, not the link's
+    k, c = np.polyfit(wrong_x.to_numpy(float), shaped["step_s"].to_numpy(float), 1)
+    with pytest.raises(ExerciseError, match=r"✗ lab_fit (k|intercept_s): too (high|low)"):
+        hidden.graded(table, "lab_fit", None, dict(decided["lab_fit"], k=k, intercept_s=c))
+    with pytest.raises(ExerciseError, match="lab_bursts share_near_rate"):
+        hidden.graded(table, "lab_bursts", None, dict(decided["lab_bursts"], share_near_rate=0.0))
+
+
+def test_the_lab_runs_hold_no_machine_path_and_no_checkpoint_data():
+    from nmtkit.analysis.reference import FORBIDDEN
+    for d in shipped():
+        files = [p for p in d.rglob("*") if p.is_file()]
+        assert sum(p.stat().st_size for p in files) < 2_000_000, d.name
+        assert not [p for p in files if ".data-0000" in p.name or p.suffix == ".index"], d.name
+        named = [(p.relative_to(d), f) for p in files for f in FORBIDDEN if f in p.read_text(errors="replace")]
+        assert not named, named
