@@ -85,7 +85,7 @@ def cmd_train(args) -> int:
     cfg = _config(args)
     budget = {k: v for k, v in (("train.max_hours", args.max_hours), ("train.max_cost", args.max_cost)) if v is not None}
     cfg = cfg.with_overrides(budget) if budget else cfg
-    if args.np > 1 or args.hosts or args.launcher in ("ssh", "manual"):
+    if args.np > 1 or args.hosts or args.launcher in ("ssh", "manual", "slurm"):
         from nmtkit.cluster.driver import train_distributed
         return train_distributed(cfg, run.path, np=args.np, hosts=args.hosts, launcher=args.launcher,
                                  resume=not args.fresh)
@@ -202,7 +202,9 @@ def _add_train(sub) -> None:
     p.add_argument("--max-cost", type=float, default=None, metavar="USD",
                    help="budget in dollars at monitor.price_per_node_hour x nodes, as --max-hours (train.max_cost)")
     p.add_argument("--launcher", default="auto", choices=config_mod.choices("cluster.launcher"),
-                   help="how engines start: local processes, over SSH to --hosts, or by hand (manual)")
+                   help="how engines start: local processes, over SSH to --hosts, by hand (manual), or as a Slurm "
+                        "job of --np tasks (slurm: sbatch, or srun inside your allocation; partition, account, time "
+                        "and GPUs from --set cluster.slurm_*=...)")
     p.set_defaults(func=cmd_train)
 
 

@@ -119,12 +119,22 @@ class ClusterConfig:
                                "engines, else the local address that routes to the hosts")
     rendezvous_timeout: int = rule(60, ge=1, doc="seconds the ranks have to meet")
     start_timeout: int = rule(120, ge=1, doc="seconds to wait for engines")
-    launcher: str = rule("auto", choices=("auto", "local", "ssh", "manual"),
+    launcher: str = rule("auto", choices=("auto", "local", "ssh", "manual", "slurm"),
                          doc="how engines start: auto (local, or ssh when cluster.hosts is set), local processes, "
-                             "over ssh, or by hand (manual)")
+                             "over ssh, by hand (manual), or as a Slurm job (inside your allocation when "
+                             "SLURM_JOB_ID is set)")
     logical_hosts: bool = rule(True, doc="local engines pose as nodes node0, node1, ... (one rank per \"node\")")
     cycle_time_ms: float = rule(0.0, ge=0, doc="Horovod's negotiation cycle (HOROVOD_CYCLE_TIME); 0: 10 on CPU "
                                                "ranks (Gloo), Horovod's own 1 on GPU ranks (NCCL)")
+    slurm_partition: str = rule("", doc="launcher slurm: the partition (sbatch --partition); empty: the "
+                                        "cluster's default")
+    slurm_account: str = rule("", doc="launcher slurm: the account charged (sbatch --account); empty: yours")
+    slurm_minutes: int = rule(0, ge=0, doc="launcher slurm: the job's time limit in minutes (sbatch --time); 0: the "
+                                           "partition's. Runs stop at a checkpoint before the allocation ends")
+    slurm_gpus_per_node: int = rule(0, ge=0, doc="launcher slurm: GPUs per node, one engine per GPU (each task bound "
+                                                 "its own: --gpus-per-task=1); 0: CPU tasks, cluster.engines of them")
+    slurm_sbatch: str = rule("", doc="launcher slurm: more sbatch options, ';' between them, one #SBATCH line each, "
+                                     "e.g. --qos=short;--constraint=a100")
 
 
 @dataclass
@@ -288,6 +298,10 @@ def _validate(cfg: Config) -> None:
                                f"dimensions), e.g. {', '.join(str(h) for h in (1, 2, 4, 8, 16) if m.d_model % h == 0)}")
     if cfg.data.max_len < cfg.data.min_len:
         bad("data.max_len", f"must be >= data.min_len={cfg.data.min_len}")
+    for opt in (o.strip() for o in cfg.cluster.slurm_sbatch.split(";")):
+        if opt and (not opt.startswith("-") or "\n" in opt):
+            bad("cluster.slurm_sbatch", f"{opt!r} is no sbatch option: write options as on sbatch's command line "
+                                        "(e.g. --qos=short), ';' between them")
 
 
 class RuleRow(typing.NamedTuple):

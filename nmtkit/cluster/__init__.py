@@ -2,7 +2,7 @@
 `nmtkit train --np`). No horovodrun and no mpirun; the driver may reach the nodes over SSH to start their engines
 (`cluster.launcher=ssh`), but the nodes never SSH each other: Horovod's ranks meet through the driver's rendezvous.
 
-    cluster = Cluster(cfg).start()          # (a) local engines, (b) SSH hosts, or (c) engines started by hand
+    cluster = Cluster(cfg).start()          # (a) local engines, (b) SSH hosts, (c) by hand, (d) a Slurm job
     cluster.preflight(data_dir)             # same software and data on every node? (a DataFrame; refuses mismatches)
     cluster.check_ranks()                   # Horovod across the nodes: an allreduce, each rank's view
     job = cluster.launch(cfg, run_dir)      # Horovod rendezvous here, HOROVOD_* env on each engine, train() on each
@@ -28,6 +28,7 @@ Modules:
     engines.py     Cluster: controller + engines, preflight, submit, launch; the EngineControl its Jobs use
     jobs.py        Job (results, stop, failures, progress) and RankResult; knows engines only via EngineControl
     lifeline.py    no orphans: engines and controller end when the driver dies, however it dies
+    slurm.py       launcher "slurm": the engines as a Slurm job (sbatch, or srun in an allocation), its end and time limit
     driver.py      `nmtkit train --np N`: the same path in the foreground, for nohup and days-long runs
 """
 from nmtkit.cluster.engines import Cluster

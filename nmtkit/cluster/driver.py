@@ -1,10 +1,13 @@
-"""`nmtkit train --np N [--hosts h1:2,h2:2] [--launcher local|ssh|manual]`: notebook 03's path, in the foreground.
+"""`nmtkit train --np N [--hosts h1:2,h2:2] [--launcher local|ssh|manual|slurm]`: notebook 03's path, in the
+foreground.
 
 The homework's run lasts days: it must not need a live notebook kernel, a terminal, or luck. So this driver
 - takes the run directory's session first (a second launch fails at once, naming the holder: RunDir.session),
 - starts the same Cluster the notebook starts, runs preflight and the same `launch()`,
 - prints rank 0's own output (its one-line log per interval, evaluations) as it comes,
 - on Ctrl-C/SIGTERM asks every rank to stop after a checkpoint, then exits 0; a failed rank exits non-zero,
+- under Slurm, names the job; when Slurm ends it (scancel, a lost node, its time limit) one error line names the
+  job and why, after the ranks' last checkpoint,
 - and if it is killed outright, the cluster's lifeline ends the engines and the controller (no orphans).
 """
 from __future__ import annotations
@@ -69,6 +72,8 @@ def train_distributed(cfg, run_dir: str | Path, *, np: int, hosts: str = "", lau
         say(f"starting {np} engines ({cluster.launcher} launcher{', hosts ' + hosts if hosts else ''})")
         cluster.start()
         try:
+            if cluster.slurm is not None:
+                say(cluster.slurm.describe())
             job = cluster.launch(cfg, run, data_dir=data, resume=resume, ranks=np)
             say(f"{np} ranks training into {run.path}")
             echo = _Echo(job.output_of_rank(0), out)
@@ -81,11 +86,23 @@ def train_distributed(cfg, run_dir: str | Path, *, np: int, hosts: str = "", lau
                 time.sleep(poll)
             results = job.wait()
             echo.flush()
+            ended = cluster.allocation_ended()  # Slurm's SIGTERM stopped the ranks (they checkpointed first)
+            if ended:
+                run.record(allocation_end=ended)
+                raise ClusterError(f"{ended}: the ranks stopped at step {results[0].value.get('step')} after a "
+                                   f"checkpoint; run the same command again to resume {run.path}")
         except RankFailedError:
             echo.flush()  # the job has marked run.json failed with the reason
             raise
         finally:
             cluster.stop()
     summary = results[0].value
-    say(f"run {summary.get('status')} at step {summary.get('step')}: {run.path}")
+    why = f" ({summary['reason']})" if summary.get("reason") else ""
+    say(f"run {summary.get('status')}{why} at step {summary.get('step')}: {run.path}")
+    sums = [r.value.get("weights_checksum") for r in results]  # the ranks stayed in sync: one value
+    say(f"weights checksum {sums[0]!r} on all {len(sums)} ranks" if len(set(sums)) == 1 else
+        f"weights differ across ranks (checksums {', '.join(map(repr, sums))}): the ranks fell out of sync")
+    if summary.get("reason") == "time limit" and cluster.slurm is not None:
+        say(f"Slurm job {cluster.slurm.job_id}'s time limit was near: stopped at a checkpoint before it; run the "
+            f"same command again (a new job) to resume")
     return 0 if summary.get("status") in ("finished", "stopped") else 1

@@ -18,11 +18,12 @@ import pandas as pd
 import nmtkit
 from nmtkit.cluster.jobs import Job
 from nmtkit.cluster.lifeline import Lifeline, hold
-from nmtkit.cluster.plan import (Engine, assign_slots, check_iface, check_listen, controller_ip, iface_for, parse_hosts,
-                                 rank_env)
+from nmtkit.cluster.plan import (Engine, assign_slots, check_iface, check_listen, controller_ip, device_indices,
+                                 iface_for, parse_hosts, rank_env)
 from nmtkit.cluster.preflight import gather_facts, link_status, measure_link, preflight_problems, copy_to_node, preflight_table, reachability_listener
 from nmtkit.cluster.remote import engine_identity, rank_check, rank_main, train_rank
 from nmtkit.cluster.rendezvous import Rendezvous
+from nmtkit.cluster.slurm import SlurmJob
 from nmtkit.config import ClusterConfig, Config, choices
 from nmtkit.runs import RunDir
 from nmtkit.errors import ClusterError
@@ -33,7 +34,7 @@ LAUNCHERS = choices("cluster.launcher")
 class Cluster:
     """Modes (cfg.cluster): `hosts` empty -> local engines (`engines` of them); `hosts` set and `launcher` "auto"
     or "ssh" -> engines started over SSH on those hosts; `launcher` "manual" -> only the controller starts,
-    students run engine_command() on each node. The controller and the rendezvous listen on `cluster.listen`
+    students run engine_command() on each node; "slurm" -> `engines` engines as a Slurm job (nmtkit.cluster.slurm). The controller and the rendezvous listen on `cluster.listen`
     (or `listen_ip=`), else on 127.0.0.1 for local engines and the one local address that routes to the hosts."""
 
     def __init__(self, cfg: Config | ClusterConfig | None = None, *, engines: int | None = None,
@@ -51,14 +52,21 @@ class Cluster:
             self.launcher = "ssh" if self.hosts else "local"
         if self.launcher == "ssh" and not self.hosts:
             raise ClusterError("cluster.launcher=ssh needs cluster.hosts, e.g. 10.0.0.5:2,10.0.0.6:2")
+        if self.launcher == "slurm" and self.hosts:
+            raise ClusterError("cluster.launcher=slurm: Slurm picks the nodes; leave cluster.hosts (--hosts) empty "
+                               "and give the number of engines (--np, cluster.engines)")
         if self.hosts and self.launcher != "local":
             self.n = sum(h.slots for h in self.hosts)
+        self.slurm = SlurmJob(cc) if self.launcher == "slurm" else None  # the engines' job, once submitted
         self.logical_hosts = cc.logical_hosts if logical_hosts is None else logical_hosts
+        if self.slurm is not None and logical_hosts is None:
+            self.logical_hosts = False  # Slurm's nodes are real hosts: their engines share a host and pin its GPUs
         self.iface = cc.iface if iface is None else iface
         if self.launcher == "local":  # remote hosts' interfaces: preflight checks them on each host
             check_iface(self.iface)
         remote = [h.hostname for h in self.hosts] if self.launcher != "local" else []
-        self.listen_ip = check_listen(listen_ip if listen_ip is not None else (cc.listen or controller_ip(remote)))
+        default_ip = self.slurm.listen_ip if self.slurm is not None else (lambda: controller_ip(remote))
+        self.listen_ip = check_listen(listen_ip if listen_ip is not None else (cc.listen or default_ip()))
         self.start_timeout = start_timeout or cc.start_timeout
         self.gloo_timeout = gloo_timeout or cc.rendezvous_timeout
         self.cycle_time_ms = cc.cycle_time_ms
@@ -116,10 +124,14 @@ class Cluster:
         self.stop()
 
     def _engine_env(self) -> dict[str, str]:
-        """Environment of local engines: nmtkit importable, Keras 2, and each 'node' its share of the cores."""
+        """Environment of local engines: nmtkit importable, Keras 2, and each 'node' its share of the cores.
+        Slurm's engines see this checkout too (a shared filesystem); their cores are Slurm's to give."""
+        root = str(Path(nmtkit.__file__).resolve().parents[1])
+        if self.launcher == "slurm":
+            return {"PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p),
+                    "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
         if self.launcher != "local":
             return {"TF_USE_LEGACY_KERAS": "1"}
-        root = str(Path(nmtkit.__file__).resolve().parents[1])
         threads = max(1, (os.cpu_count() or 1) // max(1, self.n))
         return {"PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p),
                 "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2",
@@ -128,20 +140,35 @@ class Cluster:
     def _start_engines(self, n: int) -> None:
         known = set(self.client.ids)
         # over SSH: the hosts and their slots, and this venv's python (the remote default is the system python3)
-        ssh = ({"engines": {h.hostname: h.slots for h in self.hosts}, "remote_python": sys.executable}
-               if self.launcher == "ssh" else {})
-        self._ipp.start_engines_sync(n, environment=self._engine_env(), **ssh)
+        launch = ({"engines": {h.hostname: h.slots for h in self.hosts}, "remote_python": sys.executable}
+                  if self.launcher == "ssh" else {})
+        count = n
+        if self.slurm is not None:  # sbatch through ipyparallel's Slurm launcher, or an srun step of one process
+            self._ipp.engine_launcher_class, count, launch = self.slurm.engine_set(n, self._ipp.profile_dir)
+        set_id = self._ipp.start_engines_sync(count, environment=self._engine_env(), **launch)
+        steps = self._slurm_started(self._ipp.engines[set_id]) if self.slurm is not None else []
         self.ids = self._wait_for_new(known, n)
         # Tie the engines' lives to this driver's (a busy engine never notices a dead controller by itself),
         # and let the reaper end the controller and the local engines if the driver is killed outright.
         pids = self.client[self.ids].apply_sync(hold, self._lifeline.addr, self._lifeline.port)
-        self._lifeline.reap([self._ipp.controller.pid] + (pids if self.launcher == "local" else []))
+        self._lifeline.reap([self._ipp.controller.pid] + (pids if self.launcher == "local" else []) + steps)
+
+    def _slurm_started(self, launcher) -> list[int]:
+        """The job is submitted: the reaper learns to scancel it (or to end the srun step, by its local pid), then
+        wait while it is queued. Returns the srun step's local pids (none for a job of our own)."""
+        self.slurm.submitted(launcher)
+        self._lifeline.on_death = self.slurm.cancel_command() or []
+        steps = [el.pid for el in getattr(launcher, "launchers", {}).values() if getattr(el, "pid", None)]
+        self._lifeline.reap([self._ipp.controller.pid] + steps)
+        self.slurm.wait_running()
+        return steps
 
     def restart_engines(self) -> None:
         """Fresh engine processes (the way out of a rank stuck in a Gloo collective): same count, new ids."""
         if self.launcher == "manual":
             raise ClusterError("engines started by hand cannot be restarted from here: restart ipengine on each node")
         self._ipp.stop_engines_sync()
+        self._lifeline.on_death = []  # that job is gone; the next one arms its own scancel
         self._start_engines(self.n)
 
     def forget(self, ids: list[int]) -> None:
@@ -156,6 +183,24 @@ class Cluster:
 
     def signal(self, ids: list[int], name: str) -> None:
         self.client.send_signal(name, targets=ids, block=True)
+
+    def cause(self) -> str:
+        """What the launcher knows ended the engines ('' when it knows nothing): a Slurm job's state, its lost
+        nodes. A dead rank's error line carries it."""
+        if self.slurm is None:
+            return ""
+        return self.slurm.cause([e.host for e in self._engines or []], hasten=self._end_engines)
+
+    def allocation_ended(self) -> str | None:
+        """'Slurm job N was cancelled (...)' when the engines' job ended under them (the ranks stopped on
+        Slurm's SIGTERM after a checkpoint), else None."""
+        return self.slurm.ended(hasten=self._end_engines) if self.slurm is not None else None
+
+    def _end_engines(self) -> None:
+        """Ask the live engines to exit now (their job is ending anyway: its end state shows once they are gone)."""
+        live = [i for i in self.ids if i in self.alive_ids()]
+        if live:
+            self.client.shutdown(targets=live, block=False)
 
     def release(self, ids: list[int]) -> None:
         """End a failed job's engines at once: SIGKILL via each engine's nanny (it acts while the engine is stuck in
@@ -239,11 +284,9 @@ class Cluster:
             raise ClusterError("no engines: start() the cluster (or wait_for_engines() for hand-started ones)")
         idents = self.client[self.ids].apply_async(engine_identity).get(timeout=self.start_timeout)
         nodes = [f"node{i}" for i in range(len(self.ids))] if self.logical_hosts else [d["host"] for d in idents]
-        engines = []
-        per_host: dict[str, int] = {}
-        for eid, d, node, slot in zip(self.ids, idents, nodes, assign_slots(nodes)):
-            per_host[d["host"]] = per_host.get(d["host"], -1) + 1
-            engines.append(Engine(eid, d["host"], node, d["pid"], slot, device_index=per_host[d["host"]]))
+        devices = device_indices([d["host"] for d in idents], [d.get("cuda_visible") for d in idents])
+        engines = [Engine(eid, d["host"], node, d["pid"], slot, device_index=device)
+                   for eid, d, node, slot, device in zip(self.ids, idents, nodes, assign_slots(nodes), devices)]
         self._engines = sorted(engines, key=lambda e: e.slot.rank)
         return self._engines
 
@@ -303,6 +346,8 @@ class Cluster:
         each engine's HOROVOD_* environment, hvd.init(), then fn. Returns a Job at once, which marks `run`
         failed when a rank fails and, with `owns_session`, releases its session at its end."""
         engines, t0 = self._first(ranks), time.time()
+        if self.slurm is not None:
+            self.slurm.refresh_deadline()  # an administrator may have changed the limit since the job started
         rdv = Rendezvous(self.listen_ip, [e.slot for e in engines])
         facts = {f["rank"]: f for f in self.facts}  # NCCL and GPUs per rank, when a preflight ran
         pending = []
@@ -313,6 +358,7 @@ class Cluster:
                            nccl=bool(f.get("nccl_built")) and int(f.get("gpus") or 0) > 0,
                            gloo_timeout=self.gloo_timeout, device_index=e.device_index,
                            cycle_ms=self.cycle_time_ms)
+            env.update(self.slurm.rank_env() if self.slurm is not None else {})  # the allocation's end
             pending.append(self.client[e.id].apply_async(rank_main, env, fn, args, kwargs))
         return Job(self, engines, pending, rdv, t0, run=run, owns_session=owns_session)
 

@@ -28,6 +28,7 @@ class EngineControl(Protocol):
     def is_local(self, engine: Engine) -> bool: ...  # its pid can be checked from this host
     def signal(self, ids: list[int], name: str) -> None: ...  # e.g. SIGINT: stop after a checkpoint
     def release(self, ids: list[int]) -> None: ...  # kill (hand-started: abort) and forget them, without waiting
+    def cause(self) -> str: ...                     # what the launcher knows ended them, e.g. a Slurm job's state
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,8 @@ class Job:
 
     def _fail(self, e: Engine, why: str) -> None:
         if self.error is None:
+            cause = self.control.cause()  # before the release: e.g. "Slurm job 7 was cancelled (CANCELLED)"
+            why = f"{why}; {cause}" if cause else why
             self.error = RankFailedError(f"{self._who(e)}: {why}. The other ranks were released; the run can "
                                          f"resume from its last checkpoint with cluster.launch(...), which starts "
                                          f"fresh engines (same or different number of ranks)")

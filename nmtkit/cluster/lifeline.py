@@ -9,8 +9,9 @@ connection to every engine and a pipe to a small reaper process, and the kernel 
 - on an engine, `hold()` starts a thread that waits on the connection; when it closes, the engine sends itself
   SIGTERM (a training rank stops at the next step, all ranks agree, rank 0 checkpoints) and exits for good
   after `grace` seconds whatever happens (a rank stuck in a collective with a dead peer included);
-- on the driver's host, the reaper (`python -m nmtkit.cluster.lifeline <grace> <pid>...`) waits on its stdin;
-  at EOF without a "done" line it SIGTERMs the controller and local engines, then SIGKILLs what is left.
+- on the driver's host, the reaper (`python -m nmtkit.cluster.lifeline <grace> <pid>... [-- <command>]`) waits on
+  its stdin; at EOF without a "done" line it runs the command (a Slurm job's `scancel <id>`: the scheduler, not
+  the driver, holds those engines), SIGTERMs the controller and local engines, then SIGKILLs what is left.
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ class Lifeline:
         self.addr, self.port = addr, self.server.getsockname()[1]
         self._conns: list[socket.socket] = []
         self._reaper: subprocess.Popen | None = None
+        self.on_death: list[str] = []  # a command the reaper runs when the driver dies (e.g. scancel <job>)
         threading.Thread(target=self._accept, name="nmtkit-lifeline", daemon=True).start()
 
     def _accept(self) -> None:
@@ -46,8 +48,9 @@ class Lifeline:
     def reap(self, pids: list[int], grace: float = GRACE) -> None:
         """Start (or restart) the reaper for these local pids (the controller, local engines)."""
         self.disarm()
+        cmd = ["--", *self.on_death] if self.on_death else []
         self._reaper = subprocess.Popen([sys.executable, "-m", "nmtkit.cluster.lifeline", str(grace),
-                                         *map(str, pids)], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                         *map(str, pids), *cmd], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                         stderr=subprocess.DEVNULL, start_new_session=True)
 
     def disarm(self) -> None:
@@ -120,9 +123,14 @@ def _with_descendants(pids: list[int]) -> list[int]:
     return list(dict.fromkeys(out))
 
 
-def reaper_main(grace: float, pids: list[int]) -> int:
+def reaper_main(grace: float, pids: list[int], command: list[str] = ()) -> int:
     if sys.stdin.buffer.read().startswith(b"done"):
         return 0
+    if command:
+        try:
+            subprocess.run(list(command), stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+        except (OSError, subprocess.SubprocessError):
+            pass  # the pids below still get their signals
     pids = _with_descendants(pids)
     for pid in pids:  # engines first get their own lifeline's SIGTERM; this covers the controller and stragglers
         try:
@@ -142,4 +150,6 @@ def reaper_main(grace: float, pids: list[int]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(reaper_main(float(sys.argv[1]), [int(p) for p in sys.argv[2:]]))
+    args = sys.argv[2:]
+    cut = args.index("--") if "--" in args else len(args)
+    sys.exit(reaper_main(float(sys.argv[1]), [int(p) for p in args[:cut]], args[cut + 1:]))

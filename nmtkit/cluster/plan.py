@@ -66,6 +66,22 @@ def assign_slots(node_of_engine: list[str]) -> list[SlotInfo]:
     return [free[node].pop(0) for node in node_of_engine]
 
 
+def device_indices(hosts: list[str], visible: list[str | None]) -> list[int]:
+    """The GPU each engine pins, as an index into the GPUs it sees (same order as the input): 0, its first visible
+    one, where a scheduler bound each engine of a host its own GPUs (Slurm's --gpus-per-task gives every task a
+    different CUDA_VISIBLE_DEVICES); else the kit's own index, the engine's place among its host's engines, which
+    all see the same GPUs (nothing bound, or one list shared by all of them)."""
+    index, per_host = [], {}
+    for h in hosts:
+        per_host[h] = per_host.get(h, -1) + 1
+        index.append(per_host[h])
+    sets: dict[str, list[set]] = {}
+    for h, v in zip(hosts, visible):
+        sets.setdefault(h, []).append(set(filter(None, (v or "").split(","))))
+    bound = {h: all(s) and sum(map(len, s)) == len(set().union(*s)) for h, s in sets.items()}  # each its own
+    return [0 if bound[h] else i for h, i in zip(hosts, index)]
+
+
 CPU_CYCLE_MS = 10.0  # HOROVOD_CYCLE_TIME on CPU (Gloo) ranks; why: cycle_time_ms below
 
 

@@ -30,8 +30,9 @@ DATA_MARKERS = ("manifest.json", "spm.model")
 
 
 def engine_identity() -> dict:
-    """Who this engine is: host, pid, Python."""
-    return {"host": socket.gethostname(), "pid": os.getpid(), "python": sys.version.split()[0], "cwd": os.getcwd()}
+    """Who this engine is: host, pid, Python, and the GPUs a scheduler bound it (CUDA_VISIBLE_DEVICES, or None)."""
+    return {"host": socket.gethostname(), "pid": os.getpid(), "python": sys.version.split()[0], "cwd": os.getcwd(),
+            "cuda_visible": os.environ.get("CUDA_VISIBLE_DEVICES")}
 
 
 def node_facts(data_dir: str | None, rendezvous: tuple[str, int] | None = None) -> dict:

@@ -1,5 +1,6 @@
 """What a run will cost, and when to stop it: the projection from measured step times, the budget
-(train.max_hours, train.max_cost) and early stopping on dev BLEU (eval.early_stopping). TensorFlow-free.
+(train.max_hours, train.max_cost), the allocation's time limit (a Slurm job's end: `outlives`) and early stopping
+on dev BLEU (eval.early_stopping). TensorFlow-free.
 
 The loop asks two questions. `Budget.exhausted(now, step)`: would training on to the next checkpoint (plus the
 final evaluation) cross the budget? Then it stops here, at a checkpoint, with a clean finish. `Plateau.add(step,
@@ -14,6 +15,8 @@ from nmtkit.config import Config
 from nmtkit.errors import ConfigError
 
 SKIP_STEPS = 2  # each session's first steps trace the graph: their times are no guide to the rest
+DEADLINE_ENV = "NMTKIT_DEADLINE"  # the allocation's end (epoch seconds) in a rank's environment (cluster.slurm)
+DEADLINE_MARGIN_S = 15.0  # after the stop: the last checkpoint written and the results home before Slurm's SIGTERM
 
 
 def _duration(hours: float) -> str:
@@ -115,9 +118,23 @@ class Budget:
         evaluation, would cross the budget, so that the run ends at a checkpoint inside it."""
         if self.limit_h is None:
             return False
-        to_next = (ckpt_every - step % ckpt_every) if ckpt_every else (total - step)
-        ahead_s = min(to_next, total - step) * (step_s or 0.0) + reserve_s
-        return spent_h * 3600 + ahead_s > self.limit_h * 3600
+        return spent_h * 3600 + _ahead_s(step, step_s, ckpt_every, total, reserve_s) > self.limit_h * 3600
+
+
+def _ahead_s(step: int, step_s: float | None, ckpt_every: int, total: int, reserve_s: float) -> float:
+    """Seconds from here to the next checkpoint (or the end) at the measured pace, plus the reserve."""
+    to_next = (ckpt_every - step % ckpt_every) if ckpt_every else (total - step)
+    return min(to_next, total - step) * (step_s or 0.0) + reserve_s
+
+
+def outlives(deadline: float | None, now: float, step: int, step_s: float | None, ckpt_every: int, total: int,
+             reserve_s: float = 0.0) -> bool:
+    """The allocation's time limit as a budget in wall-clock time: True when training on to the next checkpoint
+    (or the end), plus `reserve_s` for the final evaluation and DEADLINE_MARGIN_S, would pass `deadline` (epoch
+    seconds; None: no limit). The run then stops here, at a checkpoint, before Slurm ends the job."""
+    if deadline is None:
+        return False
+    return now + _ahead_s(step, step_s, ckpt_every, total, reserve_s) + DEADLINE_MARGIN_S > deadline
 
 
 @dataclass

@@ -21,7 +21,7 @@ from typing import Callable
 from nmtkit.config import Config
 from nmtkit.model.transformer import count_params
 from nmtkit.runs import MONITOR_DIR, RunDir
-from nmtkit.train.budget import Budget, Plateau, Projection, measured_step_s
+from nmtkit.train.budget import DEADLINE_ENV, Budget, Plateau, Projection, measured_step_s, outlives
 from nmtkit.train.checkpoints import Checkpoints, DataPosition, _check_resumable, copy_data_files, finished_summary
 from nmtkit.train.dist import Single, set_threads
 from nmtkit.train.evaluate import Evaluator
@@ -83,6 +83,7 @@ class Spend:
     eval_s: float = 0.0            # the last dev evaluation's wall time: reserved twice (dev + test) for the finish
     t0: float = 0.0
     projected: bool = False
+    deadline: float | None = None  # the allocation's end (a Slurm job's, epoch seconds), when it has one
 
     def hours(self) -> float:
         return self.prior_h + (time.time() - self.t0) / 3600
@@ -92,6 +93,8 @@ class Spend:
             return "plateau"
         if self.budget.exhausted(self.hours(), p.step, self.step_s, t.ckpt_every, t.steps, 2 * self.eval_s):
             return "budget"
+        if outlives(self.deadline, time.time(), p.step, self.step_s, t.ckpt_every, t.steps, 2 * self.eval_s):
+            return "time limit"
         return None
 
 
@@ -205,11 +208,13 @@ def _finish(p: Progress, t, rd: RunDir, ckpts: Checkpoints, evaluator: Evaluator
         nxt = min(t.steps, p.step + t.ckpt_every - p.step % t.ckpt_every) if t.ckpt_every else t.steps
         more = {"budget": f" by its budget ({spend.budget.describe()}: going on to the next checkpoint, step {nxt}, "
                           f"and the final evaluation would pass it)",
+                "time limit": f" before its allocation's time limit (going on to the next checkpoint, step {nxt}, "
+                              f"and the final evaluation would pass it)",
                 "plateau": f": dev BLEU did not improve by {spend.plateau.min_improvement:g} for "
                            f"{spend.plateau.patience} evaluations"}.get(p.reason, f" ({p.reason})")
         print(f"stopped at step {p.step} of {summary['total_steps']}{more}; checkpoint saved, train again with the "
               f"same run directory to resume", flush=True)
-    if p.status == "finished" or p.reason in ("budget", "plateau"):
+    if p.status == "finished" or p.reason in ("budget", "time limit", "plateau"):
         if p.evaluated != p.step:
             evaluator.dev(p.step)
         summary.update(evaluator.test(p.step))
@@ -225,7 +230,8 @@ def _spend(cfg: Config, rd: RunDir, dist) -> Spend:
     budget = Budget.of(cfg, nodes=max(1, dist.size // getattr(dist, "local_size", 1)))
     prior_h, step_s = status.get("spent_hours") or 0.0, (status.get("projection") or {}).get("step_s")
     budget.check_affordable(prior_h, step_s)
-    return Spend(budget, Plateau.of(cfg, status), prior_h, step_s)
+    deadline = os.environ.get(DEADLINE_ENV)  # set by the cluster's Slurm launcher on every rank
+    return Spend(budget, Plateau.of(cfg, status), prior_h, step_s, deadline=float(deadline) if deadline else None)
 
 
 def _project(spend: Spend, rd: RunDir, p: Progress, t, reporter: Reporter) -> None:

@@ -1,0 +1,236 @@
+"""`cluster.launcher=slurm`: the engines as a Slurm job, started by ipyparallel's own SlurmEngineSetLauncher
+(sbatch; scancel to stop), or, when the driver already runs inside an allocation (SLURM_JOB_ID set), as one `srun`
+step of it. One engine per task: `cluster.engines` tasks, or one per GPU with `cluster.slurm_gpus_per_node`.
+
+Only what Slurm alone knows lives here: the job's id, whether it waits in the queue, why it ended (scancel, a lost
+node, its time limit), and when its time runs out. The rank plan, pinning, rendezvous, lifeline and fault handling
+are the Cluster's, as for the local and SSH launchers. Two hooks reach the rest of the kit:
+- `rank_env()` gives each rank NMTKIT_DEADLINE (the allocation's end, epoch seconds): rank 0's budget stops the run at
+  a checkpoint before it (nmtkit.train.budget.outlives, reason "time limit");
+- `cause()` and `ended()` name the job and its state in the one line a fault gives (Job's RankFailedError, and the
+  driver's line when the ranks stopped because Slurm signalled them).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ipyparallel.cluster.launcher import SlurmEngineSetLauncher
+from traitlets import List, Unicode
+
+from nmtkit.cluster.plan import controller_ip
+from nmtkit.config import ClusterConfig
+from nmtkit.errors import ClusterError
+from nmtkit.train.budget import DEADLINE_ENV
+
+INSTALL = "run on the cluster's login node with Slurm's commands on PATH (e.g. `module load slurm`)"
+# job states that end a job, and what each means in the line the driver prints
+ENDINGS = {"CANCELLED": "was cancelled by scancel or an administrator", "TIMEOUT": "reached its time limit",
+           "NODE_FAIL": "lost a node", "PREEMPTED": "was preempted", "FAILED": "failed",
+           "OUT_OF_MEMORY": "ran out of memory", "BOOT_FAIL": "could not boot its nodes",
+           "DEADLINE": "passed its deadline", "COMPLETED": "ended", "REVOKED": "was revoked"}
+
+
+class SlurmEngineSet(SlurmEngineSetLauncher):
+    """ipyparallel's Slurm engine launcher, plus the config's extra #SBATCH lines, and sbatch/scancel failures as
+    one ClusterError line (upstream lets a CalledProcessError through and prints sbatch's stderr elsewhere)."""
+
+    extra = List(Unicode(), help="more sbatch options, one #SBATCH line each")
+
+    def _insert_job_array_in_script(self):
+        super()._insert_job_array_in_script()  # first: --ntasks-per-node would pass upstream's test for --ntasks
+        if self.extra:  # braces escaped: the template is str.format'ed afterwards
+            first, rest = self.batch_template.split("\n", 1)
+            lines = [f"#SBATCH {o}".replace("{", "{{").replace("}", "}}") for o in self.extra]
+            self.batch_template = "\n".join([first, *lines, rest])
+
+    def _run_command(self, command, **kwargs):
+        return run(command, env=kwargs.get("env"))
+
+    def stop(self):
+        try:
+            return super().stop()
+        except ClusterError as e:  # the job ended already (scancel, time limit): nothing left to stop
+            self.notify_stop({"job_id": self.job_id, "output": str(e)})
+            return str(e)
+
+
+def run(cmd: list[str], env: dict | None = None, timeout: float = 30) -> str:
+    """A Slurm command's stdout; a ClusterError naming the command and Slurm's own message when it fails."""
+    if shutil.which(cmd[0]) is None:
+        raise ClusterError(f"cluster.launcher=slurm: `{cmd[0]}` is not on PATH; {INSTALL}")
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise ClusterError(f"`{' '.join(cmd)}` gave no answer in {timeout:.0f} s: is slurmctld up? (`sinfo`)") from None
+    if r.returncode != 0:
+        said = " ".join((r.stderr or r.stdout).split()) or f"exit {r.returncode}"
+        raise ClusterError(f"`{' '.join(cmd)}` failed: {said}")
+    return r.stdout
+
+
+def parse_time_left(text: str) -> float | None:
+    """Slurm's [days-]hours:minutes:seconds (or minutes:seconds) in seconds; None for UNLIMITED, NOT_SET, INVALID."""
+    text = text.strip()
+    days, _, clock = text.rpartition("-") if "-" in text else ("", "", text)
+    try:
+        parts = [int(p) for p in clock.split(":")]
+        d = int(days) if days else 0
+    except ValueError:
+        return None
+    if not 1 <= len(parts) <= 3:
+        return None
+    while len(parts) < 3:
+        parts.insert(0, 0)
+    h, m, s = parts
+    return float(((d * 24 + h) * 60 + m) * 60 + s)
+
+
+def job_fields(job_id: str, strict: bool = False) -> dict[str, str]:
+    """`scontrol show job -o ID` as a dict (JobState, Reason, NodeList, TimeLimit, ...); {} once Slurm forgot it
+    (or, unless `strict`, when scontrol fails: a fault's message must not wait on it)."""
+    try:
+        out = run(["scontrol", "show", "job", "-o", str(job_id)])
+    except ClusterError:
+        if strict:
+            raise
+        return {}
+    return dict(item.split("=", 1) for item in out.split() if "=" in item)
+
+
+class SlurmJob:
+    """The engines' Slurm job as the Cluster sees it: submitted by it (sbatch) or the allocation it runs in."""
+
+    def __init__(self, cc: ClusterConfig, env: dict | None = None):
+        env = os.environ if env is None else env
+        self.cc = cc
+        self.inside = env.get("SLURM_JOB_ID") or None   # the driver's own allocation: engines as an srun step
+        self.job_id: str | None = self.inside
+        self.deadline: float | None = None               # epoch seconds, once the job runs and has a limit
+        for tool in ("srun",) if self.inside else ("sbatch", "squeue", "scancel", "scontrol"):
+            if shutil.which(tool) is None:
+                raise ClusterError(f"cluster.launcher=slurm: `{tool}` is not on PATH; {INSTALL}")
+
+    # starting
+
+    def listen_ip(self) -> str:
+        """Where the controller listens by default: the local address that routes to slurmctld's host (the
+        compute nodes reach the login node on that network)."""
+        for line in run(["scontrol", "show", "config"]).splitlines():
+            key, _, value = line.partition("=")
+            if key.strip().startswith("SlurmctldHost"):  # SlurmctldHost[0] = name(addr) or name
+                host = value.strip()
+                addr = host[host.index("(") + 1:host.rindex(")")] if "(" in host else host
+                return controller_ip([addr])
+        raise ClusterError("`scontrol show config` names no SlurmctldHost: set cluster.listen to this machine's "
+                           "address on the network the compute nodes reach")
+
+    def options(self, n: int) -> list[str]:
+        """The sbatch/srun options beyond the task count: GPUs, and the config's extra lines."""
+        gpus = self.cc.slurm_gpus_per_node
+        opts = [f"--ntasks-per-node={gpus}", "--gpus-per-task=1"] if gpus else []  # Slurm binds each task its GPU
+        return opts + [o.strip() for o in self.cc.slurm_sbatch.split(";") if o.strip()]
+
+    def engine_set(self, n: int, profile_dir: str) -> tuple[object, int, dict]:
+        """(ipyparallel's engine launcher class, how many it starts, its keyword arguments)."""
+        if self.inside:  # one srun step of n tasks in the allocation, run by ipyparallel's local launcher
+            cmd = ["srun", f"--ntasks={n}", f"--job-name=ipengine-{Path(profile_dir).name}", *self.options(n),
+                   sys.executable, "-m", "ipyparallel.engine"]
+            return "local", 1, {"engine_cmd": cmd}
+        return SlurmEngineSet, n, {
+            "queue": self.cc.slurm_partition, "account": self.cc.slurm_account,
+            "timelimit": self.cc.slurm_minutes or "", "extra": self.options(n),
+            # absolute, so that the batch script goes to the profile, not the driver's working directory
+            "batch_file_name": str(Path(profile_dir) / "slurm_engines.sbatch")}
+
+    def submitted(self, launcher) -> None:
+        """Learn the job's id from ipyparallel's launcher (sbatch's output)."""
+        if not self.inside:
+            self.job_id = str(launcher.job_id)
+
+    def cancel_command(self) -> list[str] | None:
+        """What the lifeline runs if the driver dies: scancel of our own job (never of the user's allocation,
+        where the lifeline's reaper ends the srun step by its pid)."""
+        return None if self.inside or not self.job_id else ["scancel", self.job_id]
+
+    def wait_running(self, out=sys.stdout) -> None:
+        """Wait while the job is queued (no timeout: a queue can take hours; Ctrl-C leaves, and the lifeline
+        cancels the job). Raises ClusterError naming the job when it ends before it runs."""
+        said, t0 = False, time.time()
+        while not self.inside:
+            f = job_fields(self.job_id, strict=True)  # slurmctld unreachable: say so, never wait blind
+            state = f.get("JobState", "")
+            if state == "RUNNING":
+                break
+            if state in ENDINGS:
+                raise ClusterError(f"Slurm job {self.job_id} {ENDINGS[state]} before its engines started "
+                                   f"({state}, reason {f.get('Reason', '?')}); its output is in {f.get('StdOut', '?')}")
+            if state == "PENDING" and not said and time.time() - t0 > 3:  # a moment's wait is no news
+                print(f"[nmtkit] Slurm job {self.job_id} is queued ({f.get('Reason', '?')}); the engines start when "
+                      f"it runs", file=out, flush=True)
+                said = True
+            time.sleep(0.5)
+        self.refresh_deadline()
+
+    def refresh_deadline(self) -> float | None:
+        left = parse_time_left(run(["squeue", "-h", "-j", str(self.job_id), "-o", "%L"]).strip() or "INVALID")
+        self.deadline = None if left is None else time.time() + left
+        return self.deadline
+
+    def rank_env(self) -> dict[str, str]:
+        """What every rank adds to its environment: the allocation's end, when it has one."""
+        return {} if self.deadline is None else {DEADLINE_ENV: f"{self.deadline:.0f}"}
+
+    def describe(self) -> str:
+        f = job_fields(self.job_id)
+        left = "" if self.deadline is None else f", {max(0, self.deadline - time.time()) / 60:.0f} min left"
+        where = "inside your allocation" if self.inside else "submitted by sbatch"
+        return (f"Slurm job {self.job_id} ({where}): {f.get('JobState', '?')} on {f.get('NodeList', '?')}{left}; "
+                f"`scancel {self.job_id}` stops it (the ranks checkpoint first)")
+
+    # how it ended
+
+    def ended(self, hasten=None, wait: float = 60) -> str | None:
+        """'Slurm job N was cancelled (...)' when the job is ending or ended, else None (it still runs).
+
+        While a job completes Slurm shows COMPLETING, not why: its processes have KillWait seconds (30 by default)
+        to exit. `hasten()` ends the engines so that the job's own end state shows; then wait up to `wait` s."""
+        f = job_fields(self.job_id) if self.job_id else {}
+        state = f.get("JobState", "")
+        if state == "COMPLETING":
+            if hasten is not None:
+                hasten()
+            until = time.time() + wait
+            while state == "COMPLETING" and time.time() < until:
+                time.sleep(0.5)
+                f = job_fields(self.job_id)
+                state = f.get("JobState", "")
+            if state == "COMPLETING":
+                return f"Slurm job {self.job_id} is ending (COMPLETING: cancelled, out of time or a node lost)"
+        if state not in ENDINGS:
+            return None
+        reason = f.get("Reason", "None")
+        return f"Slurm job {self.job_id} {ENDINGS[state]} ({state}{'' if reason == 'None' else ', ' + reason})"
+
+    def cause(self, hosts: list[str] = (), hasten=None) -> str:
+        """For a dead rank's error line: the job's state, and any of its nodes Slurm sees down or not responding."""
+        if not self.job_id:
+            return ""
+        ended = self.ended(hasten, wait=20)
+        if ended:
+            return ended
+        down = []
+        for h in dict.fromkeys(hosts):
+            try:
+                state = run(["sinfo", "-h", "-n", h, "-o", "%T"]).strip()
+            except ClusterError:
+                continue
+            if any(s in state.upper() for s in ("DOWN", "NOT_RESPONDING", "FAIL", "DRAIN")) or state.endswith("*"):
+                down.append(f"{h} {state}")
+        f = job_fields(self.job_id)
+        return (f"Slurm job {self.job_id} {f.get('JobState', 'state unknown')}"
+                + (f"; node(s) lost: {', '.join(down)}" if down else ""))

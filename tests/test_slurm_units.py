@@ -1,0 +1,102 @@
+"""The Slurm launcher's decisions without a Slurm: which GPU each engine pins (faked CUDA_VISIBLE_DEVICES), Slurm's
+time formats, the allocation's end as a stop rule, the batch script ipyparallel's launcher writes from the config,
+the srun step inside an allocation, the config's rules and one-line errors, and the lifeline's scancel on the
+driver's death. tests/test_slurm.py runs the real thing."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from nmtkit import config
+from nmtkit.cluster.plan import device_indices
+from nmtkit.cluster.slurm import SlurmEngineSet, SlurmJob, parse_time_left
+from nmtkit.errors import ClusterError, ConfigError
+from nmtkit.train.budget import DEADLINE_MARGIN_S, outlives
+
+
+@pytest.mark.parametrize("hosts, visible, expected", [
+    (["a", "a", "b", "b"], [None] * 4, [0, 1, 0, 1]),            # nothing bound: the kit's index per host
+    (["a", "a", "b"], ["0", "1", "0"], [0, 0, 0]),               # --gpus-per-task: each pins its first visible
+    (["a", "a"], ["2,3", "0,1"], [0, 0]),                        # two GPUs bound to each engine: its first
+    (["a", "a"], ["0,1", "0,1"], [0, 1]),                        # one list shared by the host's engines
+    (["a", "a"], ["0", ""], [0, 1]),                             # one engine bound nothing: not per-task binding
+    (["a", "a", "b", "b"], ["0", "1", "0,1", "0,1"], [0, 0, 0, 1]),  # decided per host
+])
+def test_each_engine_pins_its_first_bound_gpu_else_its_place_on_the_host(hosts, visible, expected):
+    assert device_indices(hosts, visible) == expected
+
+
+@pytest.mark.parametrize("text, seconds", [("59", 59), ("1:00", 60), ("0:45", 45), ("2:03:04", 7384),
+                                           ("1-00:00:10", 86410), ("UNLIMITED", None), ("NOT_SET", None),
+                                           ("INVALID", None), ("", None)])
+def test_slurm_time_left(text, seconds):
+    assert parse_time_left(text) == seconds
+
+
+def test_the_allocation_end_stops_the_run_when_the_next_checkpoint_would_pass_it():
+    now, step_s = 1000.0, 0.5
+    # 10 steps to the next checkpoint = 5 s, + 2 s reserve + the margin
+    room = 5 + 2 + DEADLINE_MARGIN_S
+    assert not outlives(now + room + 1, now, 30, step_s, 40, 1000, reserve_s=2)
+    assert outlives(now + room - 1, now, 30, step_s, 40, 1000, reserve_s=2)
+    assert not outlives(None, now, 30, step_s, 40, 1000)           # no limit, no stop
+    assert outlives(now + DEADLINE_MARGIN_S - 1, now, 0, None, 40, 1000)  # unmeasured pace: the margin alone
+    assert not outlives(now + room - 1, now, 995, step_s, 40, 1000, 2)  # the end (5 steps) comes before
+
+
+def test_the_batch_script_carries_partition_account_time_gpus_and_extra_lines(tmp_path):
+    cfg = config.load("tiny", {"cluster.launcher": "slurm", "cluster.slurm_partition": "gpu",
+                               "cluster.slurm_account": "nlp101", "cluster.slurm_minutes": 90,
+                               "cluster.slurm_gpus_per_node": 2, "cluster.slurm_sbatch": "--qos=short;--comment={x}"})
+    job = SlurmJob.__new__(SlurmJob)  # what the Cluster builds, without asking for sbatch on PATH
+    job.cc, job.inside, job.job_id, job.deadline = cfg.cluster, None, None, None
+    cls, count, kwargs = job.engine_set(4, str(tmp_path))
+    assert cls is SlurmEngineSet and count == 4
+    launcher = cls(profile_dir=str(tmp_path), cluster_id="c1", **kwargs)  # ipyparallel's own, plus the extras
+    launcher.write_batch_script(4)
+    script = (tmp_path / "slurm_engines.sbatch").read_text()
+    lines = [l for l in script.splitlines() if l.startswith("#SBATCH")]
+    for want in ("--partition=gpu", "--account=nlp101", "--time=90", "--ntasks=4", "--ntasks-per-node=2",
+                 "--gpus-per-task=1", "--qos=short", "--comment={x}", "--job-name=ipengine-c1"):
+        assert any(l.endswith(want) for l in lines), (want, script)
+    assert script.splitlines()[0].startswith("#!") and script.splitlines()[-1].startswith("srun ")
+
+
+def test_inside_an_allocation_the_engines_are_one_srun_step_of_it(tmp_path, monkeypatch):
+    if shutil.which("srun") is None:
+        pytest.skip("srun is not installed (apt-get install slurm-client)")
+    cfg = config.load("tiny", {"cluster.launcher": "slurm"})
+    job = SlurmJob(cfg.cluster, env={"SLURM_JOB_ID": "4242"})
+    cls, count, kwargs = job.engine_set(3, str(tmp_path))
+    assert (cls, count, job.job_id) == ("local", 1, "4242")
+    assert kwargs["engine_cmd"][:2] == ["srun", "--ntasks=3"] and kwargs["engine_cmd"][-2:] == ["-m", "ipyparallel.engine"]
+    assert job.cancel_command() is None  # the user's allocation is never scancel'ed: the srun step ends by its pid
+
+
+def test_slurm_config_rules_and_one_line_errors(monkeypatch, tmp_path):
+    assert "slurm" in config.choices("cluster.launcher")
+    with pytest.raises(ConfigError, match=r"cluster\.slurm_sbatch=.*'qos=short' is no sbatch option"):
+        config.load("tiny", {"cluster.slurm_sbatch": "--mem=1G;qos=short"})
+    with pytest.raises(ConfigError, match=r"cluster\.slurm_minutes=-5: must be >= 0"):
+        config.load("tiny", {"cluster.slurm_minutes": -5})
+    from nmtkit.cluster import Cluster
+    cfg = config.load("tiny", {"cluster.launcher": "slurm"})
+    with pytest.raises(ClusterError, match="Slurm picks the nodes; leave cluster.hosts"):
+        Cluster(cfg, hosts="10.0.0.5:2")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no Slurm commands here
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    with pytest.raises(ClusterError, match=r"`sbatch` is not on PATH; run on the cluster's login node"):
+        Cluster(cfg)
+
+
+def test_the_lifeline_runs_its_command_when_the_driver_dies_and_not_after_a_clean_stop(tmp_path):
+    def reaper(stdin: bytes, mark):
+        subprocess.run([sys.executable, "-m", "nmtkit.cluster.lifeline", "1", "--", "touch", str(mark)],
+                       input=stdin, timeout=30, check=True, env=dict(os.environ, PYTHONPATH=os.getcwd()))
+    reaper(b"", tmp_path / "died")          # EOF without "done": the driver is gone
+    reaper(b"done\n", tmp_path / "clean")   # a clean stop
+    assert (tmp_path / "died").exists() and not (tmp_path / "clean").exists()
