@@ -120,7 +120,8 @@ def test_cli_reports_bad_override_in_one_line(capsys):
     ("train.keep_checkpoints=0", ["train.keep_checkpoints=0", ">= 1"]),
     ("train.lr_scaling=cubic", ["train.lr_scaling='cubic'", "none, sqrt, linear"]),
     ("train.precision=fp8", ["train.precision='fp8'", "auto, float32, mixed_float16"]),
-    ("cluster.launcher=slurm", ["cluster.launcher='slurm'", "auto, local, ssh, manual"]),
+    ("cluster.launcher=pbs", ["cluster.launcher='pbs'", "auto, local, ssh, manual, slurm"]),
+    ("cluster.slurm_minutes=-1", ["cluster.slurm_minutes=-1", ">= 0"]),
     ("data.source=europarl", ["data.source='europarl'", "synthetic, wmt16"]),
     ("train.lr_scale=0", ["train.lr_scale=0.0", "> 0"]),
 ])
@@ -170,7 +171,7 @@ def test_every_value_declares_its_meaning_and_the_rule_at_its_field_is_what_vali
 
 
 def test_choices_are_read_from_the_fields():
-    assert config.choices("cluster.launcher") == ("auto", "local", "ssh", "manual")
+    assert config.choices("cluster.launcher") == ("auto", "local", "ssh", "manual", "slurm")
     assert config.choices("train.compression") == ("none", "fp16")
     assert config.choices("train.lr_scaling") == SCALINGS  # the LR formula's own list, declared at the field
     with pytest.raises(ConfigError, match="'train.steps' has no choices.*cluster.launcher"):
@@ -188,4 +189,4 @@ def test_a_wrong_type_set_by_hand_is_a_config_error():
 def test_docs_config_md_is_what_the_rules_render():
     doc = Path(__file__).resolve().parents[1] / "docs" / "config.md"
     assert doc.read_text() == config.markdown(), "stale: python -m nmtkit.config > docs/config.md"
-    assert "| `cluster.launcher` | str | `\"auto\"` | `\"auto\"` | one of auto, local, ssh, manual |" in doc.read_text()
+    assert "| `cluster.launcher` | str | `\"auto\"` | `\"auto\"` | one of auto, local, ssh, manual, slurm |" in doc.read_text()

@@ -160,14 +160,14 @@ def data(tmp_path_factory):
     return d
 
 
-def _train(slurm, data, run, *extra: str, steps: int = STEPS) -> subprocess.Popen:
+def _train(slurm, data, run, *extra: str, steps: int = STEPS, wrap=lambda cmd: cmd) -> subprocess.Popen:
     sets = [a for k, v in {**SMALL, "train.steps": steps}.items()
             for a in ("--set", f"{k}={str(v).lower() if isinstance(v, bool) else v}")]
     env = dict(slurm.env, TF_USE_LEGACY_KERAS="1", TF_NUM_INTRAOP_THREADS="1", TF_NUM_INTEROP_THREADS="1",
                PYTHONUNBUFFERED="1")
-    return subprocess.Popen([sys.executable, "-m", "nmtkit.cli", "train", "--np", "2", "--launcher", "slurm",
-                             "--profile", "tiny", "--data", str(data), "--logdir", str(run), *sets, *extra],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    cmd = [sys.executable, "-m", "nmtkit.cli", "train", "--np", "2", "--launcher", "slurm", "--profile", "tiny",
+           "--data", str(data), "--logdir", str(run), *sets, *extra]
+    return subprocess.Popen(wrap(cmd), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             cwd=str(run.parent))
 
 
@@ -288,3 +288,25 @@ def test_a_killed_driver_leaves_no_job(slurm, data, tmp_path):
     out.proc.send_signal(signal.SIGKILL)
     out.end(timeout=10)
     _squeue_empty(slurm, timeout=45)  # the lifeline's reaper ran `scancel <job>`
+
+
+def test_inside_an_allocation_the_engines_are_one_srun_step_that_ends_with_the_driver(slurm, data, tmp_path):
+    import psutil
+    # salloc runs the driver, then holds the allocation a while: the step must go when the driver dies, not the job
+    hold = lambda cmd: ["salloc", "-N2", "-n2", "sh", "-c", '"$@"; sleep 60', "sh", *cmd]  # noqa: E731
+    out = Output(_train(slurm, data, tmp_path / "run", steps=100_000, wrap=hold))
+    m = out.wait_for(r"Slurm job (\d+) \(inside your allocation\): RUNNING on (\S+);")
+    job, nodes = m.groups()
+    assert set(nodes.split(",")) == {h.name for h in slurm.net.hosts}, out.text
+    steps = lambda: [s for s in slurm.run("squeue", "-h", "-s", "-o", "%i").stdout.split()  # noqa: E731
+                     if s.startswith(f"{job}.") and s.split(".")[1].isdigit()]
+    assert steps(), slurm.run("squeue", "-s").stdout  # the engines: a step of the user's allocation
+    driver = next(p for p in psutil.Process(out.proc.pid).children(recursive=True) if "nmtkit.cli" in p.cmdline())
+    driver.kill()
+    deadline = time.time() + 30
+    while steps() and time.time() < deadline:
+        time.sleep(0.5)
+    assert not steps() and job in slurm.queue(), slurm.run("squeue", "-s").stdout  # step gone, allocation kept
+    slurm.run("scancel", job)
+    out.end(timeout=30)
+    _squeue_empty(slurm)

@@ -100,3 +100,36 @@ def test_the_lifeline_runs_its_command_when_the_driver_dies_and_not_after_a_clea
     reaper(b"", tmp_path / "died")          # EOF without "done": the driver is gone
     reaper(b"done\n", tmp_path / "clean")   # a clean stop
     assert (tmp_path / "died").exists() and not (tmp_path / "clean").exists()
+
+
+def _fake_slurm(tmp_path, monkeypatch, state: str, nodes: str = "idle") -> SlurmJob:
+    """scontrol and sinfo that answer from files (the job's state, the nodes' state), for the lines a fault gives."""
+    (tmp_path / "state").write_text(state)
+    (tmp_path / "nodes").write_text(nodes)
+    for tool, body in (("scontrol", f'echo "JobId=$4 JobState=$(cat {tmp_path}/state) Reason=NodeDown NodeList=n[1-2]"'),
+                       ("sinfo", f"cat {tmp_path}/nodes")):
+        (tmp_path / tool).write_text(f"#!/bin/sh\n{body}\n")
+        (tmp_path / tool).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    job = SlurmJob.__new__(SlurmJob)
+    job.cc, job.inside, job.job_id, job.deadline = config.ClusterConfig(), None, "7", None
+    return job
+
+
+def test_a_cancelled_or_failed_job_is_named_with_its_state(tmp_path, monkeypatch):
+    job = _fake_slurm(tmp_path, monkeypatch, "NODE_FAIL")
+    assert job.ended() == "Slurm job 7 lost a node (NODE_FAIL, NodeDown)"
+    (tmp_path / "state").write_text("RUNNING")
+    assert job.ended() is None
+    (tmp_path / "nodes").write_text("down*")  # still RUNNING to Slurm, but a node stopped answering
+    assert job.cause(["n2"]) == "Slurm job 7 RUNNING; node(s) lost: n2 down*"
+
+
+def test_a_completing_job_shows_why_once_its_engines_are_gone(tmp_path, monkeypatch):
+    job = _fake_slurm(tmp_path, monkeypatch, "COMPLETING")
+    ended = []
+    hasten = lambda: (ended.append(1), (tmp_path / "state").write_text("TIMEOUT"))  # noqa: E731
+    assert job.ended(hasten=hasten, wait=10) == "Slurm job 7 reached its time limit (TIMEOUT, NodeDown)"
+    assert ended == [1]
+    (tmp_path / "state").write_text("COMPLETING")
+    assert job.ended(wait=1).startswith("Slurm job 7 is ending (COMPLETING")  # nobody ends the engines: say so

@@ -146,22 +146,13 @@ class Cluster:
         if self.slurm is not None:  # sbatch through ipyparallel's Slurm launcher, or an srun step of one process
             self._ipp.engine_launcher_class, count, launch = self.slurm.engine_set(n, self._ipp.profile_dir)
         set_id = self._ipp.start_engines_sync(count, environment=self._engine_env(), **launch)
-        steps = self._slurm_started(self._ipp.engines[set_id]) if self.slurm is not None else []
+        steps = (self.slurm.started(self._ipp.engines[set_id], self._lifeline, self._ipp.controller.pid)
+                 if self.slurm is not None else [])
         self.ids = self._wait_for_new(known, n)
         # Tie the engines' lives to this driver's (a busy engine never notices a dead controller by itself),
         # and let the reaper end the controller and the local engines if the driver is killed outright.
         pids = self.client[self.ids].apply_sync(hold, self._lifeline.addr, self._lifeline.port)
         self._lifeline.reap([self._ipp.controller.pid] + (pids if self.launcher == "local" else []) + steps)
-
-    def _slurm_started(self, launcher) -> list[int]:
-        """The job is submitted: the reaper learns to scancel it (or to end the srun step, by its local pid), then
-        wait while it is queued. Returns the srun step's local pids (none for a job of our own)."""
-        self.slurm.submitted(launcher)
-        self._lifeline.on_death = self.slurm.cancel_command() or []
-        steps = [el.pid for el in getattr(launcher, "launchers", {}).values() if getattr(el, "pid", None)]
-        self._lifeline.reap([self._ipp.controller.pid] + steps)
-        self.slurm.wait_running()
-        return steps
 
     def restart_engines(self) -> None:
         """Fresh engine processes (the way out of a rank stuck in a Gloo collective): same count, new ids."""

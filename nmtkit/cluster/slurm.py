@@ -147,10 +147,17 @@ class SlurmJob:
             # absolute, so that the batch script goes to the profile, not the driver's working directory
             "batch_file_name": str(Path(profile_dir) / "slurm_engines.sbatch")}
 
-    def submitted(self, launcher) -> None:
-        """Learn the job's id from ipyparallel's launcher (sbatch's output)."""
+    def started(self, launcher, lifeline, controller_pid: int) -> list[int]:
+        """The job is submitted: learn its id from ipyparallel's launcher (sbatch's output), arm the driver's
+        lifeline to scancel it (or to end the srun step, by its local pid), then wait while it is queued. Returns
+        the srun step's local pids (none for a job of our own)."""
         if not self.inside:
             self.job_id = str(launcher.job_id)
+        lifeline.on_death = self.cancel_command() or []
+        steps = [el.pid for el in getattr(launcher, "launchers", {}).values() if getattr(el, "pid", None)]
+        lifeline.reap([controller_pid] + steps)
+        self.wait_running()
+        return steps
 
     def cancel_command(self) -> list[str] | None:
         """What the lifeline runs if the driver dies: scancel of our own job (never of the user's allocation,
