@@ -30,6 +30,31 @@ def test_each_engine_pins_its_first_bound_gpu_else_its_place_on_the_host(hosts, 
     assert device_indices(hosts, visible) == expected
 
 
+def test_an_engine_with_its_own_gpu_pins_it_though_its_host_runs_two_ranks(monkeypatch):
+    """Slurm's --gpus-per-task: two ranks on a node, each sees one GPU (CUDA_VISIBLE_DEVICES 0 and 1): each pins
+    the first it sees, where the kit's own rule (local rank among the host's GPUs) would refuse 2 ranks on 1 GPU."""
+    from test_gpu_pinning import FakeConfig
+    from nmtkit.cluster.plan import assign_slots, bound_hosts, rank_env
+    from nmtkit.cluster.remote import engine_identity, pin_args
+    from nmtkit.errors import StackError
+    from nmtkit.train.dist import pin_devices
+    idents = []
+    for gpu in ("0", "1"):  # what each engine reports, under the environment Slurm gave it
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", gpu)
+        idents.append(dict(engine_identity(), host="gpu-node1"))
+    hosts, visible = [d["host"] for d in idents], [d["cuda_visible"] for d in idents]
+    assert visible == ["0", "1"] and bound_hosts(hosts, visible) == {"gpu-node1"}
+    for slot, device in zip(assign_slots(hosts), device_indices(hosts, visible)):
+        env = rank_env(slot, addr="10.0.0.1", port=1, iface="ib0", device_index=device, gpus_bound=True)
+        cfg = FakeConfig(1)  # the one GPU this task sees
+        pin_devices(*pin_args(env), config=cfg, cores=4, env={})
+        assert cfg.visible == [cfg.gpus[0]] and slot.local_size == 2
+        unbound = rank_env(slot, addr="10.0.0.1", port=1, iface="ib0", device_index=device)
+        assert "NMTKIT_GPUS_BOUND" not in unbound
+        with pytest.raises(StackError, match="2 ranks on this machine but 1 GPU"):  # nothing bound: refused
+            pin_devices(*pin_args(unbound), config=FakeConfig(1), cores=4, env={})
+
+
 @pytest.mark.parametrize("text, seconds", [("59", 59), ("1:00", 60), ("0:45", 45), ("2:03:04", 7384),
                                            ("1-00:00:10", 86410), ("UNLIMITED", None), ("NOT_SET", None),
                                            ("INVALID", None), ("", None)])

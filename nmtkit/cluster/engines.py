@@ -18,8 +18,8 @@ import pandas as pd
 import nmtkit
 from nmtkit.cluster.jobs import Job
 from nmtkit.cluster.lifeline import Lifeline, hold
-from nmtkit.cluster.plan import (Engine, assign_slots, check_iface, check_listen, controller_ip, device_indices,
-                                 iface_for, parse_hosts, rank_env)
+from nmtkit.cluster.plan import (Engine, assign_slots, bound_hosts, check_iface, check_listen, controller_ip,
+                                 device_indices, iface_for, parse_hosts, rank_env)
 from nmtkit.cluster.preflight import gather_facts, link_status, measure_link, preflight_problems, copy_to_node, preflight_table, reachability_listener
 from nmtkit.cluster.remote import engine_identity, rank_check, rank_main, train_rank
 from nmtkit.cluster.rendezvous import Rendezvous
@@ -275,8 +275,9 @@ class Cluster:
             raise ClusterError("no engines: start() the cluster (or wait_for_engines() for hand-started ones)")
         idents = self.client[self.ids].apply_async(engine_identity).get(timeout=self.start_timeout)
         nodes = [f"node{i}" for i in range(len(self.ids))] if self.logical_hosts else [d["host"] for d in idents]
-        devices = device_indices([d["host"] for d in idents], [d.get("cuda_visible") for d in idents])
-        engines = [Engine(eid, d["host"], node, d["pid"], slot, device_index=device)
+        hosts, visible = [d["host"] for d in idents], [d.get("cuda_visible") for d in idents]
+        devices, bound = device_indices(hosts, visible), bound_hosts(hosts, visible)
+        engines = [Engine(eid, d["host"], node, d["pid"], slot, device_index=device, gpus_bound=d["host"] in bound)
                    for eid, d, node, slot, device in zip(self.ids, idents, nodes, assign_slots(nodes), devices)]
         self._engines = sorted(engines, key=lambda e: e.slot.rank)
         return self._engines
@@ -293,7 +294,8 @@ class Cluster:
             raise ClusterError(f"ranks={ranks}: this cluster has {len(engines)} engines")
         chosen = engines[:ranks]
         slots = assign_slots([e.node for e in chosen])
-        return sorted((Engine(e.id, e.host, e.node, e.pid, s, e.device_index) for e, s in zip(chosen, slots)),
+        return sorted((Engine(e.id, e.host, e.node, e.pid, s, e.device_index, e.gpus_bound)
+                       for e, s in zip(chosen, slots)),
                       key=lambda e: e.slot.rank)
 
     # preflight and data
@@ -347,7 +349,7 @@ class Cluster:
             env = rank_env(e.slot, addr=self.listen_ip, port=rdv.port,
                            iface=self.iface or f.get("iface") or iface_for(self.listen_ip),
                            nccl=bool(f.get("nccl_built")) and int(f.get("gpus") or 0) > 0,
-                           gloo_timeout=self.gloo_timeout, device_index=e.device_index,
+                           gloo_timeout=self.gloo_timeout, device_index=e.device_index, gpus_bound=e.gpus_bound,
                            cycle_ms=self.cycle_time_ms)
             env.update(self.slurm.rank_env() if self.slurm is not None else {})  # the allocation's end
             pending.append(self.client[e.id].apply_async(rank_main, env, fn, args, kwargs))

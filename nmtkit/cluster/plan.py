@@ -48,6 +48,7 @@ class Engine:
     pid: int
     slot: SlotInfo
     device_index: int = 0  # its index among the engines of its real host: the GPU it pins
+    gpus_bound: bool = False  # a scheduler gave it GPUs of its own (CUDA_VISIBLE_DEVICES): it pins the first
 
 
 def assign_slots(node_of_engine: list[str]) -> list[SlotInfo]:
@@ -66,20 +67,24 @@ def assign_slots(node_of_engine: list[str]) -> list[SlotInfo]:
     return [free[node].pop(0) for node in node_of_engine]
 
 
-def device_indices(hosts: list[str], visible: list[str | None]) -> list[int]:
-    """The GPU each engine pins, as an index into the GPUs it sees (same order as the input): 0, its first visible
-    one, where a scheduler bound each engine of a host its own GPUs (Slurm's --gpus-per-task gives every task a
-    different CUDA_VISIBLE_DEVICES); else the kit's own index, the engine's place among its host's engines, which
-    all see the same GPUs (nothing bound, or one list shared by all of them)."""
-    index, per_host = [], {}
-    for h in hosts:
-        per_host[h] = per_host.get(h, -1) + 1
-        index.append(per_host[h])
+def bound_hosts(hosts: list[str], visible: list[str | None]) -> set[str]:
+    """The hosts where a scheduler bound each engine its own GPUs (Slurm's --gpus-per-task gives every task a
+    different CUDA_VISIBLE_DEVICES): every engine of the host sees a non-empty list, none shared."""
     sets: dict[str, list[set]] = {}
     for h, v in zip(hosts, visible):
         sets.setdefault(h, []).append(set(filter(None, (v or "").split(","))))
-    bound = {h: all(s) and sum(map(len, s)) == len(set().union(*s)) for h, s in sets.items()}  # each its own
-    return [0 if bound[h] else i for h, i in zip(hosts, index)]
+    return {h for h, s in sets.items() if all(s) and sum(map(len, s)) == len(set().union(*s))}
+
+
+def device_indices(hosts: list[str], visible: list[str | None]) -> list[int]:
+    """The GPU each engine pins, as an index into the GPUs it sees (same order as the input): 0, its first visible
+    one, on bound_hosts(); else the kit's own index, the engine's place among its host's engines, which all see the
+    same GPUs (nothing bound, or one list shared by all of them)."""
+    bound, index, per_host = bound_hosts(hosts, visible), [], {}
+    for h in hosts:
+        per_host[h] = per_host.get(h, -1) + 1
+        index.append(0 if h in bound else per_host[h])
+    return index
 
 
 CPU_CYCLE_MS = 10.0  # HOROVOD_CYCLE_TIME on CPU (Gloo) ranks; why: cycle_time_ms below
@@ -96,7 +101,7 @@ def cycle_time_ms(nccl: bool, configured: float = 0.0) -> float | None:
 
 
 def rank_env(slot: SlotInfo, *, addr: str, port: int, iface: str, nccl: bool = False, gloo_timeout: int = 60,
-             device_index: int | None = None, cycle_ms: float = 0.0) -> dict[str, str]:
+             device_index: int | None = None, cycle_ms: float = 0.0, gpus_bound: bool = False) -> dict[str, str]:
     """Everything a rank needs in os.environ before hvd.init(): what horovodrun's Gloo launcher exports.
 
     Gloo is the controller and carries CPU tensors (no MPI: no mpirun, no SSH between nodes). `nccl`: Horovod was
@@ -113,6 +118,8 @@ def rank_env(slot: SlotInfo, *, addr: str, port: int, iface: str, nccl: bool = F
         # when local engines pose as nodes on a multi-GPU machine).
         "NMTKIT_DEVICE_INDEX": str(slot.local_rank if device_index is None else device_index),
     })
+    if gpus_bound:  # its GPUs are its own: the other ranks of its host are not on them (remote.pin_args)
+        env["NMTKIT_GPUS_BOUND"] = "1"
     if nccl:
         env["HOROVOD_GPU_OPERATIONS"] = "NCCL"
     for key in ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS"):  # what NCCL chose (P2P, SHM, NET), on SSH-started engines too

@@ -131,6 +131,15 @@ def _tf_started() -> bool:
         return False
 
 
+def pin_args(env: dict) -> tuple[int, int, str | None]:
+    """pin_devices' (local rank, local size, device index) for a rank's environment. An engine a scheduler bound
+    its own GPUs (NMTKIT_GPUS_BOUND) is alone on them: it pins the first it sees, and its host's other ranks, on
+    other GPUs, neither count against its GPUs nor share its cores (Slurm binds those per task too)."""
+    if env.get("NMTKIT_GPUS_BOUND") == "1":
+        return 0, 1, "0"
+    return int(env["HOROVOD_LOCAL_RANK"]), int(env["HOROVOD_LOCAL_SIZE"]), env.get("NMTKIT_DEVICE_INDEX")
+
+
 def rank_main(env: dict, fn: Callable, args: tuple, kwargs: dict) -> dict:
     """Set this rank's environment, hvd.init(), call fn. Returns {'rank', 'host', 'pid', 'value'}."""
     os.environ.update(env)
@@ -140,8 +149,7 @@ def rank_main(env: dict, fn: Callable, args: tuple, kwargs: dict) -> dict:
     # raises if an earlier call on this engine initialised TensorFlow with other devices
     started = _tf_started()
     PINNED.clear()
-    PINNED.update(pin_devices(int(env["HOROVOD_LOCAL_RANK"]), int(env["HOROVOD_LOCAL_SIZE"]),
-                              env.get("NMTKIT_DEVICE_INDEX")), tf_started_before=started)
+    PINNED.update(pin_devices(*pin_args(env)), tf_started_before=started)
     import horovod.tensorflow as hvd  # engines only
     # Horovod: the kit launches through Gloo's rendezvous, so the build must have it
     if not hvd.gloo_built():
