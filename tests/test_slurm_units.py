@@ -78,7 +78,7 @@ def test_the_batch_script_carries_partition_account_time_gpus_and_extra_lines(tm
                                "cluster.slurm_account": "nlp101", "cluster.slurm_minutes": 90,
                                "cluster.slurm_gpus_per_node": 2, "cluster.slurm_sbatch": "--qos=short;--comment={x}"})
     job = SlurmJob.__new__(SlurmJob)  # what the Cluster builds, without asking for sbatch on PATH
-    job.cc, job.inside, job.job_id, job.deadline = cfg.cluster, None, None, None
+    job.cc, job.inside, job.in_step, job.job_id, job.deadline = cfg.cluster, None, False, None, None
     cls, count, kwargs = job.engine_set(4, str(tmp_path))
     assert cls is SlurmEngineSet and count == 4
     launcher = cls(profile_dir=str(tmp_path), cluster_id="c1", **kwargs)  # ipyparallel's own, plus the extras
@@ -100,6 +100,9 @@ def test_inside_an_allocation_the_engines_are_one_srun_step_of_it(tmp_path, monk
     assert (cls, count, job.job_id) == ("local", 1, "4242")
     assert kwargs["engine_cmd"][:2] == ["srun", "--ntasks=3"] and kwargs["engine_cmd"][-2:] == ["-m", "ipyparallel.engine"]
     assert job.cancel_command() is None  # the user's allocation is never scancel'ed: the srun step ends by its pid
+    assert "--overlap" not in kwargs["engine_cmd"]
+    in_step = SlurmJob(cfg.cluster, env={"SLURM_JOB_ID": "4242", "SLURM_STEP_ID": "0"})  # srun --pty jupyter lab
+    assert "--overlap" in in_step.engine_set(3, str(tmp_path))[2]["engine_cmd"]
 
 
 def test_slurm_config_rules_and_one_line_errors(monkeypatch, tmp_path):

@@ -109,6 +109,9 @@ class SlurmJob:
         env = os.environ if env is None else env
         self.cc = cc
         self.inside = env.get("SLURM_JOB_ID") or None   # the driver's own allocation: engines as an srun step
+        # the driver itself runs in a step (`srun --pty jupyter lab`), which holds the allocation's CPUs: the
+        # engines' step must share them (the batch script's step, 4294967294, holds none)
+        self.in_step = env.get("SLURM_STEP_ID", "") not in ("", "4294967294")
         self.job_id: str | None = self.inside
         self.deadline: float | None = None               # epoch seconds, once the job runs and has a limit
         for tool in ("srun",) if self.inside else ("sbatch", "squeue", "scancel", "scontrol"):
@@ -138,7 +141,8 @@ class SlurmJob:
     def engine_set(self, n: int, profile_dir: str) -> tuple[object, int, dict]:
         """(ipyparallel's engine launcher class, how many it starts, its keyword arguments)."""
         if self.inside:  # one srun step of n tasks in the allocation, run by ipyparallel's local launcher
-            cmd = ["srun", f"--ntasks={n}", f"--job-name=ipengine-{Path(profile_dir).name}", *self.options(n),
+            cmd = ["srun", f"--ntasks={n}", f"--job-name=ipengine-{Path(profile_dir).name}",
+                   *(["--overlap"] if self.in_step else []), *self.options(n),
                    sys.executable, "-m", "ipyparallel.engine"]
             return "local", 1, {"engine_cmd": cmd}
         return SlurmEngineSet, n, {
