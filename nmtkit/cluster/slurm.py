@@ -114,7 +114,7 @@ class SlurmJob:
         self.in_step = env.get("SLURM_STEP_ID", "") not in ("", "4294967294")
         self.job_id: str | None = self.inside
         self.deadline: float | None = None               # epoch seconds, once the job runs and has a limit
-        for tool in ("srun",) if self.inside else ("sbatch", "squeue", "scancel", "scontrol"):
+        for tool in ("srun" if self.inside else "sbatch", "squeue", "scancel", "scontrol"):
             if shutil.which(tool) is None:
                 raise ClusterError(f"cluster.launcher=slurm: `{tool}` is not on PATH; {INSTALL}")
 
@@ -132,7 +132,7 @@ class SlurmJob:
         raise ClusterError("`scontrol show config` names no SlurmctldHost: set cluster.listen to this machine's "
                            "address on the network the compute nodes reach")
 
-    def options(self, n: int) -> list[str]:
+    def options(self) -> list[str]:
         """The sbatch/srun options beyond the task count: GPUs, and the config's extra lines."""
         gpus = self.cc.slurm_gpus_per_node
         opts = [f"--ntasks-per-node={gpus}", "--gpus-per-task=1"] if gpus else []  # Slurm binds each task its GPU
@@ -142,12 +142,12 @@ class SlurmJob:
         """(ipyparallel's engine launcher class, how many it starts, its keyword arguments)."""
         if self.inside:  # one srun step of n tasks in the allocation, run by ipyparallel's local launcher
             cmd = ["srun", f"--ntasks={n}", f"--job-name=ipengine-{Path(profile_dir).name}",
-                   *(["--overlap"] if self.in_step else []), *self.options(n),
+                   *(["--overlap"] if self.in_step else []), *self.options(),
                    sys.executable, "-m", "ipyparallel.engine"]
             return "local", 1, {"engine_cmd": cmd}
         return SlurmEngineSet, n, {
             "queue": self.cc.slurm_partition, "account": self.cc.slurm_account,
-            "timelimit": self.cc.slurm_minutes or "", "extra": self.options(n),
+            "timelimit": self.cc.slurm_minutes or "", "extra": self.options(),
             # absolute, so that the batch script goes to the profile, not the driver's working directory
             "batch_file_name": str(Path(profile_dir) / "slurm_engines.sbatch")}
 
