@@ -89,7 +89,7 @@ def test_grading_a_submission_runs_the_real_checks_without_training(tmp_path):
     assert "q9 predicted_mb: too low. Hint: " in cells["04-q9-check"]["message"]
     assert "q3 loss_up: too high" in cells["04-q3-check"]["message"]
     assert cells["04-q7-check"]["status"] == "passed"  # the deleted check ran, and the right answer passed
-    assert result["points"] == result["max_points"] - 4 and result["manual"] == 11
+    assert result["points"] == result["max_points"] - 4 and result["manual"] == 16  # 11 questions and 5 lab parts
     # no training: the executed notebook holds no training log line, and grading took under 2 minutes
     executed = Path(result["executed"]).read_text()
     assert "ms/step | " not in executed and "fresh start" not in executed
@@ -104,7 +104,7 @@ def test_a_student_copy_left_as_handed_out_scores_nothing(tmp_path):
     sub.mkdir()
     nbformat.write(copy_, sub / NB04.name)
     [result] = grade(sub)
-    assert result["points"] == 0 and result["max_points"] == 22
+    assert result["points"] == 0 and result["max_points"] == 32
     assert {c["status"] for c in result["cells"] if c["grade_id"].endswith("verdict")} == {"unanswered"}
 
 

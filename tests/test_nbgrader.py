@@ -33,7 +33,7 @@ def test_nbgrader_generates_and_autogrades_notebook_04(tmp_path):
     (course / "source" / "ps04").mkdir(parents=True)
     (course / "nbgrader_config.py").write_text(f"c = get_config()\nc.CourseDirectory.root = {str(course)!r}\n")
     source, exercises = nbgrader_source(nbformat.read(NOTEBOOKS_DIR / NB04, as_version=4), NB04)
-    assert exercises == 11
+    assert exercises == 16  # 11 questions, 5 lab parts
     nbformat.write(source, course / "source" / "ps04" / NB04)
     nbgrader_cmd(course, "generate_assignment", "ps04")
     release = (course / "release" / "ps04" / NB04).read_text()
@@ -58,7 +58,7 @@ def test_nbgrader_generates_and_autogrades_notebook_04(tmp_path):
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         grades = {g.name: g.auto_score for g in gb.find_submission("ps04", "student1").notebooks[0].grades}
     checks = {k: v for k, v in grades.items() if k.endswith("-check")}
-    assert len(checks) == 11 and {k for k, v in checks.items() if v == 0} == {"04-q3-check", "04-q9-check"}
+    assert len(checks) == 16 and {k for k, v in checks.items() if v == 0} == {"04-q3-check", "04-q9-check"}
     assert all(v == 2 for k, v in checks.items() if k not in ("04-q3-check", "04-q9-check"))
     assert all(grades[f"04-q{i}-verdict"] is None for i in range(1, 12))  # graded by hand
     shutil.rmtree(course / "autograded", ignore_errors=True)

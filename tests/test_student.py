@@ -118,18 +118,21 @@ def test_student_copies_of_the_course_carry_no_verdicts_and_an_answer_cell_per_q
         assert not any(is_instructor(c) for c in nbformat.read(path, as_version=4).cells)
     nb = nbformat.read(tmp_path / "04_monitoring_analysis.ipynb", as_version=4)
     ex = exercises(nb)
-    assert sorted(ex, key=lambda q: int(q[1:])) == [f"q{i}" for i in range(1, 12)]
+    assert sorted(ex) == sorted([f"q{i}" for i in range(1, 12)] + [f"lab{i}" for i in range(1, 6)])
     for q, cells in ex.items():
         verdict, check = nb.cells[cells["verdict"]], nb.cells[cells["check"]]
-        assert "YOUR ANSWER HERE" in verdict.source and "your verdict, and the figure that decides it" in verdict.source
-        assert f'nk.check(rep, "{q}"' in check.source and check.metadata["nbgrader"]["locked"]
+        lab = q.startswith("lab")  # the bottleneck lab's parts: checked on the lab's table
+        assert "YOUR ANSWER HERE" in verdict.source and ("your answer" if lab else
+                                                         "your verdict, and the figure that decides it") in verdict.source
+        assert ('nk.check(lab, "lab_' if lab else f'nk.check(rep, "{q}"') in check.source
+        assert check.metadata["nbgrader"]["locked"]
         assert cells["work"] < cells["check"] < cells["verdict"]
         assert nb.cells[cells["work"]].source.rstrip().endswith("raise NotImplementedError")
     # the instructor's copy holds the kit's verdict after each question, which the student copy drops
     ins = nbformat.read(NOTEBOOKS_DIR / "04_monitoring_analysis.ipynb", as_version=4)
     verdicts = [c.source for c in ins.cells if is_instructor(c)]
-    assert [re.search(r"rep\.verdict\((\d+)\)", v).group(1) for v in verdicts if "verdict(" in v] == \
-        [str(i) for i in range(1, 12)]
+    assert [re.search(r"rep\.verdict\((\d+|\"lab\")", v).group(1) for v in verdicts if "verdict(" in v] == \
+        ['"lab"'] + [str(i) for i in range(1, 12)]
     assert all(role(c) is None for c in ins.cells if is_instructor(c))
 
 

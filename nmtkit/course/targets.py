@@ -46,6 +46,24 @@ TARGETS = {
             "tokens_per_step": (MEAN, "one step is one update of all ranks together: add the ranks' tokens")},
     "q11": {"bytes_per_step_mb": (COUNTED, "bytes counted on the link between two step ends, per step"),
             "link_share": (COUNTED, "the time those bytes need on the measured link, over the mean step time")},
+    # the bottleneck lab (notebook 04): checked on the lab's table (nk.lab_runs()), not on one run
+    "lab_predict": {"predicted_s": (MEAN, "for the slowest link's run without compression: the compute-only run's "
+                                          "step (the run whose link costs least) plus the flat ring's bytes per step "
+                                          "for N ranks, in bits over the link's bits per "
+                                          "second measured by preflight")},
+    "lab_fit": {"k": ((0.05, 0.0), "the slope of a straight line through (link time from the ring's bytes and the "
+                                   "measured rate, measured step) of the shaped runs"),
+                "intercept_s": ((0.05, 0.01), "the same line's step at zero link time, in seconds"),
+                "eff_mbit_s": ((0.05, 0.0), "for the slowest link's run without compression: the ring's bytes per "
+                                            "step over the part of its step the compute does not explain, in Mbit/s")},
+    "lab_fp16": {"bytes_ratio": (COUNTED, "bytes the link carried per step (its mean rate over the steps times the "
+                                          "step), with fp16 over without, at the same rate"),
+                 "step_ratio": (MEAN, "the measured steps, with fp16 over without, at the same rate")},
+    "lab_bursts": {"share_near_rate": ((0, 0.03), "the fraction of the link's samples while steps ran that reach "
+                                                  "within 20% of the rate preflight measured; a fraction"),
+                   "mean_over_rate": ((0.05, 0.0), "the mean of the same samples over that rate")},
+    "lab_scaling": {"speedup_2": (MEAN, "tokens per second of the whole run over the one-rank run's"),
+                    "speedup_4": (MEAN, "tokens per second of the whole run over the one-rank run's")},
 }
 
 

@@ -123,7 +123,8 @@ def manifest(rec: dict, report: dict, steps: int) -> dict:
         "what": "a bottleneck-lab reference run: the rehearsal's SSH-reached hosts, the same short tiny run as the "
                 "lab's other runs, one thing varied (docs/rehearsal.md, nmtkit.analysis.lab)",
         "command": report["command"], "commit": report["commit"], "made": report["made"],
-        "machine": report["machine"], "load_avg_1m_after": rec["load_avg_1m_after"], "shared_cores": SHARED_CORES,
+        "machine": report["machine"], "load_avg_1m_after": round(rec["load_avg_1m_after"], 1),
+        "shared_cores": SHARED_CORES,
         "shape": {"hosts": spec["hosts"], "ranks_per_host": spec["ranks_per_host"], "ranks": ranks,
                   "cores": cpus, "oversubscribed": ranks > cpus},
         "tc_rate": spec["rate"] or "unshaped", "compression": spec["compression"], "steps": steps,
@@ -150,7 +151,7 @@ def readme(name: str, m: dict) -> str:
 def first_monitor_per_host(run: Path):
     """A filter keeping, of the monitor logs, the lowest rank's on each host: at 0.1 s four logs would pass the
     size budget, and a host's ranks record the same NIC counters."""
-    logs = sorted((runs.MONITOR_DIR / p.name for p in (run / runs.MONITOR_DIR).glob("*-rank*.jsonl")),
+    logs = sorted((Path(runs.MONITOR_DIR) / p.name for p in (run / runs.MONITOR_DIR).glob("*-rank*.jsonl")),
                   key=lambda p: int(p.stem.rsplit("-rank", 1)[1]))
     first: dict[str, Path] = {}
     for p in logs:
