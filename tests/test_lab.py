@@ -17,8 +17,10 @@ from nmtkit.course.decisions import NEAR, lab
 from nmtkit.errors import ExerciseError
 from nmtkit.files import read_json
 
-LOAD = ("import sys, json, nmtkit as nk; t = nk.lab_runs(); assert 'tensorflow' not in sys.modules; "
-        "print(t.to_json(orient='split', double_precision=15))")
+LOAD = ("import sys, json, hashlib, nmtkit as nk; from nmtkit.analysis import load_run, reference_run; "
+        "t = nk.lab_runs(); r = load_run(reference_run()); "
+        "h = hashlib.sha256(r.ranks.to_json().encode() + r.monitor.to_json().encode()).hexdigest(); "
+        "assert 'tensorflow' not in sys.modules; print(h, t.to_json(orient='split', double_precision=15))")
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +32,7 @@ def test_every_lab_run_loads_without_tensorflow_the_same_twice_and_says_how_it_w
     outs = [subprocess.run([sys.executable, "-c", LOAD], capture_output=True, text=True, check=True).stdout
             for _ in range(2)]
     assert outs[0] == outs[1]
-    table = json.loads(outs[0])
+    table = json.loads(outs[0].split(" ", 1)[1])  # the reference run's frames' digest, then the lab's table
     assert len(table["index"]) >= 5 and len(table["index"]) == len(shipped())
     made = {}
     for d in shipped():
@@ -102,3 +104,29 @@ def test_the_lab_runs_hold_no_machine_path_and_no_checkpoint_data():
         assert not [p for p in files if ".data-0000" in p.name or p.suffix == ".index"], d.name
         named = [(p.relative_to(d), f) for p in files for f in FORBIDDEN if f in p.read_text(errors="replace")]
         assert not named, named
+
+
+def test_the_labs_cells_run_on_a_students_own_runs_and_say_a_fit_needs_more(capsys):
+    """Deliver 4: MY_RUNS set to a student's runs (here one run across two hosts and a one-rank run): the same cells
+    predict and measure, and say that a fit needs more runs."""
+    import matplotlib
+    import nbformat
+    from nmtkit.analysis.reference import default_dir
+    from nmtkit.course.student import NOTEBOOKS_DIR, role
+    matplotlib.use("Agg")
+    nb = nbformat.read(NOTEBOOKS_DIR / "04_monitoring_analysis.ipynb", as_version=4)
+    start = next(i for i, c in enumerate(nb.cells) if "MY_RUNS = None" in c.source)
+    cells = [nb.cells[start].source] + [c.source for c in nb.cells[start:]
+                                        if (role(c) or ("", "", ""))[1].startswith("lab") and role(c)[2] == "work"]
+    mine = [str(default_dir("lab-1x1")), str(default_dir("lab-200mbit"))]
+    ns: dict = {}
+    exec("import nmtkit as nk", ns)
+    for src in cells:
+        exec(src.replace("MY_RUNS = None", f"MY_RUNS = {mine!r}"), ns)
+    out = capsys.readouterr().out
+    assert ns["predicted_s"] == pytest.approx(ns["lab"].step_s["lab-1x1"] + ns["link_s"]["lab-200mbit"])
+    assert ns["k"] is None and "a fit needs two or more runs" in out
+    assert ns["bytes_ratio"] is None and ns["speedup_2"] is None and 0 < ns["share_near_rate"] < 1
+    got = lab(mine)
+    assert got["lab_predict"]["predicted_s"] == pytest.approx(ns["predicted_s"])
+    assert "lab_fit" in got["missing"] and "lab_fp16" in got["missing"]

@@ -206,7 +206,10 @@ def lab(paths, o: Options | None = None) -> dict:
     if len(one) and len(two) and len(four):
         base = float(one["tokens_per_s"].iloc[0])
         out["lab_scaling"] = {"speedup_2": float(two["tokens_per_s"].iloc[0]) / base,
-                              "speedup_4": float(four["tokens_per_s"].iloc[0]) / base}
+                              "speedup_4": float(four["tokens_per_s"].iloc[0]) / base,
+                              # what else could set the last point: the link's share of its step, and the cores
+                              "link_share_4": float(four["link_s"].iloc[0] / four["step_s"].iloc[0]),
+                              "oversubscribed_4": bool(four["oversubscribed"].iloc[0])}
     else:
         missing["lab_scaling"] = "runs of 1 rank, 2 hosts x 1 rank and 2 hosts x 2 ranks at about 1 Gbit/s"
     return {**out, "missing": missing}

@@ -337,8 +337,10 @@ def lab_verdict(paths=None, options: Options | None = None) -> str:
                    f"the link's rate, so a mean below capacity does not clear the network.")
     if "lab_scaling" in d:
         s_ = d["lab_scaling"]
-        out.append(f"Scaling by tokens per second: 2 ranks (one per core) {s_['speedup_2']:.2f}x one rank, 4 ranks "
-                   f"{s_['speedup_4']:.2f}x: with more ranks than cores the cores, not the link, set the last point.")
+        cores = ("more ranks than cores: the cores, not the link, set the last point"
+                 if s_["oversubscribed_4"] else "a core or device per rank: the link's share decides the rest")
+        out.append(f"Scaling by tokens per second: 2 ranks {s_['speedup_2']:.2f}x one rank, 4 ranks "
+                   f"{s_['speedup_4']:.2f}x, the link {s_['link_share_4']:.0%} of the 4-rank step; {cores}.")
     out += [f"*Cannot decide {q}:* {why}." for q, why in d["missing"].items()]
     return " ".join(out)
 
