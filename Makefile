@@ -44,12 +44,12 @@ test: setup
 
 # two workers, a test file per worker at a time (module fixtures and a file's order hold); the slowest 15 listed
 unit:
-	$(PY) -m pytest tests/ -q -n 2 --dist loadfile --durations=15
+	$(PY) -m pytest tests/ -q -n 2 --dist loadfile --durations=15 --junitxml=.test-logs/unit.xml
 
 # Grading mode: every notebook runs in order; NBVAL_CHECK_OUTPUT cells must match their committed outputs.
 notebooks:
 	$(PY) -m pytest -q --nbval-lax --nbval-current-env --nbval-cell-timeout=900 \
-		--nbval-sanitize-with notebooks/sanitize.cfg -p no:cacheprovider notebooks/
+		--nbval-sanitize-with notebooks/sanitize.cfg -p no:cacheprovider --junitxml=.test-logs/notebooks.xml notebooks/
 
 # The shipped notebooks are trusted here (by content: re-run after editing one), else JupyterLab shows their saved
 # widgets (live panel, progress bar, translation box) as text such as `HTML(value=...)`. Idempotent.

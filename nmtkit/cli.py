@@ -10,6 +10,7 @@
     nmtkit monitor [--interval S]
     nmtkit student [--out DIR]
     nmtkit grade   --submission DIR [--workspace WS] [--only NN ...] [--out grades.json]   (instructor's kit)
+    nmtkit grade   --class DIR --out OUTDIR [--jobs N] [--only NN ...]   (a class, in parallel: grades.csv)
     nmtkit release --out DIR                                                         (instructor's kit)
 
 Your own corpus instead of the profile's (Moses-tokenized files are detected and detokenized):
@@ -137,6 +138,19 @@ def cmd_course(args) -> int:
 
 def cmd_grade(args) -> int:
     from nmtkit.course.grade import grade, summary
+    if args.class_dir:
+        from nmtkit.course.classgrade import grade_class
+        from nmtkit.errors import CourseError
+        if not args.out:
+            raise CourseError("--class needs --out DIR: the directory for grades.csv and class-report.md")
+        if args.jobs is not None and args.jobs < 1:
+            raise CourseError(f"--jobs {args.jobs}: give 1 or more")
+        frame, report = grade_class(args.class_dir, args.out, jobs=args.jobs, only=args.only or ())
+        bad = frame[frame["error"] != ""]
+        print(f"{len(frame)} submissions, {len(frame) - len(bad)} graded: {Path(args.out) / 'grades.csv'}, {report}")
+        for student, err in bad["error"].items():
+            print(f"  {student}: {err}")
+        return 0 if bad.empty else 1
     results = grade(args.submission, workspace=args.workspace, only=args.only or (), out=args.out)
     print(summary(results))
     return 0 if all(r["points"] == r["max_points"] for r in results) else 1
@@ -265,7 +279,12 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_instructor(sub) -> None:
     """The commands that need the instructor's kit: grading with the hidden checks, and making the release."""
     p = sub.add_parser("grade", help="course staff: grade a student's notebooks with the instructor's checks, no training")
-    p.add_argument("--submission", required=True, help="directory holding the student's NN_*.ipynb")
+    who = p.add_mutually_exclusive_group(required=True)
+    who.add_argument("--submission", help="directory holding the student's NN_*.ipynb")
+    who.add_argument("--class", dest="class_dir", metavar="DIR",
+                     help="a class: one sub-directory per student; --out then names a directory for grades.csv and "
+                          "class-report.md")
+    p.add_argument("--jobs", type=int, default=None, help="with --class: submissions graded at once (default: the cores)")
     p.add_argument("--workspace", default=None,
                    help="the student's workspace (their runs); default: a fresh one holding the reference run")
     p.add_argument("--only", nargs="*", help="grade only these notebooks, by number (e.g. 04)")

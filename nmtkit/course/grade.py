@@ -32,6 +32,22 @@ from nmtkit.course.student import (MARKDOWN_STUB, NOTEBOOKS_DIR, cell_source, ex
 from nmtkit.errors import CourseError
 
 SKIP_TAG = "grade-skip"
+FIGURES_TAG, FIGURES_MARK = "grade-figures", "NMTKIT-FIGURES "
+FIGURES_CELL = ("import json as _json, numbers as _numbers\nfrom nmtkit.course.targets import TARGETS as _TARGETS\n"
+                "print(%r + _json.dumps({_n: float(_v) for _n in sorted({n for f in _TARGETS.values() for n in f})\n"
+                "    if isinstance(_v := globals().get(_n), _numbers.Real) and not isinstance(_v, bool)}))" % FIGURES_MARK)
+
+
+def figures(nb) -> dict:
+    """The student's figures the grading printed (FIGURES_CELL), by name; {} where the kernel never got there."""
+    import json
+    for c in nb.cells:
+        if FIGURES_TAG in c.get("metadata", {}).get("tags", []):
+            for o in c.get("outputs", []):
+                for line in o.get("text", "").splitlines():
+                    if line.startswith(FIGURES_MARK):
+                        return json.loads(line[len(FIGURES_MARK):])
+    return {}
 
 
 def assemble(student: dict, instructor: dict, name: str = "notebook") -> dict:
@@ -59,6 +75,8 @@ def assemble(student: dict, instructor: dict, name: str = "notebook") -> dict:
         work = grade_id(instructor.cells[roles["work"]])
         at = next((i + 1 for i, c in enumerate(cells) if grade_id(c) == work), len(cells))
         cells.insert(at, copy.deepcopy(checks[gid]))
+    if ex:  # the student's figures, read back for the class report (nmtkit.course.classgrade)
+        cells.append(nbformat.v4.new_code_cell(FIGURES_CELL, metadata={"tags": [FIGURES_TAG]}))
     for c in cells:
         if c.cell_type == "code":
             c.outputs, c.execution_count = [], None
@@ -121,7 +139,7 @@ def grade_notebook(path: Path, instructor_path: Path, workspace: Path, timeout: 
     auto = [c for c in cells if c["points"] is not None]
     out = {"notebook": path.name, "seconds": round(seconds, 1), "cells": cells,
            "points": sum(c["points"] for c in auto), "max_points": sum(c["max_points"] for c in auto),
-           "manual": sum(1 for c in cells if c["status"] == "manual")}
+           "manual": sum(1 for c in cells if c["status"] == "manual"), "figures": figures(nb)}
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
         out["executed"] = str(atomic_write_text(keep / path.name, nbformat.writes(nb) + "\n"))

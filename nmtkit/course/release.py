@@ -26,7 +26,7 @@ from nmtkit.errors import CourseError
 from nmtkit.files import atomic_write_json, atomic_write_text, read_json
 
 ROOT = Path(__file__).resolve().parents[2]  # the instructor's kit (its checkout)
-INSTRUCTOR_MODULES = ("decisions", "hidden", "judgments", "verdicts", "rubric", "grade", "release")
+INSTRUCTOR_MODULES = ("decisions", "hidden", "judgments", "verdicts", "rubric", "grade", "classgrade", "release")
 INSTRUCTOR_PATHS = tuple(f"nmtkit/course/{m}.py" for m in INSTRUCTOR_MODULES) + (
     "docs/instructors.md", "docs/rehearsal.md", "tools/")
 # a test that names one of these exercises the instructor's half: it does not apply to the release

@@ -1,0 +1,139 @@
+"""`nmtkit grade --class DIR --out OUTDIR [--jobs N]`: every submission of a class graded in parallel.
+
+DIR holds one sub-directory per student (its name is the student's), each with the student's NN_*.ipynb and, when
+they handed it in, their `workspace/` (its runs are then graded instead of the reference run). Each submission is
+graded by `nmtkit.course.grade.grade` in a process of its own (`--jobs`, default the cores); one that fails (no
+notebooks, a file that is not a notebook) gets one line in the table and never stops the others. OUTDIR receives:
+
+    grades.csv         one row per student: points per exercise (columns <nb>-<q>), total, manual, error
+    class-report.md    per exercise the share of the class whose check passed, the messages they failed with,
+                       and a plot of the class's figures over the kit's own (1.0: the reference's value)
+    students/<name>.json, students/<name>-executed/   each submission's grades and executed notebooks
+"""
+from __future__ import annotations
+
+import math
+import os
+import traceback
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from nmtkit.errors import CourseError
+from nmtkit.files import atomic_write_text
+
+WORKSPACE = "workspace"  # a student's handed-in workspace, inside their submission
+
+
+def submissions(class_dir: Path) -> list[Path]:
+    subs = sorted(p for p in Path(class_dir).iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not subs:
+        raise CourseError(f"{class_dir}: no sub-directories; put each student's notebooks in a directory of their own")
+    return subs
+
+
+def grade_one(sub: Path, out_dir: Path, only: tuple = ()) -> dict:
+    """One student's grades, or the one line that says why there are none (the traceback goes to a log)."""
+    from nmtkit.course.grade import grade
+    students = out_dir / "students"
+    ws = sub / WORKSPACE if (sub / WORKSPACE / "runs").is_dir() else None
+    try:
+        results = grade(sub, workspace=ws, only=only, out=students / f"{sub.name}.json")
+        return {"student": sub.name, "results": results, "error": ""}
+    except Exception as e:  # noqa: BLE001  one student's broken hand-in must not stop the class
+        log = students / f"{sub.name}.error.log"
+        atomic_write_text(log, traceback.format_exc())
+        return {"student": sub.name, "results": [], "error": f"{type(e).__name__}: {' '.join(str(e).split())}"}
+
+
+def table(rows: list[dict]):
+    """grades.csv's frame: one row per student, the points of every check as a column <nb>-<q>."""
+    import pandas as pd
+    out = []
+    for r in rows:
+        row = {"student": r["student"]}
+        for nb in r["results"]:
+            for c in nb["cells"]:
+                if c["grade_id"].endswith("-check"):
+                    row[c["grade_id"][: -len("-check")]] = c["points"]
+        row.update(points=sum(nb["points"] for nb in r["results"]),
+                   max_points=sum(nb["max_points"] for nb in r["results"]),
+                   manual=sum(nb["manual"] for nb in r["results"]), error=r["error"])
+        out.append(row)
+    frame = pd.DataFrame(out).set_index("student")
+    checks = sorted(c for c in frame.columns if c not in ("points", "max_points", "manual", "error"))
+    return frame[checks + ["points", "max_points", "manual", "error"]]
+
+
+def report(rows: list[dict], frame, out_dir: Path, expected: dict) -> Path:
+    """class-report.md with a plot per question of the class's figures over the kit's (`expected`:
+    question -> {figure: value})."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    figs = out_dir / "figures"
+    figs.mkdir(parents=True, exist_ok=True)
+    graded = frame[frame["error"] == ""]
+    lines = [f"# Class report: {len(frame)} submissions, {len(graded)} graded", "",
+             f"Mean {graded['points'].mean():.1f} of {graded['max_points'].max():g} points from checks"
+             if len(graded) else "No submission could be graded.", ""]
+    broken = frame[frame["error"] != ""]
+    if len(broken):
+        lines += ["## Not graded", ""] + [f"- **{s}**: {e}" for s, e in broken["error"].items()] + [""]
+    messages: dict[str, list[str]] = {}
+    figures: dict[str, list[float]] = {}
+    for r in rows:
+        for nb in r["results"]:
+            for c in nb["cells"]:
+                if c["status"] == "failed" and c["grade_id"].endswith("-check"):
+                    messages.setdefault(c["grade_id"][: -len("-check")], []).append(c["message"].split(". Hint")[0])
+            for name, v in (nb.get("figures") or {}).items():
+                figures.setdefault(name, []).append(v)
+    lines += ["## Per exercise", "", "| exercise | passed | the failures' messages |", "|---|---|---|"]
+    for col in [c for c in frame.columns if c not in ("points", "max_points", "manual", "error")]:
+        got = graded[col].dropna()
+        common = sorted(set(messages.get(col, [])), key=messages.get(col, []).count, reverse=True)[:3]
+        lines.append(f"| {col} | {int((got > 0).sum())}/{len(got)} | {'; '.join(common)} |")
+    lines += ["", "## The class's figures over the kit's", "",
+              "Each dot is a student's figure divided by the kit's own for the same run (1.0 is right); a cluster "
+              "away from 1.0 is a misconception many share.", ""]
+    for q, want in expected.items():
+        names = [n for n in want if n in figures and isinstance(want[n], (int, float)) and want[n]]
+        if not names:
+            continue
+        fig, ax = plt.subplots(figsize=(6, 0.5 + 0.45 * len(names)))
+        for i, n in enumerate(names):
+            xs = [v / want[n] for v in figures[n] if isinstance(v, (int, float)) and math.isfinite(v)]
+            ax.scatter(xs, [i] * len(xs), alpha=0.6)
+        ax.axvline(1.0, color="grey", lw=0.8)
+        ax.set_yticks(range(len(names)), names)
+        ax.set_xlabel("student's figure / kit's figure")
+        ax.set_title(q)
+        fig.tight_layout()
+        fig.savefig(figs / f"{q}.png", dpi=80)
+        plt.close(fig)
+        lines += [f"![{q}](figures/{q}.png)", ""]
+    return atomic_write_text(out_dir / "class-report.md", "\n".join(lines) + "\n")
+
+
+def expected_figures() -> dict:
+    """The kit's figures on what a default grading reads: the reference run's questions, the lab's shipped runs."""
+    from nmtkit.analysis import load_run, reference_run
+    from nmtkit.analysis.lab import shipped
+    from nmtkit.course.decisions import decide, lab
+    out = {q: v for q, v in decide(load_run(reference_run())).items() if q != "missing"}
+    out.update({q: v for q, v in lab(shipped()).items() if q.startswith("lab_")})
+    return out
+
+
+def grade_class(class_dir, out_dir, jobs: int | None = None, only=()) -> tuple:
+    """Grade every submission under `class_dir` with `jobs` processes; write grades.csv and class-report.md into
+    `out_dir`. Returns (the frame, class-report.md's path)."""
+    from nmtkit.files import atomic_write_bytes
+    subs, out_dir = submissions(Path(class_dir)), Path(out_dir)
+    (out_dir / "students").mkdir(parents=True, exist_ok=True)
+    jobs = max(1, jobs or os.cpu_count() or 1)
+    with ProcessPoolExecutor(max_workers=min(jobs, len(subs))) as pool:
+        rows = list(pool.map(grade_one, subs, [out_dir] * len(subs), [tuple(only)] * len(subs)))
+    frame = table(rows)
+    atomic_write_bytes(out_dir / "grades.csv", frame.to_csv().encode())
+    return frame, report(rows, frame, out_dir, expected_figures())

@@ -1,0 +1,60 @@
+"""`nmtkit grade --class`: twelve generated submissions (right, wrong, a deleted work cell, not a notebook, no
+notebooks, a notebook the course does not have) graded in parallel; grades.csv and class-report.md hold every
+student, the right one full marks, the broken ones one line each."""
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+from nmtkit.course.student import NOTEBOOKS_DIR, grade_id
+
+NB04 = "04_monitoring_analysis.ipynb"
+
+
+@pytest.mark.slow
+def test_a_class_is_graded_in_parallel_into_a_table_and_a_report(tmp_path):
+    ins = nbformat.read(NOTEBOOKS_DIR / NB04, as_version=4)
+    cls = tmp_path / "class"
+    (cls / "right").mkdir(parents=True)
+    nbformat.write(ins, cls / "right" / NB04)
+    wrong = nbformat.read(NOTEBOOKS_DIR / NB04, as_version=4)
+    for c in wrong.cells:
+        if grade_id(c) == "04-q10-work":
+            c.source += "\nmean_ms = mean_ms * 1.5"  # a misconception: the tracing steps kept in the mean
+    (cls / "wrong").mkdir()
+    nbformat.write(wrong, cls / "wrong" / NB04)
+    gap = nbformat.read(NOTEBOOKS_DIR / NB04, as_version=4)
+    gap.cells = [c for c in gap.cells if grade_id(c) != "04-q7-work"]
+    (cls / "gap").mkdir()
+    nbformat.write(gap, cls / "gap" / NB04)
+    for i in range(3):
+        (cls / f"notjson{i}").mkdir()
+        (cls / f"notjson{i}" / NB04).write_text("this is not a notebook {")
+        (cls / f"empty{i}").mkdir()
+        (cls / f"stranger{i}").mkdir()
+        nbformat.write(nbformat.v4.new_notebook(), cls / f"stranger{i}" / "07_extra.ipynb")
+    assert len([p for p in cls.iterdir()]) == 12
+    out = tmp_path / "out"
+    p = subprocess.run([sys.executable, "-m", "nmtkit.cli", "grade", "--class", str(cls), "--out", str(out),
+                        "--jobs", "2", "--only", "04", "07"], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 1, p.stderr[-2000:]  # nine hand-ins could not be graded
+    rows = {r["student"]: r for r in csv.DictReader((out / "grades.csv").open())}
+    assert len(rows) == 12
+    right, wrong_, gap_ = rows["right"], rows["wrong"], rows["gap"]
+    assert right["points"] == right["max_points"] and float(right["max_points"]) == 32 and not right["error"]
+    assert float(wrong_["04-q10"]) == 0 and float(wrong_["points"]) == 30
+    assert float(gap_["04-q7"]) == 0 and not gap_["error"]
+    broken = [s for s, r in rows.items() if r["error"]]
+    assert sorted(broken) == sorted(f"{k}{i}" for k in ("notjson", "empty", "stranger") for i in range(3))
+    assert all("\n" not in rows[s]["error"] and rows[s]["error"] for s in broken)
+    assert "not a notebook" in rows["notjson0"]["error"] and "not a notebook of the course" in rows["stranger0"]["error"]
+    report = (out / "class-report.md").read_text()
+    assert "12 submissions, 3 graded" in report
+    assert "| 04-q10 | 2/3 | ExerciseError: ✗ q10 mean_ms: too high |" in report.splitlines()
+    assert (out / "figures" / "q10.png").is_file() and "![q10](figures/q10.png)" in report
+    printed = p.stdout.splitlines()
+    assert printed[0].startswith("12 submissions, 3 graded") and sum(1 for ln in printed if ln.startswith("  ")) == 9
