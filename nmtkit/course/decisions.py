@@ -149,25 +149,32 @@ def q11(run: Run, o: Options) -> dict:
 NEAR = 0.8  # a link sample "at the link's rate": within 20% of the rate preflight measured
 
 
-def lab(paths, o: Options | None = None) -> dict:
-    """The lab's figures on the runs at `paths` (nmtkit.analysis.lab's table): lab_predict, lab_fit, lab_fp16,
-    lab_bursts, lab_scaling; each left out (under "missing") where these runs cannot decide it."""
-    from nmtkit.analysis.lab import lab_runs, link_samples
-    o = o or Options()
+def lab_table(paths, o: Options):
+    """The lab's table with the ring's bytes, their link time and the bytes counted; and the compute-only run: the
+    run of the largest shape whose link costs least, or with one such run a one-rank run (None: neither)."""
+    from nmtkit.analysis.lab import lab_runs
     t = lab_runs(paths, o)
     where = dict(zip(t.index, t.attrs["paths"]))  # run name -> its directory
     t = t.assign(ring_bytes=2 * (t["ranks"] - 1) / t["ranks"] * t["params"] * t["bytes_per_value"])
     t = t.assign(link_s=t["ring_bytes"] * 8 / (t["link_mbit_s"] * 1e6),
                  counted_bytes=t["link_mean_mbit_s"] * 1e6 / 8 * t["step_s"])
-    out, missing = {"table": t}, {}
+    t.attrs["where"] = where
     series = t[(t["ranks"] == t["ranks"].max()) & t["link_s"].notna()]
     ones = t[t["ranks"] == 1]
-    # the compute-only run: the one of the series whose link costs least; one run with a link: a one-rank run's
     compute = series.loc[series["link_s"].idxmin()] if len(series) > 1 else \
         ones.loc[ones["step_s"].idxmin()] if len(ones) and len(series) else None
+    return t, series, compute
+
+
+def lab(paths, o: Options | None = None) -> dict:
+    """The lab's figures on the runs at `paths` (nmtkit.analysis.lab's table): lab_predict, lab_fit, lab_fp16,
+    lab_bursts, lab_scaling; each left out (under "missing") where these runs cannot decide it."""
+    o = o or Options()
+    t, series, compute = lab_table(paths, o)
     if compute is None:
         return {"missing": {q: "no run with a measured link and a compute-only run" for q in LAB_QUESTIONS},
                 "table": t}
+    out, missing = {"table": t}, {}
     shaped = series.drop(index=compute.name, errors="ignore")
     comp = float(compute["step_s"])
     t["predicted_s"] = comp + t["link_s"]
@@ -192,9 +199,15 @@ def lab(paths, o: Options | None = None) -> dict:
                            "step_ratio": float(t.loc[f, "step_s"] / t.loc[n, "step_s"])}
     else:
         missing["lab_fp16"] = "no pair of runs at one link rate with and without fp16"
+    _lab_bursts_and_scaling(t, series, plain, o, out, missing)
+    return {**out, "missing": missing}
+
+
+def _lab_bursts_and_scaling(t, series, plain, o: Options, out: dict, missing: dict) -> None:
+    from nmtkit.analysis.lab import link_samples
     at200 = plain[(plain["link_mbit_s"] - 200).abs() <= 50]
     if len(at200):
-        s = link_samples(Path(where[at200.index[0]]), o)
+        s = link_samples(Path(t.attrs["where"][at200.index[0]]), o)
         near = (s["mbit_s"] >= NEAR * at200["link_mbit_s"].iloc[0]).to_numpy()
         out["lab_bursts"] = {"share_near_rate": float(near.mean()),
                              "mean_over_rate": float(s["mbit_s"].mean() / at200["link_mbit_s"].iloc[0])}
@@ -212,7 +225,6 @@ def lab(paths, o: Options | None = None) -> dict:
                               "oversubscribed_4": bool(four["oversubscribed"].iloc[0])}
     else:
         missing["lab_scaling"] = "runs of 1 rank, 2 hosts x 1 rank and 2 hosts x 2 ranks at about 1 Gbit/s"
-    return {**out, "missing": missing}
 
 
 LAB_QUESTIONS = ("lab_predict", "lab_fit", "lab_fp16", "lab_bursts", "lab_scaling")
