@@ -1,6 +1,7 @@
 """`nmtkit grade`: the instructor's checks run whatever the student did to theirs, a wrong figure fails with a hint
 in words, and notebook 04 grades from the shipped reference run without training, in under 2 minutes."""
 import copy
+import shutil
 import re
 import time
 from pathlib import Path
@@ -121,3 +122,19 @@ def test_the_students_report_holds_evidence_and_the_instructors_adds_verdicts_an
     assert all(json.loads((tmp_path / "student" / "report.json").read_text())[n][0]["answer"] == ""
                for n in json.loads((tmp_path / "student" / "report.json").read_text()))
     assert any(w in staff for w in verdict_words) and all(RUBRIC[q] in staff for q in RUBRIC)
+
+
+@pytest.mark.slow
+def test_a_submission_without_its_workspace_is_graded_without_training_and_says_no_run(tmp_path):
+    """Notebook 05's training cell carries grade-skip: with no run handed in, its run-dependent check says so."""
+    from nmtkit.course.grade import NO_RUN, SKIP_TAG
+    from nmtkit.course.student import NOTEBOOKS_DIR
+    nb05 = NOTEBOOKS_DIR / "05_inference_export.ipynb"
+    assert any(SKIP_TAG in c.metadata.get("tags", []) for c in nbformat.read(nb05, as_version=4).cells)
+    sub = tmp_path / "submission"
+    sub.mkdir()
+    shutil.copy(nb05, sub / nb05.name)
+    [result] = grade(sub, out=tmp_path / "grades.json")
+    check = next(c for c in result["cells"] if c["grade_id"] == "05-batch-check")
+    assert check["status"] == NO_RUN and check["points"] is None and "--workspace" in check["message"]
+    assert result["max_points"] == 0 and "ms/step | " not in Path(result["executed"]).read_text()

@@ -32,6 +32,7 @@ from nmtkit.course.student import (MARKDOWN_STUB, NOTEBOOKS_DIR, cell_source, ex
 from nmtkit.errors import CourseError
 
 SKIP_TAG = "grade-skip"
+NO_RUN = "no run submitted"
 FIGURES_TAG, FIGURES_MARK = "grade-figures", "NMTKIT-FIGURES "
 FIGURES_CELL = ("import json as _json, numbers as _numbers\nfrom nmtkit.course.targets import TARGETS as _TARGETS\n"
                 "print(%r + _json.dumps({_n: float(_v) for _n in sorted({n for f in _TARGETS.values() for n in f})\n"
@@ -57,7 +58,7 @@ def assemble(student: dict, instructor: dict, name: str = "notebook") -> dict:
     ex = exercises(instructor, name)
     checks = {grade_id(instructor.cells[c["check"]]): instructor.cells[c["check"]] for c in ex.values()}
     nb = copy.deepcopy(student)
-    cells, seen = [], set()
+    cells, seen, skipped = [], set(), 0
     for cell in nb.cells:
         gid = grade_id(cell)
         if gid in checks:
@@ -66,6 +67,7 @@ def assemble(student: dict, instructor: dict, name: str = "notebook") -> dict:
             cell = copy.deepcopy(checks[gid])
             seen.add(gid)
         elif is_instructor(cell) or SKIP_TAG in cell.get("metadata", {}).get("tags", []):
+            skipped += SKIP_TAG in cell.get("metadata", {}).get("tags", [])
             continue
         cells.append(cell)
     for q, roles in ex.items():  # checks the student deleted go back after their work cell (else at the end)
@@ -81,6 +83,7 @@ def assemble(student: dict, instructor: dict, name: str = "notebook") -> dict:
         if c.cell_type == "code":
             c.outputs, c.execution_count = [], None
     nb.cells = cells
+    nb.metadata["nmtkit_grade_skipped"] = skipped  # score() reads it: a check left without its run's cells
     nbformat.validate(nb)
     return nb
 
@@ -100,6 +103,13 @@ def score(nb: dict) -> list[dict]:
         else:
             err = next((o for o in cell.get("outputs", []) if o.get("output_type") == "error"), None)
             ran = cell.get("execution_count") is not None
+            if err is not None and err.get("ename") == "NameError" and nb.metadata.get("nmtkit_grade_skipped"):
+                # its inputs come from the training or cluster cells grading skips: the run was not handed in
+                rec.update(points=None, status=NO_RUN, message=f"this check reads what the skipped training/cluster "
+                           f"cells make ({err.get('evalue')}); grade with the student's workspace "
+                           f"(--workspace) holding that run")
+                out.append(rec)
+                continue
             rec.update(points=rec["max_points"] if ran and err is None else 0,
                        status="passed" if ran and err is None else "failed",
                        message="not run (an earlier cell stopped the kernel)" if not ran else
@@ -180,5 +190,5 @@ def summary(results: list[dict]) -> str:
         lines.append(f"{r['notebook']}: {r['points']:g}/{r['max_points']:g} points from checks, {r['manual']} "
                      f"verdict(s) to grade by hand, {r['seconds']:.0f} s")
         lines += [f"  {c['grade_id']}: {c['status']}{': ' + c['message'] if c['message'] else ''}"
-                  for c in r["cells"] if c["status"] in ("failed", "unanswered")]
+                  for c in r["cells"] if c["status"] in ("failed", "unanswered", NO_RUN)]
     return "\n".join(lines)
