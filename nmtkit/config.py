@@ -1,10 +1,7 @@
-"""The typed config tree, the named profiles and the `--set a.b=value` overrides.
-
-One `Config` describes a run end to end; it is saved as `config.json` beside every run so that
-analysis can read what was asked for without importing the training code. Each field declares its own rule
-(`rule(default, choices=..., ge=..., gt=..., lt=..., doc=...)`): the one source for `validate()`, for the
-choices other modules offer (`choices(key)`) and for docs/config.md (`rules()`, `markdown()`).
-"""
+"""The typed config tree, the named profiles and the `--set a.b=value` overrides. One `Config` describes a run end
+to end, saved as `config.json` beside every run (analysis reads it without the training code). Each field declares
+its rule (`rule(default, choices=..., ge=..., gt=..., lt=..., doc=...)`): the one source for `validate()`, for the
+choices other modules offer (`choices(key)`) and for docs/config.md (`rules()`, `markdown()`)."""
 from __future__ import annotations
 
 import dataclasses
@@ -14,7 +11,7 @@ import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nmtkit.fieldrules import Rule, rule
+from nmtkit.fieldrules import Rule, RuleRow, rule
 from nmtkit.files import atomic_write_text, read_json
 from nmtkit.lr import SCALINGS
 from nmtkit.errors import ConfigError
@@ -120,20 +117,18 @@ class ClusterConfig:
     rendezvous_timeout: int = rule(60, ge=1, doc="seconds the ranks have to meet")
     start_timeout: int = rule(120, ge=1, doc="seconds to wait for engines")
     launcher: str = rule("auto", choices=("auto", "local", "ssh", "manual", "slurm"),
-                         doc="how engines start: auto (local, or ssh when cluster.hosts is set), local processes, "
-                             "over ssh, by hand (manual), or as a Slurm job (inside your allocation when "
-                             "SLURM_JOB_ID is set)")
+                         doc="how engines start: auto (local, or ssh when cluster.hosts is set), local processes, over "
+                             "ssh, by hand (manual), or as a Slurm job (in your allocation when SLURM_JOB_ID is set)")
     logical_hosts: bool = rule(True, doc="local engines pose as nodes node0, node1, ... (one rank per \"node\")")
     cycle_time_ms: float = rule(0.0, ge=0, doc="Horovod's negotiation cycle (HOROVOD_CYCLE_TIME); 0: 10 on CPU "
                                                "ranks (Gloo), Horovod's own 1 on GPU ranks (NCCL)")
-    slurm_partition: str = rule("", doc="launcher slurm: the partition (sbatch --partition); empty: the "
-                                        "cluster's default")
+    slurm_partition: str = rule("", doc="launcher slurm: the partition (sbatch --partition); empty: the default")
     slurm_account: str = rule("", doc="launcher slurm: the account charged (sbatch --account); empty: yours")
-    slurm_minutes: int = rule(0, ge=0, doc="launcher slurm: the job's time limit in minutes (sbatch --time); 0: the "
-                                           "partition's. Runs stop at a checkpoint before the allocation ends")
-    slurm_gpus_per_node: int = rule(0, ge=0, doc="launcher slurm: GPUs per node, one engine per GPU (each task bound "
-                                                 "its own: --gpus-per-task=1); 0: CPU tasks, cluster.engines of them")
-    slurm_sbatch: str = rule("", doc="launcher slurm: more sbatch options, ';' between them, one #SBATCH line each, "
+    slurm_minutes: int = rule(0, ge=0, doc="launcher slurm: time limit, minutes (sbatch --time; 0: the partition's); "
+                                           "runs stop at a checkpoint before it")
+    slurm_gpus_per_node: int = rule(0, ge=0, doc="launcher slurm: GPUs per node, one engine each "
+                                                 "(--gpus-per-task=1); 0: CPU tasks")
+    slurm_sbatch: str = rule("", doc="launcher slurm: more #SBATCH options, ';' between, "
                                      "e.g. --qos=short;--constraint=a100")
 
 
@@ -298,18 +293,10 @@ def _validate(cfg: Config) -> None:
                                f"dimensions), e.g. {', '.join(str(h) for h in (1, 2, 4, 8, 16) if m.d_model % h == 0)}")
     if cfg.data.max_len < cfg.data.min_len:
         bad("data.max_len", f"must be >= data.min_len={cfg.data.min_len}")
-    for opt in (o.strip() for o in cfg.cluster.slurm_sbatch.split(";")):
-        if opt and (not opt.startswith("-") or "\n" in opt):
-            bad("cluster.slurm_sbatch", f"{opt!r} is no sbatch option: write options as on sbatch's command line "
-                                        "(e.g. --qos=short), ';' between them")
-
-
-class RuleRow(typing.NamedTuple):
-    key: str        # section.name
-    type: str       # int, float, str or bool
-    default: object
-    rule: str       # Rule.text(): "" when any value of the type will do
-    doc: str
+    for opt in (o.strip() for o in cfg.cluster.slurm_sbatch.split(";") if o.strip()):
+        if not opt.startswith("-") or "\n" in opt:
+            bad("cluster.slurm_sbatch", f"{opt!r} is no sbatch option: write it as on sbatch's command line "
+                                        "(--qos=short)")
 
 
 def rules() -> list[RuleRow]:

@@ -5,6 +5,7 @@ CLI's `choices` and generated docs read the same declaration (nmtkit.config uses
 """
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass, field
 
 
@@ -44,3 +45,12 @@ class Rule:
 def rule(default, *, choices: tuple = (), ge=None, gt=None, lt=None, doc: str = ""):
     """A dataclass field with its rule and its meaning (`doc`) in the field's metadata."""
     return field(default=default, metadata={"rule": Rule(tuple(choices), ge, gt, lt), "doc": doc})
+
+
+class RuleRow(typing.NamedTuple):
+    """One config value in docs/config.md (nmtkit.config.rules())."""
+    key: str        # section.name
+    type: str       # int, float, str or bool
+    default: object
+    rule: str       # Rule.text(): "" when any value of the type will do
+    doc: str

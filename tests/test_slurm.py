@@ -301,7 +301,9 @@ def test_inside_an_allocation_the_engines_are_one_srun_step_that_ends_with_the_d
     steps = lambda: [s for s in slurm.run("squeue", "-h", "-s", "-o", "%i").stdout.split()  # noqa: E731
                      if s.startswith(f"{job}.") and s.split(".")[1].isdigit()]
     assert steps(), slurm.run("squeue", "-s").stdout  # the engines: a step of the user's allocation
-    driver = next(p for p in psutil.Process(out.proc.pid).children(recursive=True) if "nmtkit.cli" in p.cmdline())
+    # the python process itself: salloc's and sh's command lines name nmtkit.cli too, and killing either ends the job
+    driver = next(p for p in psutil.Process(out.proc.pid).children(recursive=True)
+                  if p.cmdline()[:1] and "python" in Path(p.cmdline()[0]).name and "nmtkit.cli" in p.cmdline())
     driver.kill()
     deadline = time.time() + 30
     while steps() and time.time() < deadline:

@@ -3,10 +3,8 @@ notebook's process). Start and stop, the rank plan of the engines, preflight, da
 EngineControl its Jobs use (alive ids, signal, release, is-local)."""
 from __future__ import annotations
 
-import glob
 import os
 import socket
-import stat
 import sys
 import time
 from pathlib import Path
@@ -16,10 +14,11 @@ import ipyparallel as ipp
 import pandas as pd
 
 import nmtkit
+from nmtkit.cluster.connfiles import connection_files, engine_command, secure
 from nmtkit.cluster.jobs import Job
 from nmtkit.cluster.lifeline import Lifeline, hold
-from nmtkit.cluster.plan import (Engine, assign_slots, bound_hosts, check_iface, check_listen, controller_ip,
-                                 device_indices, iface_for, parse_hosts, rank_env)
+from nmtkit.cluster.plan import (Engine, assign_slots, bound_hosts, check_iface, check_launcher, check_listen,
+                                 controller_ip, device_indices, iface_for, parse_hosts, rank_env)
 from nmtkit.cluster.preflight import gather_facts, link_status, measure_link, preflight_problems, copy_to_node, preflight_table, reachability_listener
 from nmtkit.cluster.remote import engine_identity, rank_check, rank_main, train_rank
 from nmtkit.cluster.rendezvous import Rendezvous
@@ -45,16 +44,7 @@ class Cluster:
         cc = cfg.cluster if isinstance(cfg, Config) else (cfg or ClusterConfig())
         self.n = engines if engines is not None else cc.engines
         self.hosts = parse_hosts(hosts if hosts is not None else cc.hosts)
-        self.launcher = launcher or cc.launcher
-        if self.launcher not in LAUNCHERS:
-            raise ClusterError(f"cluster.launcher: {self.launcher!r}: choose {', '.join(LAUNCHERS)}")
-        if self.launcher == "auto":
-            self.launcher = "ssh" if self.hosts else "local"
-        if self.launcher == "ssh" and not self.hosts:
-            raise ClusterError("cluster.launcher=ssh needs cluster.hosts, e.g. 10.0.0.5:2,10.0.0.6:2")
-        if self.launcher == "slurm" and self.hosts:
-            raise ClusterError("cluster.launcher=slurm: Slurm picks the nodes; leave cluster.hosts (--hosts) empty "
-                               "and give the number of engines (--np, cluster.engines)")
+        self.launcher = check_launcher(launcher or cc.launcher, self.hosts, LAUNCHERS)
         if self.hosts and self.launcher != "local":
             self.n = sum(h.slots for h in self.hosts)
         self.slurm = SlurmJob(cc) if self.launcher == "slurm" else None  # the engines' job, once submitted
@@ -98,7 +88,7 @@ class Cluster:
         self._ipp.start_controller_sync()
         self._lifeline = Lifeline(self.listen_ip)
         self._lifeline.reap([self._ipp.controller.pid])
-        self._secure_connection_files()
+        secure(self._ipp, self.start_timeout)
         self.client = self._ipp.connect_client_sync()
         if self.launcher != "manual":
             self._start_engines(self.n)
@@ -176,15 +166,13 @@ class Cluster:
         self.client.send_signal(name, targets=ids, block=True)
 
     def cause(self) -> str:
-        """What the launcher knows ended the engines ('' when it knows nothing): a Slurm job's state, its lost
-        nodes. A dead rank's error line carries it."""
+        """What ended the engines, as far as the launcher knows ('' if nothing): a Slurm job's state, lost nodes."""
         if self.slurm is None:
             return ""
         return self.slurm.cause([e.host for e in self._engines or []], hasten=self._end_engines)
 
     def allocation_ended(self) -> str | None:
-        """'Slurm job N was cancelled (...)' when the engines' job ended under them (the ranks stopped on
-        Slurm's SIGTERM after a checkpoint), else None."""
+        """'Slurm job N was cancelled (...)' when the engines' job ended under them, else None."""
         return self.slurm.ended(hasten=self._end_engines) if self.slurm is not None else None
 
     def _end_engines(self) -> None:
@@ -232,38 +220,11 @@ class Cluster:
         return self.ids
 
     def engine_command(self, python: str = "ipengine") -> str:
-        """The command a student runs on each node to join this controller (mode c).
-
-        Copy the engine connection file to the node first (it holds the controller's address and key; keep it
-        private): `scp <file> node:~/` then on the node run the printed command.
-        """
-        f = self.connection_files().get("engine")
-        if f is None:
-            raise ClusterError("the controller has not written its engine connection file yet: start() first")
-        run = python if python == "ipengine" else f"{python} -m ipyparallel.engine"
-        return f"TF_USE_LEGACY_KERAS=1 {run} --file=~/{Path(f).name}"
+        """The command a student runs on each node to join this controller (nmtkit.cluster.connfiles)."""
+        return engine_command(self._ipp, python)
 
     def connection_files(self) -> dict[str, str]:
-        sec = Path(self._ipp.profile_dir) / "security"
-        files = {}
-        for kind in ("engine", "client"):
-            hits = glob.glob(str(sec / f"ipcontroller-{self._ipp.cluster_id}-{kind}.json"))
-            if hits:
-                files[kind] = hits[0]
-        return files
-
-    def _secure_connection_files(self) -> None:
-        """The connection files hold the key that lets anyone run code on the engines: owner-only (0600). Waits
-        for the controller to write them (a loaded machine takes a while; the SSH launcher copies them next)."""
-        deadline = time.time() + self.start_timeout
-        while len(self.connection_files()) < 2:
-            if time.time() > deadline:
-                raise ClusterError(f"the controller wrote no connection files within {self.start_timeout} s; see "
-                                   f"its log in {self._ipp.profile_dir}/log (cluster.start_timeout waits longer)")
-            time.sleep(0.1)
-        for f in list(self.connection_files().values()) + [self._ipp.cluster_file]:
-            if os.path.exists(f):
-                os.chmod(f, stat.S_IRUSR | stat.S_IWUSR)
+        return connection_files(self._ipp)
 
     # engines and their plan
     def engines(self, refresh: bool = False) -> list[Engine]:

@@ -217,3 +217,17 @@ def iface_for(addr: str) -> str:
         if any(a.address == src for a in addrs):
             return name
     return "lo" if addr.startswith("127.") else ""
+
+
+def check_launcher(launcher: str, hosts: list, allowed) -> str:
+    """The launcher a cluster uses ("auto": ssh with hosts, else local), or ClusterError naming the key."""
+    if launcher not in allowed:
+        raise ClusterError(f"cluster.launcher: {launcher!r}: choose {', '.join(allowed)}")
+    if launcher == "auto":
+        launcher = "ssh" if hosts else "local"
+    if launcher == "ssh" and not hosts:
+        raise ClusterError("cluster.launcher=ssh needs cluster.hosts, e.g. 10.0.0.5:2,10.0.0.6:2")
+    if launcher == "slurm" and hosts:
+        raise ClusterError("cluster.launcher=slurm: Slurm picks the nodes; leave cluster.hosts (--hosts) empty "
+                           "and give the number of engines (--np, cluster.engines)")
+    return launcher
