@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -149,8 +150,16 @@ def test_a_cancelled_or_failed_job_is_named_with_its_state(tmp_path, monkeypatch
     assert job.ended() == "Slurm job 7 lost a node (NODE_FAIL, NodeDown)"
     (tmp_path / "state").write_text("RUNNING")
     assert job.ended() is None
-    (tmp_path / "nodes").write_text("down*")  # still RUNNING to Slurm, but a node stopped answering
-    assert job.cause(["n2"]) == "Slurm job 7 RUNNING; node(s) lost: n2 down*"
+    t0 = time.time()
+    assert job.cause(settle_s=1) == "Slurm job 7 RUNNING"  # every engine answers: a rank's own error, no wait
+    assert time.time() - t0 < 5
+    # an engine went silent and Slurm has not marked its node: the line says whose, after node_wait_s
+    said = job.cause(silent=lambda: ["n2"], settle_s=1, node_wait_s=2)
+    assert said.startswith("Slurm job 7 RUNNING; the engine(s) on n2 stopped answering (a lost node"), said
+    (tmp_path / "nodes").write_text("n1 allocated\nn2 down*")  # Slurm's ping failed: the node is lost
+    t0 = time.time()
+    assert job.cause(silent=lambda: ["n2"], node_wait_s=30) == "Slurm job 7 RUNNING; node(s) lost: n2 down*"
+    assert time.time() - t0 < 5  # no wait once Slurm says so
 
 
 def test_a_completing_job_shows_why_once_its_engines_are_gone(tmp_path, monkeypatch):
@@ -161,3 +170,28 @@ def test_a_completing_job_shows_why_once_its_engines_are_gone(tmp_path, monkeypa
     assert ended == [1]
     (tmp_path / "state").write_text("COMPLETING")
     assert job.ended(wait=1).startswith("Slurm job 7 is ending (COMPLETING")  # nobody ends the engines: say so
+
+
+def test_train_without_np_inside_an_allocation_stops_at_a_checkpoint_before_its_end(nmt_data, tmp_path, monkeypatch):
+    """`salloc -t 5 nmtkit train ...` (one process, no launcher): the loop asks squeue for the job's time left."""
+    import json
+
+    from conftest import small_config
+    from nmtkit.cluster.slurm import allocation_end
+    from nmtkit.train.budget import DEADLINE_ENV
+    from nmtkit.train.loop import train
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "squeue").write_text('#!/bin/sh\n[ "$3" = 99 ] && [ "$5" = "%L" ] && echo 0:18 || exit 1\n')
+    (bin_ / "squeue").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv(DEADLINE_ENV, raising=False)
+    monkeypatch.setenv("SLURM_JOB_ID", "98")
+    assert allocation_end() is None  # squeue knows no job 98
+    monkeypatch.setenv("SLURM_JOB_ID", "99")
+    assert abs(allocation_end() - (time.time() + 18)) < 2
+    run = tmp_path / "run"
+    train(small_config(**{"train.steps": 100_000, "train.ckpt_every": 20}), run, data_dir=nmt_data, progress=False)
+    status = json.loads((run / "run.json").read_text())
+    assert status["status"] == "stopped" and status["reason"] == "time limit", status
+    assert (run / "checkpoints" / f"ckpt-{status['step']}.index").exists(), status  # the stop's checkpoint

@@ -66,31 +66,37 @@ def train_distributed(cfg, run_dir: str | Path, *, np: int, hosts: str = "", lau
     cfg = cfg.with_overrides(overrides)
     run = RunDir(Path(run_dir).resolve())
     data = Path(data_dir or cfg.data.dir).resolve()
-    with run.session(), caught() as signals:  # the driver's one place to take and release the lock
+    with run.session():  # the driver's one place to take and release the lock
         say(run.message)
         cluster = Cluster(cfg)
         say(f"starting {np} engines ({cluster.launcher} launcher{', hosts ' + hosts if hosts else ''})")
-        cluster.start()
+        try:  # Ctrl-C here (a Slurm job still queued) leaves at once: the start ends what it began (scancel)
+            cluster.start()
+        except KeyboardInterrupt:
+            job_id = cluster.slurm.job_id if cluster.slurm is not None else None
+            say(f"interrupted before training began{f': Slurm job {job_id} cancelled' if job_id else ''}")
+            raise
         try:
-            if cluster.slurm is not None:
-                say(cluster.slurm.describe())
-            job = cluster.launch(cfg, run, data_dir=data, resume=resume, ranks=np)
-            say(f"{np} ranks training into {run.path}")
-            echo = _Echo(job.output_of_rank(0), out)
-            while not job.done:
+            with caught() as signals:
+                if cluster.slurm is not None:
+                    say(cluster.slurm.describe())
+                job = cluster.launch(cfg, run, data_dir=data, resume=resume, ranks=np)
+                say(f"{np} ranks training into {run.path}")
+                echo = _Echo(job.output_of_rank(0), out)
+                while not job.done:
+                    echo.flush()
+                    if signals.requested and not job.stop_requested:
+                        say(f"{signals.signal}: stopping every rank after a checkpoint (again: Ctrl-C to leave now)")
+                        job.request_stop()
+                    job.check()  # RankFailedError names the rank, host and pid
+                    time.sleep(poll)
+                results = job.wait()
                 echo.flush()
-                if signals.requested and not job.stop_requested:
-                    say(f"{signals.signal}: stopping every rank after a checkpoint (again: Ctrl-C to leave now)")
-                    job.request_stop()
-                job.check()  # RankFailedError names the rank, host and pid
-                time.sleep(poll)
-            results = job.wait()
-            echo.flush()
-            ended = cluster.allocation_ended()  # Slurm's SIGTERM stopped the ranks (they checkpointed first)
-            if ended:
-                run.record(allocation_end=ended)
-                raise ClusterError(f"{ended}: the ranks stopped at step {results[0].value.get('step')} after a "
-                                   f"checkpoint; run the same command again to resume {run.path}")
+                ended = cluster.allocation_ended()  # Slurm's SIGTERM stopped the ranks (they checkpointed first)
+                if ended:
+                    run.record(allocation_end=ended)
+                    raise ClusterError(f"{ended}: the ranks stopped at step {results[0].value.get('step')} after a "
+                                       f"checkpoint; run the same command again to resume {run.path}")
         except RankFailedError:
             echo.flush()  # the job has marked run.json failed with the reason
             raise

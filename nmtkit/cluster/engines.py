@@ -13,12 +13,11 @@ from typing import Any, Callable
 import ipyparallel as ipp
 import pandas as pd
 
-import nmtkit
 from nmtkit.cluster.connfiles import connection_files, engine_command, secure
 from nmtkit.cluster.jobs import Job
 from nmtkit.cluster.lifeline import Lifeline, hold
 from nmtkit.cluster.plan import (Engine, assign_slots, bound_hosts, check_iface, check_launcher, check_listen,
-                                 controller_ip, device_indices, iface_for, parse_hosts, rank_env)
+                                 controller_ip, device_indices, engine_env, iface_for, parse_hosts, rank_env)
 from nmtkit.cluster.preflight import gather_facts, link_status, measure_link, preflight_problems, copy_to_node, preflight_table, reachability_listener
 from nmtkit.cluster.remote import engine_identity, rank_check, rank_main, train_rank
 from nmtkit.cluster.rendezvous import Rendezvous
@@ -33,8 +32,9 @@ LAUNCHERS = choices("cluster.launcher")
 class Cluster:
     """Modes (cfg.cluster): `hosts` empty -> local engines (`engines` of them); `hosts` set and `launcher` "auto"
     or "ssh" -> engines started over SSH on those hosts; `launcher` "manual" -> only the controller starts,
-    students run engine_command() on each node; "slurm" -> `engines` engines as a Slurm job (nmtkit.cluster.slurm). The controller and the rendezvous listen on `cluster.listen`
-    (or `listen_ip=`), else on 127.0.0.1 for local engines and the one local address that routes to the hosts."""
+    students run engine_command() on each node; "slurm" -> `engines` engines as a Slurm job (cluster.slurm). The
+    controller and rendezvous listen on `cluster.listen` (or `listen_ip=`), else on 127.0.0.1 for local engines and
+    the one local address that routes to the hosts."""
 
     def __init__(self, cfg: Config | ClusterConfig | None = None, *, engines: int | None = None,
                  hosts: str | None = None, launcher: str | None = None, listen_ip: str | None = None,
@@ -91,7 +91,11 @@ class Cluster:
         secure(self._ipp, self.start_timeout)
         self.client = self._ipp.connect_client_sync()
         if self.launcher != "manual":
-            self._start_engines(self.n)
+            try:
+                self._start_engines(self.n)
+            except BaseException:  # Ctrl-C while a Slurm job is queued, engines that never came: end what started
+                self.stop()
+                raise
         self.timings["cluster_start_s"] = time.time() - t0
         return self
 
@@ -113,20 +117,6 @@ class Cluster:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def _engine_env(self) -> dict[str, str]:
-        """Environment of local engines: nmtkit importable, Keras 2, and each 'node' its share of the cores.
-        Slurm's engines see this checkout too (a shared filesystem); their cores are Slurm's to give."""
-        root = str(Path(nmtkit.__file__).resolve().parents[1])
-        if self.launcher == "slurm":
-            return {"PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p),
-                    "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
-        if self.launcher != "local":
-            return {"TF_USE_LEGACY_KERAS": "1"}
-        threads = max(1, (os.cpu_count() or 1) // max(1, self.n))
-        return {"PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p),
-                "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2",
-                "TF_NUM_INTRAOP_THREADS": str(threads), "TF_NUM_INTEROP_THREADS": "1"}
-
     def _start_engines(self, n: int) -> None:
         known = set(self.client.ids)
         # over SSH: the hosts and their slots, and this venv's python (the remote default is the system python3)
@@ -135,7 +125,7 @@ class Cluster:
         count = n
         if self.slurm is not None:  # sbatch through ipyparallel's Slurm launcher, or an srun step of one process
             self._ipp.engine_launcher_class, count, launch = self.slurm.engine_set(n, self._ipp.profile_dir)
-        set_id = self._ipp.start_engines_sync(count, environment=self._engine_env(), **launch)
+        set_id = self._ipp.start_engines_sync(count, environment=engine_env(self.launcher, self.n), **launch)
         steps = (self.slurm.started(self._ipp.engines[set_id], self._lifeline, self._ipp.controller.pid)
                  if self.slurm is not None else [])
         self.ids = self._wait_for_new(known, n)
@@ -169,7 +159,8 @@ class Cluster:
         """What ended the engines, as far as the launcher knows ('' if nothing): a Slurm job's state, lost nodes."""
         if self.slurm is None:
             return ""
-        return self.slurm.cause([e.host for e in self._engines or []], hasten=self._end_engines)
+        silent = lambda: [e.host for e in self._engines or [] if e.id not in self.alive_ids()]  # noqa: E731
+        return self.slurm.cause(silent, hasten=self._end_engines, settle_s=5 * self.heartbeat_ms / 1000 + 1)
 
     def allocation_ended(self) -> str | None:
         """'Slurm job N was cancelled (...)' when the engines' job ended under them, else None."""

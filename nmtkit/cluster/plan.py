@@ -13,12 +13,14 @@ import re
 import socket
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import psutil
 from horovod.runner.common.util.hosts import HostInfo, SlotInfo, get_host_assignments
 from horovod.runner.common.util.hosts import parse_hosts as horovod_parse_hosts
 from horovod.runner.gloo_run import create_run_env_vars, create_slot_env_vars
+import nmtkit
 from nmtkit.errors import ClusterError
 
 LOOPBACK = "127.0.0.1"
@@ -231,3 +233,17 @@ def check_launcher(launcher: str, hosts: list, allowed) -> str:
         raise ClusterError("cluster.launcher=slurm: Slurm picks the nodes; leave cluster.hosts (--hosts) empty "
                            "and give the number of engines (--np, cluster.engines)")
     return launcher
+
+
+def engine_env(launcher: str, n: int) -> dict[str, str]:
+    """Environment of the engines: nmtkit importable, Keras 2, and on one machine each 'node' its share of the
+    cores. Slurm's engines see this checkout too (a shared filesystem); their cores are Slurm's to give."""
+    root = str(Path(nmtkit.__file__).resolve().parents[1])
+    path = {"PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)}
+    if launcher == "slurm":
+        return {**path, "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    if launcher != "local":
+        return {"TF_USE_LEGACY_KERAS": "1"}
+    threads = max(1, (os.cpu_count() or 1) // max(1, n))
+    return {**path, "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2",
+            "TF_NUM_INTRAOP_THREADS": str(threads), "TF_NUM_INTEROP_THREADS": "1"}

@@ -90,6 +90,19 @@ def parse_time_left(text: str) -> float | None:
     return float(((d * 24 + h) * 60 + m) * 60 + s)
 
 
+def allocation_end(env: dict | None = None) -> float | None:
+    """The end (epoch seconds) of the Slurm job this process runs in (SLURM_JOB_ID: `salloc`/`sbatch` running
+    `nmtkit train` or Jupyter), by squeue's time left; None outside Slurm, without a limit, or when squeue fails."""
+    job = (os.environ if env is None else env).get("SLURM_JOB_ID")
+    if not job or shutil.which("squeue") is None:
+        return None
+    try:
+        left = parse_time_left(run(["squeue", "-h", "-j", job, "-o", "%L"]).strip() or "INVALID")
+    except ClusterError:
+        return None
+    return None if left is None else time.time() + left
+
+
 def job_fields(job_id: str, strict: bool = False) -> dict[str, str]:
     """`scontrol show job -o ID` as a dict (JobState, Reason, NodeList, TimeLimit, ...); {} once Slurm forgot it
     (or, unless `strict`, when scontrol fails: a fault's message must not wait on it)."""
@@ -227,21 +240,41 @@ class SlurmJob:
         reason = f.get("Reason", "None")
         return f"Slurm job {self.job_id} {ENDINGS[state]} ({state}{'' if reason == 'None' else ', ' + reason})"
 
-    def cause(self, hosts: list[str] = (), hasten=None) -> str:
-        """For a dead rank's error line: the job's state, and any of its nodes Slurm sees down or not responding."""
+    def cause(self, silent=lambda: [], hasten=None, settle_s: float = 6.0, node_wait_s: float = 30.0) -> str:
+        """For a dead rank's error line: the job's state and, when a node was lost, which. A lost node shows first
+        as its engines' silence (`silent()`: the hosts whose engines stopped answering the controller's heartbeat,
+        known within `settle_s`), then in Slurm, as not responding once slurmctld's ping fails (every
+        SlurmdTimeout/3) and down after SlurmdTimeout: wait up to `node_wait_s` for Slurm to say so."""
         if not self.job_id:
             return ""
         ended = self.ended(hasten, wait=20)
         if ended:
             return ended
-        down = []
-        for h in dict.fromkeys(hosts):
-            try:
-                state = run(["sinfo", "-h", "-n", h, "-o", "%T"]).strip()
-            except ClusterError:
-                continue
-            if any(s in state.upper() for s in ("DOWN", "NOT_RESPONDING", "FAIL", "DRAIN")) or state.endswith("*"):
-                down.append(f"{h} {state}")
-        f = job_fields(self.job_id)
-        return (f"Slurm job {self.job_id} {f.get('JobState', 'state unknown')}"
-                + (f"; node(s) lost: {', '.join(down)}" if down else ""))
+        t0 = time.time()
+        while True:
+            f = job_fields(self.job_id)
+            down, gone = nodes_down(f.get("NodeList", "")), silent()
+            if down or f.get("JobState") in ENDINGS or time.time() - t0 > (node_wait_s if gone else settle_s):
+                break
+            time.sleep(1)
+        said = f"Slurm job {self.job_id} {ENDINGS.get(f.get('JobState'), f.get('JobState', 'state unknown'))}"
+        if down:
+            return f"{said}; node(s) lost: {', '.join(down)}"
+        if gone:
+            hosts = ", ".join(dict.fromkeys(gone))
+            return (f"{said}; the engine(s) on {hosts} stopped answering (a lost node or a killed process; Slurm "
+                    f"has not marked the node down yet: `sinfo -n {hosts}`)")
+        return said
+
+
+def nodes_down(nodelist: str) -> list[str]:
+    """The job's nodes Slurm sees down, failing, drained or not responding (state ending in *), as 'name state'."""
+    if not nodelist or nodelist == "(null)":
+        return []
+    try:
+        rows = run(["sinfo", "-h", "-N", "-n", nodelist, "-o", "%N %T"]).splitlines()
+    except ClusterError:
+        return []
+    bad = ("DOWN", "NOT_RESPONDING", "FAIL", "DRAIN")
+    return [" ".join(r.split()) for r in dict.fromkeys(rows)
+            if r.split() and (any(b in r.upper() for b in bad) or r.rstrip().endswith("*"))]

@@ -231,6 +231,9 @@ def _spend(cfg: Config, rd: RunDir, dist) -> Spend:
     prior_h, step_s = status.get("spent_hours") or 0.0, (status.get("projection") or {}).get("step_s")
     budget.check_affordable(prior_h, step_s)
     deadline = os.environ.get(DEADLINE_ENV)  # set by the cluster's Slurm launcher on every rank
+    if not deadline and os.environ.get("SLURM_JOB_ID"):  # `nmtkit train` (no --np) inside the user's own allocation
+        from nmtkit.cluster.slurm import allocation_end
+        deadline = allocation_end()
     return Spend(budget, Plateau.of(cfg, status), prior_h, step_s, deadline=float(deadline) if deadline else None)
 
 
