@@ -74,6 +74,24 @@ def test_the_allocation_end_stops_the_run_when_the_next_checkpoint_would_pass_it
     assert not outlives(now + room - 1, now, 995, step_s, 40, 1000, 2)  # the end (5 steps) comes before
 
 
+def test_until_an_evaluation_is_timed_the_finish_is_reserved_at_the_first_steps_time():
+    """The final dev + test evaluation traces its graphs as the first step did: before any evaluation was timed,
+    the stop keeps twice the first step's time for it (a busy host once let Slurm's TIMEOUT hit mid-evaluation)."""
+    import types
+
+    from nmtkit.train.budget import Budget, Plateau
+    from nmtkit.train.loop import Spend
+    t = types.SimpleNamespace(ckpt_every=10, steps=1000)
+    p = types.SimpleNamespace(step=20)
+    now = time.time()
+    spend = Spend(Budget(0.0, 0.0, 0.0, 1), Plateau(0, 0.0), 0.0, step_s=0.01, deadline=now + DEADLINE_MARGIN_S + 12)
+    assert spend.stop_reason(p, t) is None  # nothing to reserve: 0.1 s to the checkpoint fits
+    spend.first_s = 8.0  # a first step of 8 s: 16 s reserved
+    assert spend.stop_reason(p, t) == "time limit"
+    spend.eval_s = 1.0  # once an evaluation was timed, its time counts
+    assert spend.stop_reason(p, t) is None
+
+
 def test_the_batch_script_carries_partition_account_time_gpus_and_extra_lines(tmp_path):
     cfg = config.load("tiny", {"cluster.launcher": "slurm", "cluster.slurm_partition": "gpu",
                                "cluster.slurm_account": "nlp101", "cluster.slurm_minutes": 90,

@@ -92,7 +92,10 @@ def train_distributed(cfg, run_dir: str | Path, *, np: int, hosts: str = "", lau
                     time.sleep(poll)
                 results = job.wait()
                 echo.flush()
-                ended = cluster.allocation_ended()  # Slurm's SIGTERM stopped the ranks (they checkpointed first)
+                own = results[0].value.get("status") == "finished" or results[0].value.get("reason") == "time limit"
+                # Slurm's SIGTERM stopped the ranks (they checkpointed first); not a run that ended by itself and
+                # whose job then ran out of time while the driver collected the results
+                ended = None if own else cluster.allocation_ended()
                 if ended:
                     run.record(allocation_end=ended)
                     raise ClusterError(f"{ended}: the ranks stopped at step {results[0].value.get('step')} after a "

@@ -81,6 +81,8 @@ class Spend:
     prior_h: float                 # hours the run's earlier sessions trained
     step_s: float | None = None    # this session's measured pace (or the last session's, until measured)
     eval_s: float = 0.0            # the last dev evaluation's wall time: reserved twice (dev + test) for the finish
+    first_s: float = 0.0           # this session's first step, tracing included: the reserve's stand-in until an
+                                   # evaluation is timed (the final one traces its graphs too)
     t0: float = 0.0
     projected: bool = False
     deadline: float | None = None  # the allocation's end (a Slurm job's, epoch seconds), when it has one
@@ -91,9 +93,10 @@ class Spend:
     def stop_reason(self, p: Progress, t) -> str | None:
         if self.plateau.reached:
             return "plateau"
-        if self.budget.exhausted(self.hours(), p.step, self.step_s, t.ckpt_every, t.steps, 2 * self.eval_s):
+        reserve = 2 * (self.eval_s or self.first_s)
+        if self.budget.exhausted(self.hours(), p.step, self.step_s, t.ckpt_every, t.steps, reserve):
             return "budget"
-        if outlives(self.deadline, time.time(), p.step, self.step_s, t.ckpt_every, t.steps, 2 * self.eval_s):
+        if outlives(self.deadline, time.time(), p.step, self.step_s, t.ckpt_every, t.steps, reserve):
             return "time limit"
         return None
 
@@ -240,6 +243,7 @@ def _spend(cfg: Config, rd: RunDir, dist) -> Spend:
 def _project(spend: Spend, rd: RunDir, p: Progress, t, reporter: Reporter) -> None:
     """Rank 0 at each log interval: the measured pace, and where it takes the run (a line the first time)."""
     step_s = measured_step_s(reporter.step_times[-1000:] if len(reporter.step_times) > 1000 else reporter.step_times)
+    spend.first_s = spend.first_s or (reporter.step_times[0] if reporter.step_times else 0.0)
     if step_s is None:
         rd.progress(p.step, spent_hours=spend.hours())
         return
