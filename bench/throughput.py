@@ -20,6 +20,7 @@ length bucket), each with its ratio to OpenNMT-tf.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -158,6 +159,7 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="also time forward / backward / optimizer per shape")
     args = ap.parse_args()
     variants = [("nmtkit", {})] + [parse_variant(v) for v in args.variant]
+    os.environ["NMTKIT_XLA_ON_CPU"] = "1"  # measure XLA on a CPU too: what the kit's refusal there rests on
     shapes = ["tiny"] if args.quick else [s.strip() for s in args.shapes.split(",") if s.strip()]
     steps, warmup = (6, 2) if args.quick else (args.steps, args.warmup)
     report_every = 2 if args.quick else 5

@@ -81,8 +81,9 @@ class TrainConfig:
     precision: str = rule("auto", choices=("auto", "float32", "mixed_float16", "mixed_bfloat16"),
                           doc="auto: mixed_float16 on GPUs with tensor cores, mixed_bfloat16 on CPUs with "
                               "avx512_bf16/amx_bf16 while train/bf16_quality.json allows it, else float32")
-    xla: bool = rule(False, doc="compile the step with XLA; one process only (Horovod's ops have no XLA kernel on "
-                                "CPU); one program per length bucket (bench/README.md has whether it pays)")
+    xla: bool = rule(False, doc="compile the step with XLA, one program per length bucket: one process on a GPU "
+                                "(Horovod's ops have no XLA kernel; refused on a CPU, where it measured slower: "
+                                "bench/README.md)")
     grad_accum: int = rule(0, ge=0, doc="micro-batches the per-device batch is split into (the same sentences a "
                                         "step); 0: auto, the fewest that fit the GPU's memory (1 on a CPU)")
     compression: str = rule("none", choices=("none", "fp16"),

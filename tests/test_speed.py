@@ -47,6 +47,22 @@ def test_xla_only_in_one_process():
     assert use_xla(False, 1) is False
 
 
+def test_xla_on_a_cpu_is_refused_in_one_line_unless_a_benchmark_asks_for_it(nmt_data, tmp_path):
+    import pytest
+
+    from conftest import small_config
+    from nmtkit.errors import ConfigError
+    from nmtkit.train.loop import train
+    with pytest.raises(ConfigError, match=r"^train\.xla=true: on a CPU the XLA-compiled step trains slower"):
+        use_xla(True, 1, gpu=False, env={})
+    assert use_xla(False, 1, gpu=False, env={}) is False
+    assert use_xla(True, 1, gpu=False, env={"NMTKIT_XLA_ON_CPU": "1"}) is True  # bench/throughput.py measures it
+    with pytest.raises(ConfigError, match=r"train\.xla=true") as e:  # what a user who sets it sees, at once
+        train(small_config(**{"train.xla": True, "train.steps": 2}), tmp_path / "run", data_dir=nmt_data,
+              progress=False)
+    assert "\n" not in str(e.value)
+
+
 def test_threads_split_the_cores_between_local_ranks():
     assert thread_counts(16, 2, env={}) == (8, 8)
     assert thread_counts(2, 1, env={}) == (2, 2)

@@ -5,6 +5,7 @@ prints the decision with its reason in the run's first log line and run.json.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from nmtkit.config import choices
@@ -69,8 +70,16 @@ def decide_precision(setting: str, gpus, flags=None, record: Path | None = None)
     return "float32", f"auto: CPU with {'/'.join(native)}, but {why}"
 
 
-def use_xla(setting: bool, size: int, horovod: bool = False) -> bool:
+XLA_ON_CPU = "NMTKIT_XLA_ON_CPU"  # set (bench/throughput.py does) to measure XLA on a CPU anyway
+
+
+def use_xla(setting: bool, size: int, horovod: bool = False, gpu: bool = True, env=None) -> bool:
     """train.xla -> whether the step is compiled with XLA (jit_compile). Never in a Horovod job, one rank
     included: Horovod's allreduce is a custom op with no XLA kernel (its XLA ops exist only for GPUs built with
-    HOROVOD_ENABLE_XLA_OPS), so the step stays a plain tf.function."""
+    HOROVOD_ENABLE_XLA_OPS), so the step stays a plain tf.function. On a CPU it is refused in one line: one
+    program per length bucket still trained slower there than without XLA (bench/README.md has the figures)."""
+    if setting and not gpu and not (os.environ if env is None else env).get(XLA_ON_CPU):
+        raise ConfigError("train.xla=true: on a CPU the XLA-compiled step trains slower than the plain one "
+                          "(bench/README.md, `bench/throughput.py --variant xla:train.xla=true`); leave train.xla "
+                          "off here, it is for GPUs")
     return bool(setting) and size == 1 and not horovod

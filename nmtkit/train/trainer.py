@@ -60,7 +60,7 @@ class Trainer:
         gpus = gpu_capabilities(tf)
         self.micro = fit(cfg, vocab_size, gpu_memory() if gpus else None, self.precision)
         self.accum = self.micro.count
-        self.xla = use_xla(cfg.train.xla, self.dist.size, horovod=self.dist.name == "horovod")
+        self.xla = use_xla(cfg.train.xla, self.dist.size, horovod=self.dist.name == "horovod", gpu=bool(gpus))
         pair = (tf.TensorSpec([None, None], tf.int32),) * 2
         # the whole optimizer step (every micro-batch, the allreduce, the update, step += 1) is one graph call
         self.train_step = tf.function(self._train_step, input_signature=[(pair,) * self.accum], jit_compile=self.xla)
