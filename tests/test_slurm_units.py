@@ -195,7 +195,7 @@ def test_train_without_np_inside_an_allocation_stops_at_a_checkpoint_before_its_
     import json
 
     from conftest import small_config
-    from nmtkit.cluster.slurm import allocation_end
+    from nmtkit.train.budget import allocation_end
     from nmtkit.train.budget import DEADLINE_ENV
     from nmtkit.train.loop import train
     bin_ = tmp_path / "bin"

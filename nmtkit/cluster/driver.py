@@ -49,6 +49,17 @@ def check_ranks(np: int, hosts: str = "") -> None:
                            f"{slots} or add slots (host:slots, e.g. {hosts.split(',')[0].split(':')[0]}:{np})")
 
 
+def _start(cluster, say) -> None:
+    """Start the engines. Ctrl-C here (a Slurm job still queued) leaves at once: the start ends what it began
+    (scancel); the graceful stop (checkpoint first) applies once training runs."""
+    try:
+        cluster.start()
+    except KeyboardInterrupt:
+        job_id = cluster.slurm.job_id if cluster.slurm is not None else None
+        say(f"interrupted before training began{f': Slurm job {job_id} cancelled' if job_id else ''}")
+        raise
+
+
 def train_distributed(cfg, run_dir: str | Path, *, np: int, hosts: str = "", launcher: str = "auto",
                       data_dir: str | Path | None = None, resume: bool = True, out: TextIO = sys.stdout,
                       poll: float = 0.5) -> int:
@@ -70,12 +81,7 @@ def train_distributed(cfg, run_dir: str | Path, *, np: int, hosts: str = "", lau
         say(run.message)
         cluster = Cluster(cfg)
         say(f"starting {np} engines ({cluster.launcher} launcher{', hosts ' + hosts if hosts else ''})")
-        try:  # Ctrl-C here (a Slurm job still queued) leaves at once: the start ends what it began (scancel)
-            cluster.start()
-        except KeyboardInterrupt:
-            job_id = cluster.slurm.job_id if cluster.slurm is not None else None
-            say(f"interrupted before training began{f': Slurm job {job_id} cancelled' if job_id else ''}")
-            raise
+        _start(cluster, say)
         try:
             with caught() as signals:
                 if cluster.slurm is not None:
@@ -92,9 +98,8 @@ def train_distributed(cfg, run_dir: str | Path, *, np: int, hosts: str = "", lau
                     time.sleep(poll)
                 results = job.wait()
                 echo.flush()
+                # Slurm's SIGTERM stopped the ranks (they checkpointed first), unless they ended by themselves
                 own = results[0].value.get("status") == "finished" or results[0].value.get("reason") == "time limit"
-                # Slurm's SIGTERM stopped the ranks (they checkpointed first); not a run that ended by itself and
-                # whose job then ran out of time while the driver collected the results
                 ended = None if own else cluster.allocation_ended()
                 if ended:
                     run.record(allocation_end=ended)

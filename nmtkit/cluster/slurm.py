@@ -25,7 +25,7 @@ from traitlets import List, Unicode
 from nmtkit.cluster.plan import controller_ip
 from nmtkit.config import ClusterConfig
 from nmtkit.errors import ClusterError
-from nmtkit.train.budget import DEADLINE_ENV
+from nmtkit.train.budget import DEADLINE_ENV, parse_time_left
 
 INSTALL = "run on the cluster's login node with Slurm's commands on PATH (e.g. `module load slurm`)"
 # job states that end a job, and what each means in the line the driver prints
@@ -71,36 +71,6 @@ def run(cmd: list[str], env: dict | None = None, timeout: float = 30) -> str:
         said = " ".join((r.stderr or r.stdout).split()) or f"exit {r.returncode}"
         raise ClusterError(f"`{' '.join(cmd)}` failed: {said}")
     return r.stdout
-
-
-def parse_time_left(text: str) -> float | None:
-    """Slurm's [days-]hours:minutes:seconds (or minutes:seconds) in seconds; None for UNLIMITED, NOT_SET, INVALID."""
-    text = text.strip()
-    days, _, clock = text.rpartition("-") if "-" in text else ("", "", text)
-    try:
-        parts = [int(p) for p in clock.split(":")]
-        d = int(days) if days else 0
-    except ValueError:
-        return None
-    if not 1 <= len(parts) <= 3:
-        return None
-    while len(parts) < 3:
-        parts.insert(0, 0)
-    h, m, s = parts
-    return float(((d * 24 + h) * 60 + m) * 60 + s)
-
-
-def allocation_end(env: dict | None = None) -> float | None:
-    """The end (epoch seconds) of the Slurm job this process runs in (SLURM_JOB_ID: `salloc`/`sbatch` running
-    `nmtkit train` or Jupyter), by squeue's time left; None outside Slurm, without a limit, or when squeue fails."""
-    job = (os.environ if env is None else env).get("SLURM_JOB_ID")
-    if not job or shutil.which("squeue") is None:
-        return None
-    try:
-        left = parse_time_left(run(["squeue", "-h", "-j", job, "-o", "%L"]).strip() or "INVALID")
-    except ClusterError:
-        return None
-    return None if left is None else time.time() + left
 
 
 def job_fields(job_id: str, strict: bool = False) -> dict[str, str]:

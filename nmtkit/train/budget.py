@@ -8,7 +8,11 @@ bleu)`: has dev BLEU not improved by eval.min_improvement for eval.early_stoppin
 """
 from __future__ import annotations
 
+import os
+import shutil
 import statistics
+import subprocess
+import time
 from dataclasses import dataclass, field
 
 from nmtkit.config import Config
@@ -170,3 +174,35 @@ class Plateau:
     def fields(self) -> dict:
         return {"plateau": {"patience": self.patience, "min_improvement": self.min_improvement, "best": self.best,
                             "flat": self.flat, "evaluations": self.evaluations}}
+
+
+def parse_time_left(text: str) -> float | None:
+    """Slurm's [days-]hours:minutes:seconds (or minutes:seconds) in seconds; None for UNLIMITED, NOT_SET, INVALID."""
+    text = text.strip()
+    days, _, clock = text.rpartition("-") if "-" in text else ("", "", text)
+    try:
+        parts = [int(p) for p in clock.split(":")]
+        d = int(days) if days else 0
+    except ValueError:
+        return None
+    if not 1 <= len(parts) <= 3:
+        return None
+    while len(parts) < 3:
+        parts.insert(0, 0)
+    h, m, s = parts
+    return float(((d * 24 + h) * 60 + m) * 60 + s)
+
+
+def allocation_end(env: dict | None = None) -> float | None:
+    """The end (epoch seconds) of the Slurm job this process runs in (SLURM_JOB_ID: `salloc`/`sbatch` running
+    `nmtkit train` or Jupyter), by squeue's time left; None outside Slurm, without a limit, or when squeue fails."""
+    job = (os.environ if env is None else env).get("SLURM_JOB_ID")
+    if not job or shutil.which("squeue") is None:
+        return None
+    try:
+        r = subprocess.run(["squeue", "-h", "-j", job, "-o", "%L"], capture_output=True, text=True, timeout=30,
+                           stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    left = parse_time_left(r.stdout.strip() or "INVALID") if r.returncode == 0 else None
+    return None if left is None else time.time() + left

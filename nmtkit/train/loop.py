@@ -21,7 +21,8 @@ from typing import Callable
 from nmtkit.config import Config
 from nmtkit.model.transformer import count_params
 from nmtkit.runs import MONITOR_DIR, RunDir
-from nmtkit.train.budget import DEADLINE_ENV, Budget, Plateau, Projection, measured_step_s, outlives
+from nmtkit.train.budget import (DEADLINE_ENV, Budget, Plateau, Projection, allocation_end, measured_step_s,
+                                 outlives)
 from nmtkit.train.checkpoints import Checkpoints, DataPosition, _check_resumable, copy_data_files, finished_summary
 from nmtkit.train.dist import Single, set_threads
 from nmtkit.train.evaluate import Evaluator
@@ -235,7 +236,6 @@ def _spend(cfg: Config, rd: RunDir, dist) -> Spend:
     budget.check_affordable(prior_h, step_s)
     deadline = os.environ.get(DEADLINE_ENV)  # set by the cluster's Slurm launcher on every rank
     if not deadline and os.environ.get("SLURM_JOB_ID"):  # `nmtkit train` (no --np) inside the user's own allocation
-        from nmtkit.cluster.slurm import allocation_end
         deadline = allocation_end()
     return Spend(budget, Plateau.of(cfg, status), prior_h, step_s, deadline=float(deadline) if deadline else None)
 
