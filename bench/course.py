@@ -2,7 +2,7 @@
 
     python bench/course.py                  # run the course once: seconds per notebook and per phase, peak memory
     python bench/course.py --from runs/X    # the same table from an earlier `nmtkit course --out runs/X`
-    python bench/course.py --grade          # grade one submission (the instructor's notebooks): per notebook, phase
+    python bench/course.py --grade [--jobs N]  # grade one submission (the instructor's notebooks): per notebook, phase
     python bench/course.py --tests          # make test's last run (.test-logs/*.xml): set-up, each file, each notebook
 
 nbclient records when each cell started and ended (cell.metadata.execution), so an executed notebook says where its
@@ -14,6 +14,7 @@ engines), sampled every 0.5 s with psutil.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import subprocess
 import sys
@@ -159,17 +160,17 @@ def report_course(out: Path, log: str | None = None) -> None:
     print("\n" + table(notebook_rows(executed, out)))
 
 
-def grade() -> None:
+def grade(jobs: int) -> None:
     import nbformat  # noqa: F401
     from nmtkit.course.grade import grade as grade_submission
     from nmtkit.course.student import NOTEBOOKS_DIR
     with tempfile.TemporaryDirectory() as d:
         t0 = time.time()
-        results = grade_submission(NOTEBOOKS_DIR, out=Path(d) / "grades.json")
+        results = grade_submission(NOTEBOOKS_DIR, out=Path(d) / "grades.json", jobs=jobs)
         wall = time.time() - t0
         executed = [(r["notebook"][:-6], Path(r["executed"]), r["seconds"]) for r in results]
         print(table(notebook_rows(executed, None)))
-    print(f"\ngrading one submission (the instructor's notebooks): {wall:.0f} s wall, "
+    print(f"\ngrading one submission (the instructor's notebooks, {jobs} at once): {wall:.0f} s wall, "
           f"{sum(r['points'] for r in results):g}/{sum(r['max_points'] for r in results):g} points")
 
 
@@ -201,10 +202,12 @@ def main() -> None:
     ap.add_argument("--from", dest="src", type=Path, help="an earlier `nmtkit course --out` directory")
     ap.add_argument("--out", type=Path, help="where the course runs (default: a temporary directory)")
     ap.add_argument("--grade", action="store_true", help="grade one submission instead")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                    help="with --grade: notebooks graded at once, as `nmtkit grade` (default: the cores)")
     ap.add_argument("--tests", action="store_true", help="make test's last run instead (.test-logs/*.xml)")
     a = ap.parse_args()
     if a.grade:
-        grade()
+        grade(a.jobs)
     elif a.tests:
         tests()
     elif a.src:

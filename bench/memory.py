@@ -76,7 +76,9 @@ def loss_worker(which: str, b: int, t: int, v: int) -> dict:
 
 
 def _fresh(*args: str) -> dict:
-    env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2",
+    # TF_ENABLE_ONEDNN_OPTS=0: oneDNN (CPU only) keeps reordered copies whose size depends on the CPU's ISA
+    # (bench/README.md); the GPU the projection is for has none, so the CPU stands in with TensorFlow's own kernels
+    env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2", TF_ENABLE_ONEDNN_OPTS="0",
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     out = subprocess.run([sys.executable, __file__, *args], env=env, capture_output=True, text=True, timeout=3600)
     lines = [l for l in out.stdout.splitlines() if l.startswith("RESULT ")]

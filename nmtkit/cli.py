@@ -9,7 +9,7 @@
     nmtkit course  [--out DIR]
     nmtkit monitor [--interval S]
     nmtkit student [--out DIR]
-    nmtkit grade   --submission DIR [--workspace WS] [--only NN ...] [--out grades.json]   (instructor's kit)
+    nmtkit grade   --submission DIR [--workspace WS] [--jobs N] [--only NN ...] [--out grades.json]   (instructor's kit)
     nmtkit grade   --class DIR --out OUTDIR [--jobs N] [--only NN ...]   (a class, in parallel: grades.csv)
     nmtkit release --out DIR                                                         (instructor's kit)
 
@@ -138,20 +138,21 @@ def cmd_course(args) -> int:
 
 def cmd_grade(args) -> int:
     from nmtkit.course.grade import grade, summary
+    from nmtkit.errors import CourseError
+    if args.jobs is not None and args.jobs < 1:
+        raise CourseError(f"--jobs {args.jobs}: give 1 or more")
     if args.class_dir:
         from nmtkit.course.classgrade import grade_class
-        from nmtkit.errors import CourseError
         if not args.out:
             raise CourseError("--class needs --out DIR: the directory for grades.csv and class-report.md")
-        if args.jobs is not None and args.jobs < 1:
-            raise CourseError(f"--jobs {args.jobs}: give 1 or more")
         frame, report = grade_class(args.class_dir, args.out, jobs=args.jobs, only=args.only or ())
         bad = frame[frame["error"] != ""]
         print(f"{len(frame)} submissions, {len(frame) - len(bad)} graded: {Path(args.out) / 'grades.csv'}, {report}")
         for student, err in bad["error"].items():
             print(f"  {student}: {err}")
         return 0 if bad.empty else 1
-    results = grade(args.submission, workspace=args.workspace, only=args.only or (), out=args.out)
+    results = grade(args.submission, workspace=args.workspace, only=args.only or (), out=args.out,
+                    jobs=args.jobs or os.cpu_count() or 1)
     print(summary(results))
     return 0 if all(r["points"] == r["max_points"] for r in results) else 1
 
@@ -284,7 +285,8 @@ def _add_instructor(sub) -> None:
     who.add_argument("--class", dest="class_dir", metavar="DIR",
                      help="a class: one sub-directory per student; --out then names a directory for grades.csv and "
                           "class-report.md")
-    p.add_argument("--jobs", type=int, default=None, help="with --class: submissions graded at once (default: the cores)")
+    p.add_argument("--jobs", type=int, default=None,
+                   help="submissions graded at once with --class, else the submission's notebooks (default: the cores)")
     p.add_argument("--workspace", default=None,
                    help="the student's workspace (their runs); default: a fresh one holding the reference run")
     p.add_argument("--only", nargs="*", help="grade only these notebooks, by number (e.g. 04)")

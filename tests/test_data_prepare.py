@@ -224,3 +224,24 @@ def test_unknown_source(tmp_path, cfg):
     with pytest.raises(DataError, match="data.source"):
         prepare(bad, data_dir=tmp_path, progress=False)
     assert os.listdir(tmp_path) == []  # refused before writing anything
+
+
+def _prepare_quietly(d, overrides):
+    prepare(config.load("tiny", overrides), data_dir=d, progress=True)
+
+
+def test_two_processes_preparing_one_directory_take_turns(tmp_path, capfd):
+    # notebooks graded side by side (and two kernels of one student) call prepare() on one data directory at once:
+    # the second must wait and find the steps done, not remove the first's temp files halfway
+    import multiprocessing as mp
+    d = tmp_path / "data"
+    procs = [mp.get_context("spawn").Process(target=_prepare_quietly, args=(d, SMALL)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0, 0]
+    out = capfd.readouterr().out
+    assert out.count("already done") == 4, out  # one process made each step, the other found it made
+    assert not [p.name for p in d.iterdir() if p.name.startswith(".")]  # no lock file or temp file left
+    assert prepare(config.load("tiny", SMALL), data_dir=d, progress=False).train_lines == 2000

@@ -200,6 +200,7 @@ def test_two_nodes_train_with_equal_weights_and_the_job_leaves_the_queue(slurm, 
     assert set(nodes.split(",")) == {h.name for h in slurm.net.hosts}, text  # one task on each namespace host
     assert float(checksum) != 0.0  # and the same on both ranks (_checksum matched "on all 2 ranks")
     _squeue_empty(slurm, job)  # nothing left once the driver returned
+    assert not list(run.parent.glob("slurm-*.out"))  # the job's output went to the cluster's profile, not the cwd
 
 
 def test_a_one_minute_allocation_stops_at_a_checkpoint_before_its_limit(slurm, started):

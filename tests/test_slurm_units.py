@@ -107,7 +107,12 @@ def test_the_batch_script_carries_partition_account_time_gpus_and_extra_lines(tm
     for want in ("--partition=gpu", "--account=nlp101", "--time=90", "--ntasks=4", "--ntasks-per-node=2",
                  "--gpus-per-task=1", "--qos=short", "--comment={x}", "--job-name=ipengine-c1"):
         assert any(l.endswith(want) for l in lines), (want, script)
+    # the job's output goes to the profile, not slurm-<id>.out in whatever directory the driver runs in
+    assert f"#SBATCH --output={tmp_path}/slurm-%j.out" in lines
     assert script.splitlines()[0].startswith("#!") and script.splitlines()[-1].startswith("srun ")
+    job.cc = config.load("tiny", {"cluster.launcher": "slurm", "cluster.slurm_sbatch": "-o /scratch/%j.log"}).cluster
+    assert [o for o in job.engine_set(2, str(tmp_path))[2]["extra"] if o.startswith(("-o", "--output"))] == [
+        "-o /scratch/%j.log"]  # the user's own output path wins
 
 
 def test_inside_an_allocation_the_engines_are_one_srun_step_of_it(tmp_path, monkeypatch):

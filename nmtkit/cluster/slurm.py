@@ -128,9 +128,12 @@ class SlurmJob:
                    *(["--overlap"] if self.in_step else []), *self.options(),
                    sys.executable, "-m", "ipyparallel.engine"]
             return "local", 1, {"engine_cmd": cmd}
+        extra = self.options()
+        if not any(o.startswith(("--output", "-o")) for o in extra):  # sbatch's default is slurm-<id>.out in the cwd
+            extra.append(f"--output={Path(profile_dir) / 'slurm-%j.out'}")
         return SlurmEngineSet, n, {
             "queue": self.cc.slurm_partition, "account": self.cc.slurm_account,
-            "timelimit": self.cc.slurm_minutes or "", "extra": self.options(),
+            "timelimit": self.cc.slurm_minutes or "", "extra": extra,
             # absolute, so that the batch script goes to the profile, not the driver's working directory
             "batch_file_name": str(Path(profile_dir) / "slurm_engines.sbatch")}
 

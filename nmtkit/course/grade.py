@@ -32,6 +32,7 @@ from nmtkit.course.student import (MARKDOWN_STUB, NOTEBOOKS_DIR, cell_source, ex
 from nmtkit.errors import CourseError
 
 SKIP_TAG = "grade-skip"
+AFTER_SKIP = "nmtkit_after_grade_skip"  # a graded notebook's cell that follows a skipped one
 NO_RUN = "no run submitted"
 FIGURES_TAG, FIGURES_MARK = "grade-figures", "NMTKIT-FIGURES "
 FIGURES_CELL = ("import json as _json, numbers as _numbers\nfrom nmtkit.course.targets import TARGETS as _TARGETS\n"
@@ -69,6 +70,8 @@ def assemble(student: dict, instructor: dict, name: str = "notebook") -> dict:
         elif is_instructor(cell) or SKIP_TAG in cell.get("metadata", {}).get("tags", []):
             skipped += SKIP_TAG in cell.get("metadata", {}).get("tags", [])
             continue
+        if skipped:  # score() reads it: this cell may need what a skipped training/cluster cell makes
+            cell.metadata[AFTER_SKIP] = True
         cells.append(cell)
     for q, roles in ex.items():  # checks the student deleted go back after their work cell (else at the end)
         gid = grade_id(instructor.cells[roles["check"]])
@@ -77,13 +80,15 @@ def assemble(student: dict, instructor: dict, name: str = "notebook") -> dict:
         work = grade_id(instructor.cells[roles["work"]])
         at = next((i + 1 for i, c in enumerate(cells) if grade_id(c) == work), len(cells))
         cells.insert(at, copy.deepcopy(checks[gid]))
+        if skipped and (at == len(cells) - 1 or cells[at - 1].metadata.get(AFTER_SKIP)):
+            cells[at].metadata[AFTER_SKIP] = True
     if ex:  # the student's figures, read back for the class report (nmtkit.course.classgrade)
         cells.append(nbformat.v4.new_code_cell(FIGURES_CELL, metadata={"tags": [FIGURES_TAG]}))
     for c in cells:
         if c.cell_type == "code":
             c.outputs, c.execution_count = [], None
     nb.cells = cells
-    nb.metadata["nmtkit_grade_skipped"] = skipped  # score() reads it: a check left without its run's cells
+    nb.metadata["nmtkit_grade_skipped"] = skipped
     nbformat.validate(nb)
     return nb
 
@@ -103,7 +108,7 @@ def score(nb: dict) -> list[dict]:
         else:
             err = next((o for o in cell.get("outputs", []) if o.get("output_type") == "error"), None)
             ran = cell.get("execution_count") is not None
-            if err is not None and err.get("ename") == "NameError" and nb.metadata.get("nmtkit_grade_skipped"):
+            if err is not None and err.get("ename") == "NameError" and cell.get("metadata", {}).get(AFTER_SKIP):
                 # its inputs come from the training or cluster cells grading skips: the run was not handed in
                 rec.update(points=None, status=NO_RUN, message=f"this check reads what the skipped training/cluster "
                            f"cells make ({err.get('evalue')}); grade with the student's workspace "
@@ -125,7 +130,22 @@ def grading_workspace(workspace: str | os.PathLike | None) -> tuple[Path, bool]:
     from nmtkit.analysis.reference import reference_run
     ws = Path(tempfile.mkdtemp(prefix="nmtkit-grade-"))
     shutil.copytree(reference_run(), ws / "runs" / "horovod")
+    seed_data(ws)
     return ws, True
+
+
+def seed_data(ws: Path) -> Path:
+    """The profile's data (the notebooks' nk.setup(): $NMTKIT_PROFILE, else tiny), prepared once per machine in a
+    cache and copied into the new workspace, so that the notebooks' prepare() finds every step done: corpus and
+    BPE took most of a graded submission's time, once per submission."""
+    from nmtkit import config
+    from nmtkit.data.prepare import prepare
+    cfg = config.load(None)
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nmtkit" / "grading-data" / cfg.profile
+    prepare(cfg, data_dir=cache, progress=False)  # a few ms once made; two graders at once take turns
+    dest = ws / "data" / cfg.profile
+    shutil.copytree(cache, dest)  # copy2 keeps the mtimes the manifest recorded: no file is hashed again
+    return dest
 
 
 def grade_notebook(path: Path, instructor_path: Path, workspace: Path, timeout: int = 300,
@@ -157,9 +177,10 @@ def grade_notebook(path: Path, instructor_path: Path, workspace: Path, timeout: 
 
 
 def grade(submission: str | os.PathLike, workspace=None, only=(), out: str | os.PathLike | None = None,
-          instructor_dir: str | os.PathLike = NOTEBOOKS_DIR, timeout: int = 300) -> list[dict]:
-    """Grade every notebook of `submission` (or those whose NN is in `only`); write `out` (JSON) if given, and the
-    executed notebooks beside it (<out's stem>-executed/)."""
+          instructor_dir: str | os.PathLike = NOTEBOOKS_DIR, timeout: int = 300, jobs: int = 1) -> list[dict]:
+    """Grade every notebook of `submission` (or those whose NN is in `only`), `jobs` notebooks at once (each in its
+    own kernel; with their training cells skipped they only read the workspace); write `out` (JSON) if given, and
+    the executed notebooks beside it (<out's stem>-executed/)."""
     submission, instructor_dir = Path(submission), Path(instructor_dir)
     if not submission.is_dir():
         raise CourseError(f"{submission}: not a directory; pass the directory that holds the student's NN_*.ipynb")
@@ -174,7 +195,13 @@ def grade(submission: str | os.PathLike, workspace=None, only=(), out: str | os.
     ws, made = grading_workspace(workspace)
     try:
         keep = Path(out).with_name(Path(out).stem + "-executed") if out is not None else None
-        results = [grade_notebook(p, instructor_dir / p.name, ws, timeout, keep) for p in paths]
+        one = lambda p: grade_notebook(p, instructor_dir / p.name, ws, timeout, keep)  # noqa: E731
+        if jobs > 1 and len(paths) > 1:
+            from concurrent.futures import ThreadPoolExecutor  # each kernel is its own process: threads only wait
+            with ThreadPoolExecutor(max_workers=min(jobs, len(paths))) as pool:
+                results = list(pool.map(one, paths))
+        else:
+            results = [one(p) for p in paths]
     finally:
         if made:
             shutil.rmtree(ws, ignore_errors=True)

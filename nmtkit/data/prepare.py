@@ -7,6 +7,8 @@ steps after it. A crash therefore never leaves a half-written file that a rerun 
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import itertools
 import os
 import time
@@ -188,7 +190,33 @@ def _step_stats(d: Path, dc, cleaning: dict, max_positions: int) -> DataStats:
 def prepare(cfg, data_dir=None, force: bool = False, progress: bool = True) -> DataStats:
     """Make (or download), clean, learn BPE, encode and count the data; quick when already done."""
     dc = cfg.data
-    d = _data_dir(Path(data_dir or dc.dir))
+    d = Path(data_dir or dc.dir)
+    with _exclusive(d):
+        return _prepare(cfg, d, force, progress)
+
+
+@contextlib.contextmanager
+def _exclusive(d: Path):
+    """One preparation of a data directory at a time (two kernels, notebooks graded side by side): the second
+    waits, then finds the steps done instead of removing the first's temp files. The flock goes with its process."""
+    if d.exists() and not d.is_dir():
+        raise DataError(f"{d}: a file where the data directory belongs; pass a directory for --data (data.dir): a "
+                        f"new one, or one `nmtkit prepare` made")
+    d.mkdir(parents=True, exist_ok=True)
+    fd = os.open(d, os.O_RDONLY)  # the directory itself is the lock: no file of ours in it, read-only ones too
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:  # a file system without flock on directories (some NFS): unguarded, as before
+            pass
+        yield
+    finally:
+        os.close(fd)
+
+
+def _prepare(cfg, d: Path, force: bool, progress: bool) -> DataStats:
+    dc = cfg.data
+    _remove_leftovers(d)  # an interrupted earlier run's temp files (under the lock: not a live one's)
     man = Manifest(d)
     say = print if progress else (lambda *a, **k: None)
     n = len(STEPS)
@@ -240,16 +268,6 @@ def prepare(cfg, data_dir=None, force: bool = False, progress: bool = True) -> D
         return f"{st.train_lines:,} training lines, {st.train_mb:.1f} MB"
     run(4, "stats", stats_params, stats)
     return _closing(d, dc, man, say)
-
-
-def _data_dir(d: Path) -> Path:
-    """The data directory, made if new, with an interrupted earlier run's temp files gone."""
-    if d.exists() and not d.is_dir():
-        raise DataError(f"{d}: a file where the data directory belongs; pass a directory for --data (data.dir): a "
-                        f"new one, or one `nmtkit prepare` made")
-    d.mkdir(parents=True, exist_ok=True)
-    _remove_leftovers(d)
-    return d
 
 
 def _closing(d: Path, dc, man: "Manifest", say) -> DataStats:
