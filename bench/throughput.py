@@ -1,7 +1,7 @@
 """Training throughput and MFU of nmtkit at the base, small and tiny shapes, side by side with OpenNMT-tf 2.32.
 
-    python bench/throughput.py [--quick] [--shapes base,small,tiny] [--steps 20] [--no-onmt]
-                               [--variant NAME:key=value,key=value ...]
+    python bench/throughput.py [--quick] [--shapes base,small,tiny] [--steps 20] [--rounds 3] [--no-onmt]
+                               [--variant NAME:key=value,key=value ...] [--record-bf16 PATH]
 
 Both train on the same text (the tiny profile's synthetic training split, the same sentencepiece pieces), the same
 shapes, fp32, 2048-token batches, one after the other in this run; warm-up steps (tracing) are left out. Tokens are
@@ -15,7 +15,11 @@ length_bucket_width; 1 by default as OpenNMT-tf's Transformer recipes) and fill 
 --variant: nmtkit again with config overrides, in the same run (e.g. `xla:train.xla=true`,
 `bf16:train.precision=mixed_bfloat16`, `width8:data.bucket_width=8`; under XLA train() pads batches to their
 length bucket), each with its ratio to OpenNMT-tf.
---quick: the tiny shape only, a few steps each (< 3 minutes once the venv exists).
+--rounds: each shape runs every variant and then OpenNMT-tf, that many times over (default 3); the ratios are the
+median of the rounds' (the host drifts by tens of percent within minutes, so only side-by-side figures compare).
+--record-bf16 PATH: with a variant in train.precision=mixed_bfloat16, write its tokens/s over fp32's per shape
+(median of the rounds): the record train.precision=auto reads (nmtkit/train/bf16_speed.json).
+--quick: the tiny shape only, a few steps each, one round (< 3 minutes once the venv exists).
 """
 from __future__ import annotations
 
@@ -135,6 +139,33 @@ def profile_step(base_cfg, data_dir: Path, shape: str, reps: int = 5) -> dict:
             "optimizer": step - fwd_bwd, "step": step}
 
 
+def median_run(ks: list[dict]) -> dict:
+    """One variant's rounds as one: the median of each figure (the rest from the first round)."""
+    return {**ks[0], **{key: float(np.median([k[key] for k in ks])) for key in
+                        ("tokens_per_sec", "ms_per_step", "tokens_per_step", "flops_per_sec", "mfu", "peak")}}
+
+
+def median_onmt(os_: list):
+    from types import SimpleNamespace
+    return SimpleNamespace(**{key: float(np.median([getattr(o, key) for o in os_])) for key in
+                              ("tokens_per_sec", "ms_per_step", "tokens_per_step", "steps_measured")})
+
+
+def write_speed_record(path: Path, speed: dict, args) -> None:
+    """The record train.precision=auto reads (nmtkit.train.precision.bf16_speed): bf16 ÷ fp32 per shape."""
+    import platform
+    from datetime import date
+    from nmtkit.files import atomic_write_json
+    from nmtkit.train.precision import BF16_CPU_FLAGS, cpu_flags
+    flags = sorted(f for f in BF16_CPU_FLAGS if f in cpu_flags())
+    atomic_write_json(path, {
+        "measured": date.today().isoformat(),
+        "host": f"{os.cpu_count()}-core {platform.processor() or platform.machine()} with {'/'.join(flags) or 'no bf16'}",
+        "command": "bench/throughput.py " + " ".join(sys.argv[1:]),
+        "shapes": speed})
+    print(f"wrote {path}")
+
+
 def parse_variant(text: str) -> tuple[str, dict]:
     """"name:key=value,key=value" -> (name, overrides); "name:" alone is the plain config."""
     name, _, rest = text.partition(":")
@@ -157,11 +188,18 @@ def main() -> None:
                     help="nmtkit again with these config overrides (repeatable)")
     ap.add_argument("--variant-shapes", default="", help="run the variants at these shapes only (default: all)")
     ap.add_argument("--profile", action="store_true", help="also time forward / backward / optimizer per shape")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="interleaved rounds per shape (every variant, then OpenNMT-tf); medians are reported")
+    ap.add_argument("--record-bf16", metavar="PATH", default=None,
+                    help="write the bf16/fp32 speed per shape that train.precision=auto reads (needs a variant with "
+                         "train.precision=mixed_bfloat16; nmtkit/train/bf16_speed.json is the kit's)")
     args = ap.parse_args()
     variants = [("nmtkit", {})] + [parse_variant(v) for v in args.variant]
     os.environ["NMTKIT_XLA_ON_CPU"] = "1"  # measure XLA on a CPU too: what the kit's refusal there rests on
     shapes = ["tiny"] if args.quick else [s.strip() for s in args.shapes.split(",") if s.strip()]
     steps, warmup = (6, 2) if args.quick else (args.steps, args.warmup)
+    if args.quick:
+        args.rounds = 1
     report_every = 2 if args.quick else 5
     warmup_onmt = max(warmup, report_every)  # OpenNMT-tf reports per interval: skip the first interval whole
     onmt_steps = -(-steps // report_every) * report_every  # whole report intervals, at least `steps`
@@ -185,52 +223,76 @@ def main() -> None:
             except _onmt.OnmtUnavailable as e:
                 onmt_why = str(e)
 
-        rows = []
+        rows, speed = [], {}
         for shape in shapes:
-            ks, shape_peaks = [], {}
-            for name, overrides in variants:
-                if overrides and args.variant_shapes and shape not in args.variant_shapes.split(","):
-                    continue
-                k = run_nmtkit(cfg, data_dir, shape, steps, warmup, work, overrides)
-                # the peak of the precision this variant ran in, timed beside this shape's runs (the load drifts)
-                if k["precision"] not in shape_peaks:
-                    shape_peaks[k["precision"]] = matmul_peak(k["precision"])
-                k["peak"] = shape_peaks[k["precision"]]
-                k["mfu"] = k["flops_per_sec"] / k["peak"]
-                ks.append((name, k))
-                print(f"{name} {shape}: {k['tokens_per_sec']:,.0f} tokens/s, {k['ms_per_step']:.0f} ms/step, "
-                      f"{k['tokens_per_step']:,.0f} tokens/step ({k['padded_per_step']:,.0f} with padding, "
-                      f"{100 * k['padding']:.1f}% padding), MFU {100 * k['mfu']:.1f}% of the "
-                      f"{peaks.COMPUTE_DTYPE[k['precision']]} peak ({k['peak'] / 1e9:.0f} GFLOP/s), {k['precision']}, "
-                      f"{k['params']:,} parameters, {k['steps']} steps measured", flush=True)
+            runs: dict[str, list[dict]] = {}
+            onmts, ratios = [], {}  # ratios: variant -> per-round tokens/s ratio to OpenNMT-tf (both ways)
+            for r in range(1, args.rounds + 1):  # interleaved: the host drifts by tens of percent within minutes
+                shape_peaks = {}
+                for name, overrides in variants:
+                    if overrides and args.variant_shapes and shape not in args.variant_shapes.split(","):
+                        continue
+                    k = run_nmtkit(cfg, data_dir, shape, steps, warmup, work, overrides)
+                    # the peak of the precision this variant ran in, timed beside this round's runs
+                    if k["precision"] not in shape_peaks:
+                        shape_peaks[k["precision"]] = matmul_peak(k["precision"])
+                    k["peak"] = shape_peaks[k["precision"]]
+                    k["mfu"] = k["flops_per_sec"] / k["peak"]
+                    runs.setdefault(name, []).append(k)
+                    print(f"round {r} {name} {shape}: {k['tokens_per_sec']:,.0f} tokens/s, {k['ms_per_step']:.0f} "
+                          f"ms/step, {k['tokens_per_step']:,.0f} tokens/step ({k['padded_per_step']:,.0f} with "
+                          f"padding, {100 * k['padding']:.1f}% padding), MFU {100 * k['mfu']:.1f}% of the "
+                          f"{peaks.COMPUTE_DTYPE[k['precision']]} peak ({k['peak'] / 1e9:.0f} GFLOP/s), "
+                          f"{k['precision']}, {k['params']:,} parameters, {k['steps']} steps measured", flush=True)
+                if onmt_why is None:
+                    layers, d, heads, ff = SHAPES[shape]
+                    try:
+                        o = _onmt.run(files, work / f"onmt-{shape}-{int(time.time())}", layers=layers, d_model=d,
+                                      heads=heads, d_ff=ff, steps=warmup_onmt + onmt_steps, warmup=warmup_onmt,
+                                      report_every=report_every, batch_tokens=2048, max_tokens=cfg.data.max_tokens,
+                                      timeout=1800, bucket_width=args.bucket_width)
+                    except _onmt.OnmtUnavailable as e:
+                        onmt_why = str(e)
+                        continue
+                    onmts.append(o)
+                    print(f"round {r} OpenNMT-tf {shape}: {o.tokens_per_sec:,.0f} tokens/s, {o.ms_per_step:.0f} "
+                          f"ms/step, {o.tokens_per_step:,.0f} tokens/step, {o.steps_measured} steps measured", flush=True)
+                    for name, ks_ in runs.items():
+                        k = ks_[-1]
+                        # nmtkit counts the source EOS it feeds the encoder; OpenNMT-tf feeds (and counts) none
+                        no_eos = k["tokens_per_sec"] * (1 - k["pairs_per_step"] / k["tokens_per_step"])
+                        ratios.setdefault(name, []).append((k["tokens_per_sec"] / o.tokens_per_sec,
+                                                            no_eos / o.tokens_per_sec))
+            ks = [(name, median_run(v)) for name, v in runs.items()]
+            o = median_onmt(onmts) if onmts else None
+            for name, k in ks:
+                if name in ratios:
+                    both = np.array(ratios[name])
+                    k["ratio"], k["ratio_no_eos"] = float(np.median(both[:, 0])), float(np.median(both[:, 1]))
+                    print(f"{shape}: {name} / OpenNMT-tf, median of {len(both)} interleaved round(s) "
+                          f"{k['ratio']:.2f} (rounds: {', '.join(f'{x:.2f}' for x in both[:, 0])}); counted "
+                          f"OpenNMT-tf's way (no source EOS, ~{k['pairs_per_step']:.0f} pairs/step) "
+                          f"{k['ratio_no_eos']:.2f}", flush=True)
+                    # same shape, same FLOPs per token: OpenNMT-tf's MFU is nmtkit's scaled by the tokens/s ratio
+                    onmt_mfu = k["mfu"] / k["ratio"]
+                    print(f"{shape}: OpenNMT-tf runs at MFU {100 * onmt_mfu:.1f}% of {name}'s peak; 1.2x its "
+                          f"tokens/s needs MFU {120 * onmt_mfu:.1f}% (nmtkit: {100 * k['mfu']:.1f}%)", flush=True)
             if args.profile:
                 pr = profile_step(cfg, data_dir, shape)
                 print(f"profile {shape}, one batch {pr['batch']} (src pairs, src len, tgt len): forward "
                       f"{pr['forward']:.0f} ms, backward {pr['backward']:.0f} ms, optimizer {pr['optimizer']:.0f} ms, "
                       f"step {pr['step']:.0f} ms", flush=True)
-            o = None
-            if onmt_why is None:
-                layers, d, heads, ff = SHAPES[shape]
-                try:
-                    o = _onmt.run(files, work / f"onmt-{shape}-{int(time.time())}", layers=layers, d_model=d, heads=heads, d_ff=ff,
-                                  steps=warmup_onmt + onmt_steps, warmup=warmup_onmt, report_every=report_every,
-                                  batch_tokens=2048, max_tokens=cfg.data.max_tokens, timeout=1800,
-                                  bucket_width=args.bucket_width)
-                    print(f"OpenNMT-tf {shape}: {o.tokens_per_sec:,.0f} tokens/s, {o.ms_per_step:.0f} ms/step, "
-                          f"{o.tokens_per_step:,.0f} tokens/step, {o.steps_measured} steps measured", flush=True)
-                    for name, k in ks:
-                        # nmtkit counts the source EOS it feeds the encoder; OpenNMT-tf feeds (and counts) none
-                        no_eos = k["tokens_per_sec"] * (1 - k["pairs_per_step"] / k["tokens_per_step"])
-                        print(f"{shape}: {name} / OpenNMT-tf {k['tokens_per_sec'] / o.tokens_per_sec:.2f}; counted "
-                              f"OpenNMT-tf's way (no source EOS, ~{k['pairs_per_step']:.0f} pairs/step) "
-                              f"{no_eos / o.tokens_per_sec:.2f}", flush=True)
-                        # same shape, same FLOPs per token: OpenNMT-tf's MFU is nmtkit's scaled by the tokens/s ratio
-                        onmt_mfu = k["mfu"] * o.tokens_per_sec / k["tokens_per_sec"]
-                        print(f"{shape}: OpenNMT-tf runs at MFU {100 * onmt_mfu:.1f}% of {name}'s peak; 1.2x its "
-                              f"tokens/s needs MFU {120 * onmt_mfu:.1f}% (nmtkit: {100 * k['mfu']:.1f}%)", flush=True)
-                except _onmt.OnmtUnavailable as e:
-                    onmt_why = str(e)
+            bf16 = [v for v in runs.values() if v and v[0]["precision"] == "mixed_bfloat16"]
+            fp32 = [v for v in runs.values() if v and v[0]["precision"] == "float32"]
+            if bf16 and fp32:  # per round, the bf16 variant over the fp32 one, as measured side by side
+                per = [b["tokens_per_sec"] / f["tokens_per_sec"] for b, f in zip(bf16[0], fp32[0])]
+                speed[shape] = {"d_model": SHAPES[shape][1], "ratio": round(float(np.median(per)), 3),
+                                "rounds": [round(x, 3) for x in per]}
+                print(f"{shape}: mixed_bfloat16 / float32 tokens/s, median of {len(per)} round(s): "
+                      f"{speed[shape]['ratio']:.2f}", flush=True)
             rows.extend((shape, name, k, o) for name, k in ks)
+        if args.record_bf16 and speed:
+            write_speed_record(Path(args.record_bf16), speed, args)
 
         print()
         print("| shape | nmtkit variant | tokens/s | ms/step | tokens/step | padding | MFU (peak of its precision) "
@@ -238,7 +300,7 @@ def main() -> None:
         print("|---|---|---|---|---|---|---|---|---|---|---|")
         for shape, name, k, o in rows:
             other = (f"{o.tokens_per_sec:,.0f} | {o.ms_per_step:.0f} | {o.tokens_per_step:,.0f} | "
-                     f"{k['tokens_per_sec'] / o.tokens_per_sec:.2f}") if o else "- | - | - | -"
+                     f"{k['ratio']:.2f}") if o and "ratio" in k else "- | - | - | -"
             print(f"| {shape} | {name} | {k['tokens_per_sec']:,.0f} | {k['ms_per_step']:.0f} | {k['tokens_per_step']:,.0f} | "
                   f"{100 * k['padding']:.1f}% | {100 * k['mfu']:.1f}% | {other} |")
         if onmt_why:

@@ -105,7 +105,7 @@ def dry_run(cfg) -> int:
     from nmtkit.train.precision import decide_precision
     device = gpu_memory()
     gpus = int(device is not None)
-    precision, why = decide_precision(cfg.train.precision, gpus)
+    precision, why = decide_precision(cfg.train.precision, gpus, d_model=cfg.model.d_model)
     where = f"a {device / GIB:.1f} GiB GPU" if device else "this CPU (no GPU memory to fit)"
     print(f"dry run: {cfg.data.vocab_size:,}-token vocabulary, {cfg.data.batch_sentences} sentences per device, "
           f"{precision} ({why}), on {where}")

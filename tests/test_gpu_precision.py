@@ -59,3 +59,23 @@ def test_xla_never_on_a_horovod_job():
     assert use_xla(True, 1) is True
     assert use_xla(True, 1, horovod=True) is False  # one Horovod rank: its allreduce has no XLA kernel
     assert use_xla(True, 2, horovod=True) is False
+
+
+def test_cpu_bf16_only_at_shapes_where_the_speed_record_measured_it_faster(tmp_path):
+    good = record(tmp_path, 90.0, 89.8)
+    speed = tmp_path / "speed.json"
+    speed.write_text(json.dumps({"measured": "2026-11-26", "host": "2-core test host", "shapes": {
+        "base": {"d_model": 512, "ratio": 1.4}, "small": {"d_model": 256, "ratio": 1.1},
+        "tiny": {"d_model": 128, "ratio": 0.48}}}))
+    p, why = decide_precision("auto", 0, {"amx_bf16"}, good, d_model=128, speed=speed)
+    assert p == "float32" and "0.48x fp32's tokens/s at the tiny shape" in why and "no faster" in why
+    p, why = decide_precision("auto", 0, {"amx_bf16"}, good, d_model=96, speed=speed)  # nearest: tiny
+    assert p == "float32"
+    p, why = decide_precision("auto", 0, {"amx_bf16"}, good, d_model=512, speed=speed)
+    assert p == "mixed_bfloat16" and "1.40x" in why and "base" in why
+    assert decide_precision("auto", 0, {"amx_bf16"}, good, d_model=300, speed=speed)[0] == "mixed_bfloat16"  # small
+    # no speed record, or no shape given: quality alone decides, as before
+    assert decide_precision("auto", 0, {"amx_bf16"}, good, d_model=128, speed=tmp_path / "none.json")[0] == \
+        "mixed_bfloat16"
+    assert decide_precision("auto", 0, {"amx_bf16"}, good)[0] == "mixed_bfloat16"
+    assert decide_precision("auto", 0, {"avx2"}, good, d_model=512, speed=speed)[0] == "float32"  # no native bf16

@@ -18,6 +18,10 @@ PRECISIONS = choices("train.precision")
 BF16_RECORD = Path(__file__).with_name("bf16_quality.json")
 BF16_MAX_BLEU_LOSS = 1.0
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+# bf16 ÷ fp32 training tokens/s per shape on a CPU with native bf16 (bench/throughput.py --record-bf16, medians of
+# interleaved rounds): at small shapes the casts cost more than bf16's GEMMs save, so auto keeps fp32 where the
+# shape nearest the run's measured no faster in bf16.
+BF16_SPEED = Path(__file__).with_name("bf16_speed.json")
 
 
 def cpu_flags(path: str = "/proc/cpuinfo") -> set[str]:
@@ -42,12 +46,30 @@ def bf16_quality(path: Path | None = None) -> tuple[bool, str]:
                 f"({rec.get('measured', '?')}): {'within' if ok else 'more than'} {BF16_MAX_BLEU_LOSS:g} point")
 
 
-def decide_precision(setting: str, gpus, flags=None, record: Path | None = None) -> tuple[str, str]:
+def bf16_speed(d_model: int, path: Path | None = None) -> tuple[float | None, str]:
+    """(bf16 ÷ fp32 tokens/s at the recorded shape nearest `d_model`, what that was); (None, why) with no record."""
+    import math
+    try:
+        rec = json.loads(Path(path or BF16_SPEED).read_text())
+        shapes = {name: (int(v["d_model"]), float(v["ratio"])) for name, v in rec["shapes"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None, "no recorded bf16 speed measurement"
+    if not shapes:
+        return None, "no recorded bf16 speed measurement"
+    name, (d, ratio) = min(shapes.items(), key=lambda kv: abs(math.log(kv[1][0] / max(d_model, 1))))
+    return ratio, (f"bf16 trained at {ratio:.2f}x fp32's tokens/s at the {name} shape (d_model {d}; "
+                   f"{rec.get('measured', '?')}, {rec.get('host', '?')})")
+
+
+def decide_precision(setting: str, gpus, flags=None, record: Path | None = None, d_model: int | None = None,
+                     speed: Path | None = None) -> tuple[str, str]:
     """(precision, reason). `gpus`: a count, or the GPUs' compute capabilities ((major, minor) or None each).
 
     auto: mixed_float16 on GPUs with tensor cores (compute capability 7.0 and up); float32 on older GPUs;
-    on CPUs mixed_bfloat16 where the flags show avx512_bf16 or amx_bf16 (faster there, slower without) and the
-    recorded quality measurement allows it, else float32. `flags`: the CPU flags (default: this machine's).
+    on CPUs mixed_bfloat16 where the flags show avx512_bf16 or amx_bf16 (faster there, slower without), the
+    recorded quality measurement allows it and, given the run's `d_model`, the speed record (`speed`, default
+    BF16_SPEED) measured bf16 faster at the nearest shape; else float32. `flags`: the CPU flags (default: this
+    machine's).
     """
     if setting not in PRECISIONS:
         raise ConfigError(f"train.precision={setting!r}: choose one of {', '.join(PRECISIONS)}")
@@ -65,9 +87,12 @@ def decide_precision(setting: str, gpus, flags=None, record: Path | None = None)
     if not native:
         return "float32", "auto: CPU without avx512_bf16/amx_bf16 (bf16 is emulated there, slower)"
     ok, why = bf16_quality(record)
-    if ok:
-        return "mixed_bfloat16", f"auto: CPU with {'/'.join(native)}; {why}"
-    return "float32", f"auto: CPU with {'/'.join(native)}, but {why}"
+    if not ok:
+        return "float32", f"auto: CPU with {'/'.join(native)}, but {why}"
+    ratio, fast = bf16_speed(d_model, speed) if d_model else (None, "")
+    if ratio is not None and ratio <= 1.0:
+        return "float32", f"auto: CPU with {'/'.join(native)}, but {fast}: no faster at this size"
+    return "mixed_bfloat16", f"auto: CPU with {'/'.join(native)}; {why}" + (f"; {fast}" if fast else "")
 
 
 XLA_ON_CPU = "NMTKIT_XLA_ON_CPU"  # set (bench/throughput.py does) to measure XLA on a CPU anyway

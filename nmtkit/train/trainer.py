@@ -46,7 +46,8 @@ class Trainer:
 
     def __init__(self, cfg: Config, vocab_size: int, dist=None):
         self.cfg, self.dist = cfg, dist or Single()
-        self.precision, self.precision_reason = decide_precision(cfg.train.precision, gpu_capabilities(tf))
+        self.precision, self.precision_reason = decide_precision(cfg.train.precision, gpu_capabilities(tf),
+                                                                   d_model=cfg.model.d_model)
         self.mixed = self.precision == "mixed_float16"
         tf.keras.utils.set_random_seed(cfg.train.seed)  # Python, NumPy and TF: same init on every run/rank
         self.model = build(cfg.model, vocab_size, dtype=self.precision)
