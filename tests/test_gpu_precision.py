@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from nmtkit.train.precision import BF16_RECORD, bf16_quality, cpu_flags, decide_precision, use_xla
+from nmtkit.train.precision import (BF16_RECORD, BF16_SPEED, bf16_quality, bf16_speed, cpu_flags, decide_precision,
+                                   use_xla)
 from nmtkit.errors import ConfigError
 
 
@@ -43,9 +44,12 @@ def test_explicit_settings_pass_through_and_bad_ones_fail():
         decide_precision("bf17", 0)[0]
 
 
-def test_the_shipped_record_parses():
+def test_the_shipped_records_parse():
     ok, why = bf16_quality(BF16_RECORD)
     assert "no recorded" not in why, f"{BF16_RECORD} is missing or malformed"
+    for d_model in (128, 256, 512):
+        ratio, why = bf16_speed(d_model, BF16_SPEED)
+        assert ratio is not None and ratio > 0, f"{BF16_SPEED} is missing or malformed: {why}"
 
 
 def test_cpu_flags_reads_proc_cpuinfo(tmp_path):
