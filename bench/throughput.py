@@ -151,21 +151,6 @@ def median_onmt(os_: list):
                               ("tokens_per_sec", "ms_per_step", "tokens_per_step", "steps_measured")})
 
 
-def write_speed_record(path: Path, speed: dict, args) -> None:
-    """The record train.precision=auto reads (nmtkit.train.precision.bf16_speed): bf16 ÷ fp32 per shape."""
-    import platform
-    from datetime import date
-    from nmtkit.files import atomic_write_json
-    from nmtkit.train.precision import BF16_CPU_FLAGS, cpu_flags
-    flags = sorted(f for f in BF16_CPU_FLAGS if f in cpu_flags())
-    atomic_write_json(path, {
-        "measured": date.today().isoformat(),
-        "host": f"{os.cpu_count()}-core {platform.processor() or platform.machine()} with {'/'.join(flags) or 'no bf16'}",
-        "command": "bench/throughput.py " + " ".join(sys.argv[1:]),
-        "shapes": speed})
-    print(f"wrote {path}")
-
-
 def parse_variant(text: str) -> tuple[str, dict]:
     """"name:key=value,key=value" -> (name, overrides); "name:" alone is the plain config."""
     name, _, rest = text.partition(":")
@@ -256,7 +241,8 @@ def main() -> None:
                         continue
                     onmts.append(o)
                     print(f"round {r} OpenNMT-tf {shape}: {o.tokens_per_sec:,.0f} tokens/s, {o.ms_per_step:.0f} "
-                          f"ms/step, {o.tokens_per_step:,.0f} tokens/step, {o.steps_measured} steps measured", flush=True)
+                          f"ms/step, {o.tokens_per_step:,.0f} tokens/step, {o.steps_measured} steps measured",
+                          flush=True)
                     for name, ks_ in runs.items():
                         k = ks_[-1]
                         # nmtkit counts the source EOS it feeds the encoder; OpenNMT-tf feeds (and counts) none
@@ -292,7 +278,9 @@ def main() -> None:
                       f"{speed[shape]['ratio']:.2f}", flush=True)
             rows.extend((shape, name, k, o) for name, k in ks)
         if args.record_bf16 and speed:
-            write_speed_record(Path(args.record_bf16), speed, args)
+            from nmtkit.train.precision import write_bf16_speed
+            command = "bench/throughput.py " + " ".join(sys.argv[1:])
+            print(f"wrote {write_bf16_speed(Path(args.record_bf16), speed, command)}")
 
         print()
         print("| shape | nmtkit variant | tokens/s | ms/step | tokens/step | padding | MFU (peak of its precision) "

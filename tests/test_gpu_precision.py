@@ -6,7 +6,7 @@ import json
 import pytest
 
 from nmtkit.train.precision import (BF16_RECORD, BF16_SPEED, bf16_quality, bf16_speed, cpu_flags, decide_precision,
-                                   use_xla)
+                                   use_xla, write_bf16_speed)
 from nmtkit.errors import ConfigError
 
 
@@ -83,3 +83,10 @@ def test_cpu_bf16_only_at_shapes_where_the_speed_record_measured_it_faster(tmp_p
         "mixed_bfloat16"
     assert decide_precision("auto", 0, {"amx_bf16"}, good)[0] == "mixed_bfloat16"
     assert decide_precision("auto", 0, {"avx2"}, good, d_model=512, speed=speed)[0] == "float32"  # no native bf16
+
+
+def test_the_speed_record_written_by_the_bench_is_the_one_auto_reads(tmp_path):
+    path = write_bf16_speed(tmp_path / "s.json", {"tiny": {"d_model": 128, "ratio": 0.9, "rounds": [0.9]}},
+                            "bench/throughput.py --record-bf16 s.json")
+    ratio, why = bf16_speed(128, path)
+    assert ratio == 0.9 and "tiny shape" in why and json.loads(path.read_text())["command"].startswith("bench/")

@@ -88,7 +88,6 @@ def assemble(student: dict, instructor: dict, name: str = "notebook") -> dict:
         if c.cell_type == "code":
             c.outputs, c.execution_count = [], None
     nb.cells = cells
-    nb.metadata["nmtkit_grade_skipped"] = skipped
     nbformat.validate(nb)
     return nb
 

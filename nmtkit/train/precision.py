@@ -61,6 +61,18 @@ def bf16_speed(d_model: int, path: Path | None = None) -> tuple[float | None, st
                    f"{rec.get('measured', '?')}, {rec.get('host', '?')})")
 
 
+def write_bf16_speed(path: Path, shapes: dict, command: str) -> Path:
+    """Write the record bf16_speed() reads: {shape: {"d_model", "ratio" (bf16 ÷ fp32 tokens/s), "rounds"}}, with
+    the date, the host and the command that measured it (bench/throughput.py --record-bf16)."""
+    import platform
+    from datetime import date
+    from nmtkit.files import atomic_write_json
+    flags = "/".join(sorted(f for f in BF16_CPU_FLAGS if f in cpu_flags())) or "no bf16"
+    host = f"{os.cpu_count()}-core {platform.processor() or platform.machine()} with {flags}"
+    return atomic_write_json(Path(path), {"measured": date.today().isoformat(), "command": command, "host": host,
+                                          "shapes": shapes})
+
+
 def decide_precision(setting: str, gpus, flags=None, record: Path | None = None, d_model: int | None = None,
                      speed: Path | None = None) -> tuple[str, str]:
     """(precision, reason). `gpus`: a count, or the GPUs' compute capabilities ((major, minor) or None each).
