@@ -9,7 +9,8 @@ import pytest
 import nmtkit  # noqa: F401
 from nmtkit import config
 from nmtkit.model.decode import Searcher, search
-from nmtkit.model.transformer import BOS, EOS, PAD, Dropout, build, count_params, positional_encoding, smoothed_loss
+from nmtkit.model.transformer import (BOS, EOS, PAD, Attention, Dropout, LayerNorm, build, count_params,
+                                      positional_encoding, smoothed_loss)
 from nmtkit.train.metrics import train_flops
 from nmtkit.keras2 import import_tf
 
@@ -98,6 +99,44 @@ def test_every_dropout_layer_draws_its_own_mask_at_the_rate():
     assert 0.08 < (m1 == 0).mean() < 0.12 and np.allclose(m1[m1 != 0], 1 / 0.9)
     assert (m1 != two(x, seed, training=True).numpy()).mean() > 0.1  # another layer: another mask
     np.testing.assert_array_equal(m1, one(x, seed, training=True).numpy())
+
+    x = tf.random.normal([7, 3, 5])  # an odd number of elements: the last draw's second half unused
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = one(x, seed, training=True)
+    g = tape.gradient(y, x, output_gradients=tf.ones_like(x)).numpy()
+    np.testing.assert_allclose(g, np.where(y.numpy() == 0, 0.0, 65536 / (65536 - 6554)), rtol=1e-6)
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_layer_norm_matches_keras_forward_and_gradients(policy):
+    ours, keras = LayerNorm(epsilon=1e-6, dtype=policy), tf.keras.layers.LayerNormalization(epsilon=1e-6, dtype=policy)
+    x, w = tf.random.normal([3, 5, 16]) * 3 + 1, tf.random.normal([3, 5, 16])
+    results = []
+    for layer in (ours, keras):
+        layer.build(x.shape)
+        layer.gamma.assign(tf.linspace(0.5, 2.0, 16))
+        layer.beta.assign(tf.linspace(-1.0, 1.0, 16))
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = layer(x)
+            loss = tf.reduce_sum(tf.cast(y, tf.float32) * w)
+        results.append([y] + tape.gradient(loss, [x, layer.gamma, layer.beta]))
+    for a, b in zip(*results):
+        assert a.dtype == b.dtype
+        np.testing.assert_allclose(tf.cast(a, tf.float32).numpy(), tf.cast(b, tf.float32).numpy(), atol=1e-5)
+
+
+def test_fused_projections_equal_the_separate_dense_layers():
+    attn = Attention(32, 4, 0.0)
+    x, mem, bias = tf.random.normal([2, 5, 32]), tf.random.normal([2, 7, 32]), tf.zeros([2, 1, 1, 5])
+    attn(x, x, bias)  # builds q, k, v, o one by one
+    q, k, v = attn.project(x, [attn.q, attn.k, attn.v])
+    for fused, dense in ((q, attn.q), (k, attn.k), (v, attn.v)):
+        np.testing.assert_allclose(fused.numpy(), dense(x).numpy(), atol=1e-5)
+    k, v = attn.keys_values(mem)
+    np.testing.assert_allclose(k.numpy(), attn.split(attn.k(mem)).numpy(), atol=1e-5)
+    np.testing.assert_allclose(v.numpy(), attn.split(attn.v(mem)).numpy(), atol=1e-5)
 
 
 def test_loss_ignores_padding():

@@ -10,7 +10,9 @@ Large Transformer Models", table 2: attention 11d + 5hL bytes, feed-forward 19d 
 feed-forward's own width: 3d + 4f, and 2d per layer norm), twice that in float32, times KEEP; the logits in the
 compute precision and three float32 tensors of their size (the loss's backprop, the smoothed gradient, its product
 with the upstream gradient: nmtkit.model.transformer.smoothed_loss). KEEP is measured, not derived: TensorFlow
-keeps more than the paper's minimum (float dropout masks, unfused attention and layer norms). Measured on CPU
+keeps more than the paper's minimum (unfused attention; the float dropout masks and derived layer-norm gradients
+it was fitted with, 2026-11-24, are now bool masks and a written gradient, which keep less, so the projection
+errs on the safe side). Measured on CPU
 (bench/memory.py, bench/README.md), this projection meets the slope of peak memory over the batch within 2% at
 the small and base shapes; where a GPU keeps less, the projection errs on the safe side (more micro-batches).
 """

@@ -67,7 +67,44 @@ class Dropout(tf.keras.layers.Layer):
         if seed is None:
             return tf.nn.dropout(x, self.rate)
         seed = tf.random.experimental.stateless_fold_in(seed, self.index)
-        return tf.nn.experimental.stateless_dropout(x, self.rate, seed)
+        # 16 random bits an element, two from each uint32 the generator draws: at the course's shapes drawing the
+        # masks is a large part of a step, and half the draws of a float mask cost half (the rate is exact to
+        # 1/65536). The kept mask is a bool, a quarter of a float one.
+        drop = round(self.rate * 65536)
+        n = tf.size(x)
+        bits = tf.random.stateless_uniform([(n + 1) // 2], seed, minval=None, maxval=None, dtype=tf.uint32)
+        keep = tf.reshape(tf.reshape(tf.bitcast(bits, tf.uint16), [-1])[:n] >= drop, tf.shape(x))
+        return _masked(x, keep, 65536 / (65536 - drop))
+
+
+def _masked(x, keep, scale: float):
+    """x * scale where `keep`, else 0; its gradient the same mask on dy (TensorFlow's own gradient of tf.where
+    also computes the zero branch's)."""
+    @tf.custom_gradient
+    def apply(x):
+        s = tf.cast(scale, x.dtype)
+        return tf.where(keep, x * s, tf.zeros([], x.dtype)), lambda dy: tf.where(keep, dy * s, tf.zeros([], dy.dtype))
+    return apply(x)
+
+
+def linear(x, w, b=None):
+    """[..., d_in] @ [d_in, d_out] (+ b) as one 2-D matmul: Keras' Dense on a 3-D input goes through tensordot,
+    a dozen shape ops a call, forward and backward (OpenNMT-tf reshapes too)."""
+    shape = tf.shape(x)
+    y = tf.matmul(tf.reshape(x, [-1, x.shape[-1]]), tf.cast(w, x.dtype))
+    if b is not None:
+        y = tf.nn.bias_add(y, tf.cast(b, x.dtype))
+    return tf.reshape(y, tf.concat([shape[:-1], [w.shape[-1]]], axis=0))
+
+
+class Dense(tf.keras.layers.Dense):
+    """Keras' Dense (same variables, same checkpoints) computed by `linear`."""
+
+    def call(self, x):
+        if x.dtype != self.compute_dtype:
+            x = tf.cast(x, self.compute_dtype)
+        y = linear(x, self.kernel, self.bias if self.use_bias else None)
+        return self.activation(y) if self.activation is not None else y
 
 
 class SharedEmbedding(tf.keras.layers.Layer):
@@ -101,8 +138,7 @@ class Attention(tf.keras.layers.Layer):
         assert d_model % num_heads == 0, "d_model must be divisible by num_heads"
         self.h, self.dh = num_heads, d_model // num_heads
         # bias=False: OpenSeq2Seq's (and the TF official model's) projections, 4 * d_model parameters fewer per layer
-        dense = lambda name: tf.keras.layers.Dense(d_model, use_bias=bias, name=name,  # noqa: E731
-                                                   dtype=self.dtype_policy)
+        dense = lambda name: Dense(d_model, use_bias=bias, name=name, dtype=self.dtype_policy)  # noqa: E731
         self.q, self.k, self.v, self.o = dense("q"), dense("k"), dense("v"), dense("o")
         self.drop = Dropout(dropout, dtype=self.dtype_policy)
 
@@ -110,11 +146,22 @@ class Attention(tf.keras.layers.Layer):
         b, t = tf.shape(x)[0], tf.shape(x)[1]
         return tf.transpose(tf.reshape(x, [b, t, self.h, self.dh]), [0, 2, 1, 3])
 
-    def keys_values(self, x):
-        return self.split(self.k(x)), self.split(self.v(x))
+    def project(self, x, dense):
+        """x through several of q, k, v at once: one matmul with their kernels side by side (the variables stay
+        apart). At the course's shapes a step is mostly per-op cost, and one wide matmul beats three narrow ones.
+        """
+        if not all(d.built for d in dense):  # the first call creates the variables
+            return [d(x) for d in dense]
+        w = tf.concat([d.kernel for d in dense], axis=1)
+        b = tf.concat([d.bias for d in dense], axis=0) if dense[0].use_bias else None
+        return tf.split(linear(x, w, b), len(dense), axis=-1)
 
-    def attend(self, x, k, v, bias, training=False, seed=None):
-        q = self.split(self.q(x)) * (self.dh ** -0.5)
+    def keys_values(self, x):
+        k, v = self.project(x, [self.k, self.v])
+        return self.split(k), self.split(v)
+
+    def attend(self, x, k, v, bias, training=False, seed=None, q=None):
+        q = self.split(self.q(x) if q is None else q) * (self.dh ** -0.5)
         scores = tf.cast(tf.matmul(q, k, transpose_b=True), tf.float32) + bias
         weights = tf.cast(tf.nn.softmax(scores, axis=-1), q.dtype)
         out = tf.matmul(self.drop(weights, seed, training=training), v)  # [B, H, T, dh]
@@ -122,6 +169,9 @@ class Attention(tf.keras.layers.Layer):
         return self.o(tf.reshape(tf.transpose(out, [0, 2, 1, 3]), [b, t, self.h * self.dh]))
 
     def call(self, x, memory, bias, training=False, seed=None):
+        if x is memory:  # self-attention: queries, keys and values in one matmul
+            q, k, v = self.project(x, [self.q, self.k, self.v])
+            return self.attend(x, self.split(k), self.split(v), bias, training, seed, q=q)
         k, v = self.keys_values(memory)
         return self.attend(x, k, v, bias, training, seed)
 
@@ -129,16 +179,44 @@ class Attention(tf.keras.layers.Layer):
 class FeedForward(tf.keras.layers.Layer):
     def __init__(self, d_model: int, d_ff: int, dropout: float, **kw):
         super().__init__(**kw)
-        self.up = tf.keras.layers.Dense(d_ff, activation="relu", name="up", dtype=self.dtype_policy)
-        self.down = tf.keras.layers.Dense(d_model, name="down", dtype=self.dtype_policy)
+        self.up = Dense(d_ff, activation="relu", name="up", dtype=self.dtype_policy)
+        self.down = Dense(d_model, name="down", dtype=self.dtype_policy)
         self.drop = Dropout(dropout, dtype=self.dtype_policy)
 
     def call(self, x, training=False, seed=None):
         return self.down(self.drop(self.up(x), seed, training=training))
 
 
+class LayerNorm(tf.keras.layers.LayerNormalization):
+    """Keras' LayerNormalization over the last axis (the same variables and math, in float32 under mixed precision)
+    with its gradient written out: TensorFlow's derived one takes about three times the ops, and at the course's
+    shapes ops, not FLOPs, set a step's pace."""
+
+    def call(self, x):
+        gamma, beta = tf.cast(self.gamma, tf.float32), tf.cast(self.beta, tf.float32)
+        return tf.cast(layer_norm(tf.cast(x, tf.float32), gamma, beta, self.epsilon), x.dtype)
+
+
+def layer_norm(x, gamma, beta, epsilon: float):
+    """(x - mean) / sqrt(var + epsilon) * gamma + beta over the last axis, and its gradient."""
+    @tf.custom_gradient
+    def norm(x, gamma, beta):
+        xc = x - tf.reduce_mean(x, axis=-1, keepdims=True)
+        inv = tf.math.rsqrt(tf.reduce_mean(tf.square(xc), axis=-1, keepdims=True) + epsilon)
+        xhat = xc * inv
+
+        def grad(dy):
+            rows = tf.range(tf.rank(dy) - 1)
+            g = dy * gamma
+            dx = inv * (g - tf.reduce_mean(g, axis=-1, keepdims=True)
+                        - xhat * tf.reduce_mean(g * xhat, axis=-1, keepdims=True))
+            return dx, tf.reduce_sum(dy * xhat, axis=rows), tf.reduce_sum(dy, axis=rows)
+        return xhat * gamma + beta, grad
+    return norm(x, gamma, beta)
+
+
 def _norm(name, policy):
-    return tf.keras.layers.LayerNormalization(epsilon=1e-6, name=name, dtype=policy)
+    return LayerNorm(epsilon=1e-6, name=name, dtype=policy)
 
 
 def _attention(c: ModelConfig, name: str, policy):
