@@ -1,0 +1,103 @@
+"""Two training steps compared in one process on the same batches, step by step: the way to see a 5-15% change on
+a host whose speed drifts by tens of percent between processes (bench/README.md).
+
+    python bench/step_pairs.py --shape tiny --against 623793b [--pairs 50]        # this checkout's model vs REV's
+    python bench/step_pairs.py --shape tiny --precision float32,mixed_bfloat16     # two precisions, this model
+
+Each side is the kit's Trainer (forward, backward, Adam) at the shape, on the tiny profile's synthetic data in
+2048-token batches (bench/throughput.py's set-up). After two warm-up steps each, the sides take turns on the same
+batch, the order flipping every pair; it prints each side's median step time and the median (quartiles) of the
+per-pair speed-ups of the second side over the first. `--against REV` loads REV's nmtkit/model/transformer.py
+(`git show`) as the first side's model; its own imports from nmtkit resolve to this checkout.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the kit of this checkout
+
+import nmtkit  # noqa: F401  (Keras 2 API before TensorFlow)
+from nmtkit import config
+from nmtkit.data.bpe import Tokenizer
+from nmtkit.data.pipeline import make_dataset
+from nmtkit.data.prepare import prepare
+from nmtkit.train.dist import Single, set_threads
+
+SHAPES = {"base": (6, 512, 8, 2048), "small": (3, 256, 4, 1024), "tiny": (2, 128, 4, 512)}
+
+
+def model_of(rev: str, tmp: Path):
+    """REV's transformer module, loaded under its own name."""
+    path = tmp / "transformer_rev.py"
+    path.write_text(subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:nmtkit/model/transformer.py"],
+                                   check=True, capture_output=True, text=True).stdout)
+    spec = importlib.util.spec_from_file_location("transformer_rev", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def trainer(cfg, vocab: int, build=None):
+    import nmtkit.train.trainer as T
+    own = T.build
+    T.build = build or own  # the Trainer builds its model through this name
+    try:
+        return T.Trainer(cfg, vocab, Single())
+    finally:
+        T.build = own
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--shape", default="tiny", choices=SHAPES)
+    ap.add_argument("--against", help="a git revision: its model is the first side, this checkout's the second")
+    ap.add_argument("--precision", default="float32", help="one precision, or two (first,second) to compare")
+    ap.add_argument("--pairs", type=int, default=40)
+    args = ap.parse_args()
+    precisions = args.precision.split(",")
+    if (len(precisions) == 2) == bool(args.against):
+        raise SystemExit("give --against REV or two precisions (--precision a,b), not both")
+    set_threads(Single())
+    layers, d, heads, ff = SHAPES[args.shape]
+    with tempfile.TemporaryDirectory(prefix="nmtkit-bench-pairs-") as tmp:
+        data_dir = Path(tmp) / "data"
+        cfg = config.load("tiny", {"data.dir": str(data_dir), "data.batch_tokens": 2048, "data.bucket_width": 1,
+                                   "model.encoder_layers": layers, "model.decoder_layers": layers,
+                                   "model.d_model": d, "model.num_heads": heads, "model.d_ff": ff,
+                                   "train.precision": precisions[0], "monitor.enabled": False})
+        prepare(cfg, progress=False)
+        vocab = Tokenizer.from_data_dir(data_dir).vocab_size
+        batches = list(make_dataset(data_dir, "train", cfg.data, seed=1, shuffle=True, repeat=True).take(args.pairs + 2))
+        if args.against:
+            names = [args.against, "this checkout"]
+            sides = [trainer(cfg, vocab, model_of(args.against, Path(tmp)).build), trainer(cfg, vocab)]
+        else:
+            names = precisions
+            sides = [trainer(cfg.with_overrides({"train.precision": p}), vocab) for p in precisions]
+        for side in sides:
+            for b in batches[:2]:
+                side.run_step([b]).numpy()
+        times = [[], []]
+        for i, b in enumerate(batches[2:]):
+            for k in ((0, 1) if i % 2 == 0 else (1, 0)):
+                t0 = time.perf_counter()
+                sides[k].run_step([b]).numpy()
+                times[k].append(time.perf_counter() - t0)
+    ratios = sorted(a / b for a, b in zip(*times))
+    q = len(ratios) // 4
+    for name, t in zip(names, times):
+        print(f"{args.shape} {name}: median {1000 * statistics.median(t):.1f} ms/step ({len(t)} steps)")
+    print(f"{args.shape}: {names[1]} ÷ {names[0]} speed, median of {len(ratios)} paired steps "
+          f"{statistics.median(ratios):.3f} (quartiles {ratios[q]:.3f}-{ratios[-q - 1]:.3f})")
+
+
+if __name__ == "__main__":
+    main()
