@@ -182,7 +182,7 @@ def test_interrupted_saves_cleaned_and_free_disk_checked(nmt_data, tmp_path, mon
     for name in ("ckpt-30_temp", "best/best-20_temp", "mine_temp"):
         (run / runs.CHECKPOINTS / name).mkdir(parents=True)
         (run / runs.CHECKPOINTS / name / "part-00000-of-00001").write_bytes(b"x")
-    import nmtkit.train.checkpoints as ck
+    from nmtkit.train import checkpoints as ck  # not `import nmtkit.train.checkpoints`: nk.train, once used, is the function
     monkeypatch.setattr(ck.shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10 ** 9, 10 ** 9 - 1000, 1000))
     cfg = small_config(**{"train.steps": 3, "train.ckpt_every": 1})
     with pytest.raises(TrainError, match=r"checkpoints: not enough free disk .*bytes needed, 1,000 free"):
