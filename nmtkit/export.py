@@ -69,11 +69,11 @@ class Exported(tf.Module):
         keep = before_eos & tf.not_equal(ids, PAD) & tf.not_equal(ids, BOS)
         return self.sp.detokenize(tf.ragged.boolean_mask(ids, keep))
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")], autograph=False)
     def tokenize(self, sentences):
         return {"ids": self.encode(sentences)}
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")], autograph=False)
     def translate(self, sentences):
         src = self.encode(sentences)
         max_len = tf.minimum(tf.shape(src)[1] + self.max_extra_len, self.max_positions)

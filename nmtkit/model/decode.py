@@ -83,7 +83,7 @@ class Searcher:
         self.model, self.beam_size, self.alpha = model, beam_size, alpha
         self.fn = tf.function(
             lambda src, max_len: search(model, src, max_len, beam_size, alpha),
-            input_signature=[tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([], tf.int32)])
+            input_signature=[tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([], tf.int32)], autograph=False)
 
     def __call__(self, src, max_len):
         return self.fn(src, max_len)

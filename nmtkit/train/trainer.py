@@ -64,8 +64,9 @@ class Trainer:
         self.xla = use_xla(cfg.train.xla, self.dist.size, horovod=self.dist.name == "horovod", gpu=bool(gpus))
         pair = (tf.TensorSpec([None, None], tf.int32),) * 2
         # the whole optimizer step (every micro-batch, the allreduce, the update, step += 1) is one graph call
-        self.train_step = tf.function(self._train_step, input_signature=[(pair,) * self.accum], jit_compile=self.xla)
-        self.eval_step = tf.function(self._eval_step, input_signature=list(pair))
+        self.train_step = tf.function(self._train_step, input_signature=[(pair,) * self.accum], jit_compile=self.xla,
+                                      autograph=False)
+        self.eval_step = tf.function(self._eval_step, input_signature=list(pair), autograph=False)
 
     def _dropout_seed(self, micro: int):
         """The seed of this micro-batch's dropout masks, from (train.seed, rank, step, micro-batch) alone: a resumed
