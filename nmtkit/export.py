@@ -51,7 +51,10 @@ class Exported(tf.Module):
     def __init__(self, model, spm_proto: bytes, beam_size: int, alpha: float, max_extra_len: int):
         super().__init__()
         text = _tensorflow_text()
-        self.model = model
+        # the search's variables, not the Keras model: tracked as a model, SavedModel also traces every layer's own
+        # call functions (Keras' legacy serialization), which doubled the export's and each load's time
+        object.__setattr__(self, "model", model)
+        self.weights = list(model.variables)
         # the same encoding as Tokenizer.encode: no BOS/EOS from sentencepiece, EOS appended below (as in training)
         self.sp = text.SentencepieceTokenizer(model=spm_proto, out_type=tf.int32, add_bos=False, add_eos=False)
         self.beam_size, self.alpha = beam_size, alpha
