@@ -338,6 +338,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _terminate)
+        # `kill -USR1 <pid>`: every thread's stack on stderr, the process goes on (where a slow or stuck driver is)
+        import faulthandler
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
         return args.func(args)
     except ConfigError as e:

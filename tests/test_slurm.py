@@ -146,7 +146,7 @@ def test_ctrl_c_while_the_job_is_queued_leaves_at_once_and_cancels_it(slurm, dat
     assert job in slurm.queue()
     t0 = time.time()
     out.proc.send_signal(signal.SIGINT)  # one Ctrl-C
-    assert out.end(timeout=30) == 130, out.text
+    assert out.end(timeout=30, stacks=True) == 130, out.text
     assert time.time() - t0 < 15, out.text
     assert f"interrupted before training began: Slurm job {job} cancelled" in out.text, out.text
     _squeue_empty(slurm, job, timeout=10)

@@ -153,7 +153,16 @@ class Output:
             time.sleep(0.2)
         raise AssertionError(f"no line matching {pattern!r} within {timeout} s:\n{self.text}")
 
-    def end(self, timeout: float = 180) -> int:
-        code = self.proc.wait(timeout=timeout)
+    def end(self, timeout: float = 180, stacks: bool = False) -> int:
+        """The driver's exit code. `stacks`: if it has not ended within `timeout`, fail with its output and every
+        thread's stack (the CLI dumps them on SIGUSR1), so a slow exit says where it was."""
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            if not stacks:
+                raise
+            self.proc.send_signal(signal.SIGUSR1)
+            time.sleep(3)
+            raise AssertionError(f"the driver had not ended {timeout} s later; its output and stacks:\n{self.text}")
         self.reader.join(timeout=5)
         return code
