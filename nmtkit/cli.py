@@ -340,7 +340,10 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, _terminate)
         # `kill -USR1 <pid>`: every thread's stack on stderr, the process goes on (where a slow or stuck driver is)
         import faulthandler
-        faulthandler.register(signal.SIGUSR1, all_threads=True)
+        try:
+            faulthandler.register(signal.SIGUSR1, all_threads=True)
+        except (OSError, ValueError):  # a stderr without a file descriptor (called in-process, output captured)
+            pass
     try:
         return args.func(args)
     except ConfigError as e:
