@@ -4,7 +4,7 @@ import pytest
 
 from nmtkit import config
 from nmtkit.data import bpe
-from nmtkit.data.pipeline import bucket_plan, example_lengths, load_encoded, make_dataset
+from nmtkit.data.pipeline import bucket_plan, example_lengths, load_encoded, make_dataset, read_split
 from nmtkit.data.prepare import prepare
 from nmtkit.errors import DataError
 
@@ -52,6 +52,16 @@ def test_token_budget_is_never_exceeded_and_epoch_is_complete(data):
     enc = load_encoded(d, "train")
     assert total == len(enc["en"][1]) - 1  # nothing over max_tokens in this corpus: every pair, once
     assert len(sizes) > 2  # short sentences come in bigger batches
+
+
+def test_a_limit_keeps_the_splits_first_examples(data):
+    d, cfg = data
+    whole = _examples(make_dataset(d, "dev", cfg.data, shuffle=False, repeat=False))
+    first = _examples(make_dataset(d, "dev", cfg.data, shuffle=False, repeat=False, limit=7))
+    assert len(first) == 7 and set(first) <= set(whole) and len(whole) > 7
+    src, _ = read_split(d, "dev")
+    tok = bpe.Tokenizer.from_data_dir(d)
+    assert {tuple(tok.encode(s)) + (bpe.EOS,) for s in src[:7]} == {s for s, _ in first}
 
 
 def test_every_example_once_per_epoch_across_ranks(data):

@@ -135,7 +135,8 @@ def shard_indices(keep: np.ndarray, rank: int, size: int) -> np.ndarray:
 
 
 def make_dataset(data_dir, split: str, data_cfg, *, rank: int = 0, size: int = 1, seed: int = 0,
-                 shuffle: bool = True, repeat: bool = True, truncate: int = 0, pad_to_bucket: bool = False):
+                 shuffle: bool = True, repeat: bool = True, truncate: int = 0, pad_to_bucket: bool = False,
+                 limit: int = 0):
     """Padded (src, tgt) int32 batches: src = ids + [EOS], tgt = [BOS] + ids + [EOS], 0 = padding.
 
     Training examples longer than data.max_tokens (BPE tokens, either side) are left out; dev/test keep all.
@@ -143,6 +144,7 @@ def make_dataset(data_dir, split: str, data_cfg, *, rank: int = 0, size: int = 1
     data.batch_sentences sentence pairs, grouped by length (buckets of data.bucket_width) to save padding.
     Deterministic given `seed`; rank r of `size` sees a distinct 1/size of the examples each epoch.
     `truncate` > 0: examples are cut to fit a model of that many positions (evaluation of any line).
+    `limit` > 0: the split's first `limit` examples only (the dev loss over the sentences dev BLEU translates).
     `pad_to_bucket`: both sides padded to the bucket's longest length, so there are at most one batch shape per
     bucket (what XLA needs: it compiles a program per shape); otherwise a batch is padded to its longest example.
     """
@@ -154,6 +156,8 @@ def make_dataset(data_dir, split: str, data_cfg, *, rank: int = 0, size: int = 1
         keep = np.nonzero((src_len - 1 <= data_cfg.max_tokens) & (tgt_len - 2 <= data_cfg.max_tokens))[0]
     else:
         keep = np.arange(len(src_len))
+    if limit > 0:
+        keep = keep[:limit]
     if len(keep) == 0:
         raise DataError(f"{data_dir}: split {split!r} has no examples within data.max_tokens={data_cfg.max_tokens}")
     mine = shard_indices(keep, rank, size)

@@ -48,7 +48,8 @@ class Evaluator:
         from nmtkit.data.pipeline import make_dataset
         ev = evaluate_translations(self.translator, self.dev_src, self.dev_ref)
         ev["eval_loss"] = self.trainer.eval_loss(make_dataset(self.data_dir, "dev", self.cfg.data, shuffle=False,
-                                                              repeat=False, truncate=self.cfg.model.max_positions))
+                                                              repeat=False, truncate=self.cfg.model.max_positions,
+                                                              limit=self.cfg.eval.dev_sentences))
         write_lines_atomic(self.run / runs.TRANSLATIONS / f"dev.{step}.de", ev["hypotheses"])
         if not (self.run / runs.TRANSLATIONS / runs.DEV_REFERENCES).exists():  # what BLEU's noise is measured against
             write_lines_atomic(self.run / runs.TRANSLATIONS / runs.DEV_REFERENCES, self.dev_ref)
