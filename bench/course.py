@@ -3,7 +3,7 @@
     python bench/course.py                  # run the course once: seconds per notebook and per phase, peak memory
     python bench/course.py --from runs/X    # the same table from an earlier `nmtkit course --out runs/X`
     python bench/course.py --grade [--jobs N]  # grade one submission (the instructor's notebooks): per notebook, phase
-    python bench/course.py --tests          # make test's last run (.test-logs/*.xml): set-up, each file, each notebook
+    python bench/course.py --tests [--from CLONE]  # make test's last run (.test-logs/*.xml): each file, each notebook
 
 nbclient records when each cell started and ended (cell.metadata.execution), so an executed notebook says where its
 time went. A cell's phase is read from its code (PHASES: the first pattern that matches); "kernel start" is a
@@ -184,9 +184,10 @@ def tests(logs: Path = ROOT / ".test-logs") -> None:
             continue
         per: dict[str, float] = {}
         for case in ET.parse(path).getroot().iter("testcase"):
-            key = case.get("file") or case.get("classname", "").split(".")[0] or "?"
-            if suite == "notebooks":
-                key = case.get("classname", key).split("::")[0]
+            # unit: classname "tests.test_cli" (a file: tests/test_cli.py); notebooks: "notebooks.02_x.ipynb::..."
+            name = case.get("classname", "")
+            key = case.get("file") or (name.split("::")[0] if suite == "notebooks" else
+                                       ".".join(name.split(".")[:2]) if name.startswith("tests.") else name) or "?"
             per[key] = per.get(key, 0.0) + float(case.get("time", 0))
         rows += [(suite, k, v) for k, v in per.items()]
     if rows:
@@ -204,12 +205,13 @@ def main() -> None:
     ap.add_argument("--grade", action="store_true", help="grade one submission instead")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                     help="with --grade: notebooks graded at once, as `nmtkit grade` (default: the cores)")
-    ap.add_argument("--tests", action="store_true", help="make test's last run instead (.test-logs/*.xml)")
+    ap.add_argument("--tests", action="store_true", help="make test's last run instead (.test-logs/*.xml; with "
+                                                         "--from CLONE, that checkout's, e.g. a CI clone)")
     a = ap.parse_args()
     if a.grade:
         grade(a.jobs)
     elif a.tests:
-        tests()
+        tests(a.src / ".test-logs" if a.src else ROOT / ".test-logs")
     elif a.src:
         report_course(a.src)
     else:
