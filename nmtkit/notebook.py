@@ -126,8 +126,13 @@ class Analysis:
         return report.checkpoint_names(self.report) if self.report else NO_RUNS
 
     def write(self, out_dir: str | Path | None = None) -> Path | None:
-        """report.md (and report.json) for these runs; None when there are none."""
-        return report.write_report(self.found, out_dir or self.report.out_dir) if self.report else None
+        """report.md (and report.json) for these runs; None when there are none. Into the directory they were
+        analysed into, the analysis is written as it is (its figures are there); elsewhere they are analysed again."""
+        if not self.report:
+            return None
+        if out_dir is None or Path(out_dir).resolve() == self.report.out_dir.resolve():
+            return report.write_files(self.report)
+        return report.write_report(self.found, out_dir)
 
 
 def _verdict(self, number, rubric: bool = True, table=None) -> None:

@@ -75,3 +75,7 @@ def test_report_compares_baseline_and_two_ranks(baseline, nmt_data, tmp_path_fac
         assert ev["iface"] == "lo", (h.hosts, ev["iface_choice"])
     md = write_report([base, run], tmp_path / "report").read_text()
     assert md.count("### 5. ") == 2 and "| horovod | 2 |" in md
+    # notebook 04's last cell: the analysis written where it was drawn, as it is (not analysed again), says the same
+    import nmtkit as nk
+    analysed = nk.analyse([base, run], tmp_path / "again")
+    assert analysed.write().read_text().replace("again", "report") == md

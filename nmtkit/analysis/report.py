@@ -203,7 +203,11 @@ def write_report(runs, out_dir: str | Path | None = None, options: Options | Non
         runs = [runs]
     if not runs:
         raise AnalysisError("no run directories given: pass --run DIR (repeat it to compare runs)")
-    rep = analyse(list(runs), out_dir, options, answers, rubric)
+    return write_files(analyse(list(runs), out_dir, options, answers, rubric), instructor)
+
+
+def write_files(rep: Report, instructor: bool = False) -> Path:
+    """report.md and report.json of an analysed Report, into its out_dir (its figures are there already)."""
     rep.out_dir.mkdir(parents=True, exist_ok=True)
     md = atomic_write_text(rep.out_dir / "report.md", rep.markdown(instructor))
     data = {name: [{**asdict(a), "figure": str(a.figure) if a.figure else None,
