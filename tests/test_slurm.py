@@ -123,9 +123,17 @@ def started(slurm, data, tmp_path_factory):
         cancel["t0"] = time.time()
         slurm.run("scancel", cancel["job"])
 
+    seen: set[str] = set()  # every job id squeue showed while the uninterrupted run's driver ran
+
+    def watch_queue():
+        while runs["straight"].proc.poll() is None:
+            seen.update(slurm.queue())
+            time.sleep(0.5)
+
     watcher = threading.Thread(target=scancel_past_step_15, daemon=True)
     watcher.start()
-    return {k: (made[k], out) for k, out in runs.items()} | {"watcher": watcher, "cancel": cancel}
+    threading.Thread(target=watch_queue, daemon=True).start()
+    return {k: (made[k], out) for k, out in runs.items()} | {"watcher": watcher, "cancel": cancel, "seen": seen}
 
 
 @pytest.fixture(scope="module")
@@ -134,10 +142,9 @@ def straight(slurm, started):
     its nodes, its output)."""
     run, out = started["straight"]
     m = out.wait_for(r"Slurm job (\d+) \(submitted by sbatch\): RUNNING on (\S+);", timeout=240)
-    seen = set(slurm.queue())
     code = out.end()
     assert code == 0, out.text
-    return run, _checksum(out), m.group(1), seen, m.group(2), out.text
+    return run, _checksum(out), m.group(1), started["seen"], m.group(2), out.text
 
 
 def test_ctrl_c_while_the_job_is_queued_leaves_at_once_and_cancels_it(slurm, data, started, tmp_path):

@@ -163,6 +163,20 @@ class Output:
                 raise
             self.proc.send_signal(signal.SIGUSR1)
             time.sleep(3)
-            raise AssertionError(f"the driver had not ended {timeout} s later; its output and stacks:\n{self.text}")
+            raise AssertionError(f"the driver had not ended {timeout} s later; its signal state, output and stacks:\n"
+                                 f"{self.signal_state()}\n{self.text}")
         self.reader.join(timeout=5)
         return code
+
+    def signal_state(self) -> str:
+        """The driver's pending, ignored, caught and per-thread blocked signals (/proc), for an ignored Ctrl-C."""
+        proc = Path(f"/proc/{self.proc.pid}")
+        try:
+            lines = [l for l in (proc / "status").read_text().splitlines() if l.startswith(("Sig", "ShdPnd"))]
+            for t in sorted(proc.glob("task/*")):
+                blk = [l.split()[1] for l in (t / "status").read_text().splitlines()
+                       if l.startswith(("SigPnd", "SigBlk"))]
+                lines.append(f"thread {(t / 'comm').read_text().strip()}: pending {blk[0]} blocked {blk[1]}")
+        except (OSError, IndexError) as e:
+            return f"(no /proc state: {e})"
+        return "\n".join(lines)
