@@ -133,7 +133,10 @@ def started(slurm, data, tmp_path_factory):
     watcher = threading.Thread(target=scancel_past_step_15, daemon=True)
     watcher.start()
     threading.Thread(target=watch_queue, daemon=True).start()
-    return {k: (made[k], out) for k, out in runs.items()} | {"watcher": watcher, "cancel": cancel, "seen": seen}
+    yield {k: (made[k], out) for k, out in runs.items()} | {"watcher": watcher, "cancel": cancel, "seen": seen}
+    for out in runs.values():  # the tests end these; a run left by a deselected or failed test must not outlive us
+        if out.proc.poll() is None:
+            out.proc.kill()  # its lifeline's reaper then ends its controller and cancels its job
 
 
 @pytest.fixture(scope="module")
@@ -234,7 +237,10 @@ def relaunched(slurm, data, started):
     run, out = started["cancelled"]
     out.end(timeout=180)
     _squeue_empty(slurm, started["cancel"]["job"])
-    return Output(_train(slurm, data, run))
+    out = Output(_train(slurm, data, run))
+    yield out
+    if out.proc.poll() is None:  # the lost-node test ends it; not if that test was deselected or failed early
+        out.proc.kill()
 
 
 def test_scancel_names_the_job_within_60s_and_a_relaunch_resumes(slurm, started, relaunched):

@@ -4,6 +4,7 @@ EngineControl its Jobs use (alive ids, signal, release, is-local)."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import sys
 import time
@@ -105,6 +106,8 @@ class Cluster:
                 if self.client is not None:
                     self.client.close()
             finally:
+                if self.launcher == "local":  # all at once: ipyparallel's stop waits for each engine's exit in turn
+                    self._ipp.signal_engines_sync(signal.SIGTERM)
                 self._ipp.stop_cluster_sync()
                 self._ipp, self.client, self.ids, self._engines = None, None, [], None
                 if self._lifeline is not None:
