@@ -103,11 +103,11 @@ class EvalConfig:
     beam_size: int = rule(4, ge=1, doc="beam search width (1: greedy)")
     length_penalty: float = rule(0.6, ge=0, doc="beam search's length penalty alpha (GNMT's)")
     max_extra_len: int = rule(10, ge=0, doc="decode at most source length + this many tokens")
-    dev_sentences: int = rule(200, ge=0, doc="dev sentences translated for BLEU and scored for the dev loss (the "
-                                             "first N; 0: all)")
+    dev_sentences: int = rule(200, ge=0, doc="dev sentences for dev BLEU and the dev loss (first N, 0: all)")
     test_sentences: int = rule(0, ge=0, doc="test sentences translated for BLEU (0: all)")
     early_stopping: int = rule(0, ge=0, doc="stop after this many dev evaluations without improvement (0: off)")
     min_improvement: float = rule(0.0, ge=0, doc="dev BLEU points over the best that count as improvement")
+    at_end: bool = rule(True, doc="the last step's dev and test evaluation (false: none, e.g. timing trials)")
 
 
 @dataclass

@@ -54,6 +54,8 @@ SMALL = {"data.train_size": 2000, "data.dev_size": 20, "data.test_size": 20, "da
          "train.ckpt_every": 10, "eval.every": 0, "eval.dev_sentences": 5, "eval.test_sentences": 5,
          "eval.beam_size": 1, "eval.max_extra_len": 3, "monitor.enabled": False}
 STEPS = 60
+FOREGROUND = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+              "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])")
 
 
 @pytest.fixture(scope="module")
@@ -80,8 +82,10 @@ def _train(slurm, data, run, *extra: str, steps: int = STEPS, np: int = 2, wrap=
             for a in ("--set", f"{k}={str(v).lower() if isinstance(v, bool) else v}")]
     env = dict(slurm.env, TF_USE_LEGACY_KERAS="1", TF_NUM_INTRAOP_THREADS="1", TF_NUM_INTEROP_THREADS="1",
                PYTHONUNBUFFERED="1")
-    cmd = [sys.executable, "-m", "nmtkit.cli", "train", "--np", str(np), "--launcher", "slurm", "--profile", "tiny",
-           "--data", str(data), "--logdir", str(run), *sets, *extra]
+    # with SIGINT at its default, as in a terminal: a test run from a background job (`make test &`, nohup) passes
+    # SIGINT ignored on to its children, and Python then never raises KeyboardInterrupt (what Ctrl-C tests)
+    cmd = [sys.executable, "-c", FOREGROUND, "-m", "nmtkit.cli", "train", "--np", str(np), "--launcher", "slurm",
+           "--profile", "tiny", "--data", str(data), "--logdir", str(run), *sets, *extra]
     return subprocess.Popen(wrap(cmd), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             cwd=str(run.parent))
 

@@ -218,3 +218,14 @@ def test_gradient_accumulation(nmt_data, tmp_path):
     assert 0.6 * one < recs[0]["tokens"] < 1.4 * one
     status = json.loads((tmp_path / "accum" / "run.json").read_text())
     assert status["micro_batches"] == 2 and status["micro_batch_sentences"] == -(-cfg.data.batch_sentences // 2)
+
+
+def test_eval_at_end_off_ends_at_the_last_checkpoint_without_evaluating(nmt_data, tmp_path):
+    """What compression trials set: the run finishes and checkpoints, and no dev or test translation is made."""
+    cfg = small_config(**{"train.steps": 2, "train.log_every": 1, "eval.every": 0, "eval.at_end": False})
+    summary = train(cfg, tmp_path / "run", data_dir=nmt_data, progress=False)
+    assert summary["status"] == "finished" and summary["step"] == 2
+    assert "test_bleu" not in summary
+    assert not list((tmp_path / "run").glob(f"{runs.TRANSLATIONS}/*.de"))  # neither dev.2.de nor test.2.de
+    assert (tmp_path / "run" / runs.CHECKPOINTS / "ckpt-2.index").exists()
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["status"] == "finished"

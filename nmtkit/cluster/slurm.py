@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -160,9 +158,6 @@ class SlurmJob:
         """Wait while the job is queued (no timeout: a queue can take hours; Ctrl-C leaves, and the lifeline
         cancels the job). Raises ClusterError naming the job when it ends before it runs."""
         said, t0 = False, time.time()
-        if threading.current_thread() is threading.main_thread():
-            # a library thread that blocks signals must not keep Ctrl-C from this wait (a CI run once saw it ignored)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
         while not self.inside:
             f = job_fields(self.job_id, strict=True)  # slurmctld unreachable: say so, never wait blind
             state = f.get("JobState", "")

@@ -204,7 +204,7 @@ def _steps(p: Progress, cfg: Config, dist, data: DataPosition, trainer: Trainer,
 
 def _finish(p: Progress, t, rd: RunDir, ckpts: Checkpoints, evaluator: Evaluator, summary: dict, spend: Spend) -> dict:
     """Rank 0, after the loop: the last checkpoint; a finished run, or one its budget or plateau stopped, gets its
-    final dev and test evaluation; run.json records how it ended."""
+    final dev and test evaluation (unless eval.at_end is off); run.json records how it ended."""
     rd.check_ours()
     if p.step != p.last_saved or not ckpts.latest.latest_checkpoint:
         ckpts.save(p.step)
@@ -218,7 +218,7 @@ def _finish(p: Progress, t, rd: RunDir, ckpts: Checkpoints, evaluator: Evaluator
                            f"{spend.plateau.patience} evaluations"}.get(p.reason, f" ({p.reason})")
         print(f"stopped at step {p.step} of {summary['total_steps']}{more}; checkpoint saved, train again with the "
               f"same run directory to resume", flush=True)
-    if p.status == "finished" or p.reason in ("budget", "time limit", "plateau"):
+    if evaluator.cfg.eval.at_end and (p.status == "finished" or p.reason in ("budget", "time limit", "plateau")):
         if p.evaluated != p.step:
             evaluator.dev(p.step)
         summary.update(evaluator.test(p.step))
