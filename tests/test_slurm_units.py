@@ -75,8 +75,8 @@ def test_the_allocation_end_stops_the_run_when_the_next_checkpoint_would_pass_it
 
 
 def test_until_an_evaluation_is_timed_the_finish_is_reserved_at_the_first_steps_time():
-    """The final dev + test evaluation traces its graphs as the first step did: before any evaluation was timed,
-    the stop keeps twice the first step's time for it (a busy host once let Slurm's TIMEOUT hit mid-evaluation)."""
+    """An evaluation traces its graphs as the first step did: before any evaluation was timed, the time-limit stop
+    keeps the first step's time for a dev evaluation that may fall due (the budget twice: the final dev + test)."""
     import types
 
     from nmtkit.train.budget import Budget, Plateau
@@ -86,9 +86,16 @@ def test_until_an_evaluation_is_timed_the_finish_is_reserved_at_the_first_steps_
     now = time.time()
     spend = Spend(Budget(0.0, 0.0, 0.0, 1), Plateau(0, 0.0), 0.0, step_s=0.01, deadline=now + DEADLINE_MARGIN_S + 12)
     assert spend.stop_reason(p, t) is None  # nothing to reserve: 0.1 s to the checkpoint fits
-    spend.first_s = 8.0  # a first step of 8 s: 16 s reserved
+    spend.first_s = 8.0  # a first step of 8 s: 8 s reserved, 0.1 + 8 s fit in 12
+    assert spend.stop_reason(p, t) is None
+    spend.first_s = 13.0
     assert spend.stop_reason(p, t) == "time limit"
     spend.eval_s = 1.0  # once an evaluation was timed, its time counts
+    assert spend.stop_reason(p, t) is None
+    spend.budget = Budget(max_hours=(time.time() - now + 30) / 3600, max_cost=0.0, price=0.0, nodes=1)
+    spend.deadline, spend.t0, spend.eval_s = None, now, 20.0  # the budget keeps room for the final dev and test evaluations: 2 x 20 s
+    assert spend.stop_reason(p, t) == "budget"
+    spend.eval_s = 10.0
     assert spend.stop_reason(p, t) is None
 
 
@@ -218,3 +225,4 @@ def test_train_without_np_inside_an_allocation_stops_at_a_checkpoint_before_its_
     status = json.loads((run / "run.json").read_text())
     assert status["status"] == "stopped" and status["reason"] == "time limit", status
     assert (run / "checkpoints" / f"ckpt-{status['step']}.index").exists(), status  # the stop's checkpoint
+    assert "test_bleu" not in status["summary"], status  # no final evaluation: the next job resumes

@@ -134,8 +134,8 @@ def _ahead_s(step: int, step_s: float | None, ckpt_every: int, total: int, reser
 def outlives(deadline: float | None, now: float, step: int, step_s: float | None, ckpt_every: int, total: int,
              reserve_s: float = 0.0) -> bool:
     """The allocation's time limit as a budget in wall-clock time: True when training on to the next checkpoint
-    (or the end), plus `reserve_s` for the final evaluation and DEADLINE_MARGIN_S, would pass `deadline` (epoch
-    seconds; None: no limit). The run then stops here, at a checkpoint, before Slurm ends the job."""
+    (or the end), plus `reserve_s` (a dev evaluation that may fall due) and DEADLINE_MARGIN_S, would pass `deadline`
+    (epoch seconds; None: no limit). The run then stops here, at a checkpoint, before Slurm ends the job."""
     if deadline is None:
         return False
     return now + _ahead_s(step, step_s, ckpt_every, total, reserve_s) + DEADLINE_MARGIN_S > deadline

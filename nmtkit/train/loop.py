@@ -94,10 +94,12 @@ class Spend:
     def stop_reason(self, p: Progress, t) -> str | None:
         if self.plateau.reached:
             return "plateau"
-        reserve = 2 * (self.eval_s or self.first_s)
-        if self.budget.exhausted(self.hours(), p.step, self.step_s, t.ckpt_every, t.steps, reserve):
-            return "budget"
-        if outlives(self.deadline, time.time(), p.step, self.step_s, t.ckpt_every, t.steps, reserve):
+        one_eval = self.eval_s or self.first_s
+        if self.budget.exhausted(self.hours(), p.step, self.step_s, t.ckpt_every, t.steps, 2 * one_eval):
+            return "budget"  # room kept for the final dev and test evaluation
+        # a time-limit stop has no final evaluation (the run resumes in the next job); one evaluation's room is
+        # kept for a dev evaluation falling due before the checkpoint
+        if outlives(self.deadline, time.time(), p.step, self.step_s, t.ckpt_every, t.steps, one_eval):
             return "time limit"
         return None
 
@@ -204,7 +206,9 @@ def _steps(p: Progress, cfg: Config, dist, data: DataPosition, trainer: Trainer,
 
 def _finish(p: Progress, t, rd: RunDir, ckpts: Checkpoints, evaluator: Evaluator, summary: dict, spend: Spend) -> dict:
     """Rank 0, after the loop: the last checkpoint; a finished run, or one its budget or plateau stopped, gets its
-    final dev and test evaluation (unless eval.at_end is off); run.json records how it ended."""
+    final dev and test evaluation (unless eval.at_end is off), not one stopped before its allocation's time limit
+    (it resumes in the next job, and a busy host's evaluation once outlasted the reserve); run.json records how it
+    ended."""
     rd.check_ours()
     if p.step != p.last_saved or not ckpts.latest.latest_checkpoint:
         ckpts.save(p.step)
@@ -213,12 +217,12 @@ def _finish(p: Progress, t, rd: RunDir, ckpts: Checkpoints, evaluator: Evaluator
         more = {"budget": f" by its budget ({spend.budget.describe()}: going on to the next checkpoint, step {nxt}, "
                           f"and the final evaluation would pass it)",
                 "time limit": f" before its allocation's time limit (going on to the next checkpoint, step {nxt}, "
-                              f"and the final evaluation would pass it)",
+                              f"would pass it; the final evaluation waits for the run's end)",
                 "plateau": f": dev BLEU did not improve by {spend.plateau.min_improvement:g} for "
                            f"{spend.plateau.patience} evaluations"}.get(p.reason, f" ({p.reason})")
         print(f"stopped at step {p.step} of {summary['total_steps']}{more}; checkpoint saved, train again with the "
               f"same run directory to resume", flush=True)
-    if evaluator.cfg.eval.at_end and (p.status == "finished" or p.reason in ("budget", "time limit", "plateau")):
+    if evaluator.cfg.eval.at_end and (p.status == "finished" or p.reason in ("budget", "plateau")):
         if p.evaluated != p.step:
             evaluator.dev(p.step)
         summary.update(evaluator.test(p.step))
