@@ -130,3 +130,15 @@ def test_cpu_only_real_tf_config():
     tf = import_tf()
     out = pin_devices(0, 1, env={"TF_NUM_INTRAOP_THREADS": "1"})  # the environment decides: nothing set
     assert out == {"gpus": len(tf.config.list_physical_devices("GPU")), "device": None, "threads": None}
+
+
+def test_the_default_pools_of_a_lone_process_are_what_it_asks_no_warning(capsys):
+    """A notebook that built a model before nk.train: TensorFlow's pools are fixed at its default (0/0: every
+    core), which is what one rank on the machine asks for; a second local rank would still be warned."""
+    cfg = FakeConfig(0)
+    cfg.intra = cfg.inter = 0
+    cfg.initialised = True
+    assert pin_devices(0, 1, config=cfg, cores=2, env={})["threads"] == (2, 2)
+    assert capsys.readouterr().err == ""
+    pin_devices(0, 2, config=cfg, cores=2, env={})
+    assert "thread pools already run 0/0 threads" in capsys.readouterr().err

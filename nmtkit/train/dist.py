@@ -72,7 +72,8 @@ def pin_devices(local_rank: int = 0, local_size: int = 1, device_index: int | st
                     f"{', '.join(d.name for d in visible)}: something ran a TensorFlow op first (in a notebook: a "
                     "cell before the cluster's first job). Restart the engines/kernel and pin first") from None
         out["device"] = index if pin else None
-    counts = thread_counts(cores or len(os.sched_getaffinity(0)), local_size, env)
+    cores = cores or len(os.sched_getaffinity(0))
+    counts = thread_counts(cores, local_size, env)
     if counts is not None:
         try:
             config.threading.set_intra_op_parallelism_threads(counts[0])
@@ -80,6 +81,8 @@ def pin_devices(local_rank: int = 0, local_size: int = 1, device_index: int | st
         except RuntimeError:
             have = (config.threading.get_intra_op_parallelism_threads(),
                     config.threading.get_inter_op_parallelism_threads())
+            if have == (0, 0) and counts == (cores, cores):  # TensorFlow's default: every core, as asked
+                return out | {"threads": counts}
             print(f"warning: TensorFlow's thread pools already run {have[0]}/{have[1]} threads in this process; "
                   f"{counts[0]}/{counts[1]} suit {local_size} rank(s) here (restart the process to apply)",
                   file=sys.stderr, flush=True)
