@@ -115,7 +115,7 @@ def test_cli_two_ranks_with_dropout_resume_exactly_after_sigterm_or_a_sigkilled_
 
 def test_two_ranks_lower_the_loss_with_identical_weights(cluster, cfg, tmp_path):
     run = tmp_path / "run"
-    cfg = cfg.with_overrides({"train.steps": 30})
+    cfg = cfg.with_overrides({"train.steps": 30, "eval.every": 15})
     table = cluster.preflight(cfg.data.dir)
     assert table["data_ok"].all() and table["rendezvous_ok"].all()
     results = cluster.launch(cfg, run, preflight=False).wait(timeout=240)
@@ -123,7 +123,19 @@ def test_two_ranks_lower_the_loss_with_identical_weights(cluster, cfg, tmp_path)
     summaries = [r.value for r in results]
     assert all(s["status"] == "finished" and s["step"] == 30 and s["ranks"] == 2 for s in summaries)
     assert summaries[0]["weights_checksum"] == summaries[1]["weights_checksum"]
-    assert "test_bleu" in summaries[0] and "test_bleu" not in summaries[1]  # only rank 0 evaluates
+    assert "test_bleu" in summaries[0] and "test_bleu" not in summaries[1]  # only rank 0 reports
+    # the ranks shared the evaluations (each decodes every 2nd batch): the translations one process makes
+    from nmtkit.data.pipeline import read_split
+    from nmtkit.model.decode import Translator
+    from nmtkit.train.checkpoints import load_model
+    from nmtkit.train.evaluate import evaluate_translations
+    last = load_model(run, "latest")
+    src, ref = (x[:cfg.eval.test_sentences] for x in read_split(cfg.data.dir, "test"))
+    alone = evaluate_translations(Translator(last.model, last.tokenizer, cfg.eval.beam_size, cfg.eval.length_penalty,
+                                             cfg.eval.max_extra_len), src, ref)
+    assert (run / "translations" / "test.30.de").read_text().splitlines() == alone["hypotheses"]
+    assert summaries[0]["test_bleu"] == alone["bleu"]
+    assert [r["step"] for r in read_jsonl(run / "scalars.jsonl") if r["tag"] == "eval_loss"] == [15, 30]
     for rank in (0, 1):  # every rank logs its own steps; the data differ per rank, so do the losses
         losses = [l for _, l in _steps(run, rank)]
         assert len(losses) == 30

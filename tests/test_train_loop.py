@@ -88,6 +88,38 @@ def test_checkpoint_is_weights_plus_adam_moments(trained_run):
     assert 2.8 < data_mb / weights_mb < 3.3  # weights + Adam's m and v
 
 
+def test_ranks_share_an_evaluation_batch_by_batch_with_one_process_translations(trained_run, nmt_data):
+    """translate_shared on rank 0 and on rank 1 of two (rank 1's share decoded here as its gather would bring it):
+    each decodes every 2nd length-sorted batch, and both get one process's translations, in order."""
+    from nmtkit.data.pipeline import read_split
+    from nmtkit.model.decode import Translator
+    from nmtkit.train.evaluate import translate_shared
+    r = load_model(trained_run[0])
+    tr = Translator(r.model, r.tokenizer, beam_size=2, batch_size=4)
+    src = read_split(nmt_data, "dev")[0][:18]  # 5 batches: 4, 4, 4, 4, 2 sentences
+    shares = []
+
+    class Rank:
+        size = 2
+
+        def __init__(self, rank):
+            self.rank, self.is_chief = rank, rank == 0
+
+        def gather(self, mine):
+            other = tr.translate_ids(tr.encode(src), part=(1 - self.rank, 2))
+            theirs = {i: x for i, x in enumerate(other) if x is not None}
+            both = [mine, theirs] if self.rank == 0 else [theirs, mine]
+            shares.append([sorted(s) for s in both])
+            return both
+
+    alone = tr.translate(src)
+    assert translate_shared(tr, src, Rank(0)) == alone
+    assert translate_shared(tr, src, Rank(1)) == alone
+    first, second = shares[0]
+    assert (len(first), len(second)) == (10, 8) and not set(first) & set(second)  # batches 0, 2, 4 and 1, 3
+    assert shares[1] == shares[0]
+
+
 def test_beam_search_vs_greedy_on_trained_model(trained_run, nmt_data):
     from nmtkit.data.pipeline import read_split
     from nmtkit.model.decode import Translator

@@ -102,11 +102,13 @@ class Translator:
         limit = self.model.cfg.max_positions - 1
         return [self.tokenizer.encode(s)[:limit] + [EOS] for s in sentences]
 
-    def translate_ids(self, sources: list[list[int]]) -> list[list[int]]:
+    def translate_ids(self, sources: list[list[int]], part: tuple[int, int] = (0, 1)) -> list[list[int] | None]:
+        """Token ids in, ids out (EOS cut). `part` = (k, n): only every n-th batch from the k-th, the others
+        None (the ranks of a job share an evaluation: the batches are the same whatever n, so are the results)."""
         order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
-        out: list[list[int]] = [[] for _ in sources]
+        out: list[list[int] | None] = [None] * len(sources)
         max_pos = self.model.cfg.max_positions
-        for start in range(0, len(order), self.batch_size):
+        for start in range(part[0] * self.batch_size, len(order), part[1] * self.batch_size):
             chunk = order[start:start + self.batch_size]
             width = max(len(sources[i]) for i in chunk)
             batch = [sources[i] + [PAD] * (width - len(sources[i])) for i in chunk]

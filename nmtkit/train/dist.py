@@ -8,6 +8,7 @@ The loop in `nmtkit.train.loop` calls these and nothing else, so one step functi
     broadcast(variables)               copy rank 0's values into every rank's variables
     any(flag) -> bool                  True on every rank if it is True on any (agree to stop)
     sum(x) -> float                    sum a Python number over ranks (tokens per step)
+    gather(obj) -> list                every rank's picklable object, in rank order, on every rank (evaluation)
 
 `pin_devices(...)` (through `set_threads(dist)` in one process, `rank_main` on the engines and `Horovod()`):
 every process's GPU (one per local rank), memory growth and thread pools, before TensorFlow's first op.
@@ -127,6 +128,9 @@ class Single:
     def sum(self, x: float) -> float:
         return float(x)
 
+    def gather(self, obj) -> list:
+        return [obj]
+
     def describe(self) -> str:
         return "single process"
 
@@ -225,6 +229,12 @@ class Horovod:
 
     def sum(self, x: float) -> float:
         return self._host_sum(x, "nmtkit_sum")
+
+    def gather(self, obj) -> list:
+        """Every rank's `obj` (pickled), in rank order, on every rank; on the host, like the sums."""
+        with import_tf().device("/cpu:0"):
+            # Horovod: allgather of the pickled objects (an evaluation's translations, its loss sums)
+            return list(self.hvd.allgather_object(obj, name="nmtkit_gather"))
 
     def describe(self) -> str:
         ops = "NCCL" if (self.nccl_built and self.gpus) else ("Gloo" if self.gloo_built else "MPI")

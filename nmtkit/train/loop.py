@@ -4,8 +4,8 @@
     summary = train(cfg, run, dist=Horovod(), on_log=publish)     # every Horovod rank (nmtkit.cluster)
 
 Single process and Horovod differ only in `dist` (nmtkit.train.dist). Rank 0 ("chief") writes checkpoints,
-TensorBoard events, scalars.jsonl, translations and evaluates BLEU; every rank writes its own ranks/rank<R>.jsonl
-step times. The run directory and its run.json belong to nmtkit.runs.RunDir. The pieces: trainer.py (the step),
+TensorBoard events, scalars.jsonl, translations and BLEU; every rank decodes its share of each evaluation and
+writes its own ranks/rank<R>.jsonl step times. The run directory and its run.json belong to nmtkit.runs.RunDir. The pieces: trainer.py (the step),
 reporter.py (the log line and rank log), checkpoints.py, evaluate.py, metrics.py, signals.py (stop at the next step).
 """
 from __future__ import annotations
@@ -146,7 +146,7 @@ def _train(cfg: Config, rd: RunDir, data_dir, dist, on_log, resume: bool, progre
         bar = _progress_bar(stack, chief and progress, t.steps, start)
         flag = stop_on_signals(stack)
         stack.push(_failure_recorder(rd, dist, p))
-        evaluator = Evaluator(cfg, rd.path, data_dir, trainer, tok, scalars, ckpts) if chief else None
+        evaluator = Evaluator(cfg, rd.path, data_dir, trainer, tok, scalars, ckpts, dist)  # every rank decodes a share
         reporter = Reporter(cfg, dist, rd.path, trainer, tok.vocab_size, peak, scalars, bar, on_log)
         stack.callback(reporter.flush)  # a failing run still leaves its finished steps in the rank log
         if spend is not None:
@@ -161,11 +161,15 @@ def _train(cfg: Config, rd: RunDir, data_dir, dist, on_log, resume: bool, progre
                    "precision": trainer.precision, "ranks": dist.size, **reporter.summary()}
         if spend is not None:
             summary.update(reason=p.reason, spent_hours=spend.hours())
-        return _finish(p, t, rd, ckpts, evaluator, summary, spend) if chief else summary
+        if not chief:  # its share of the final evaluation, when rank 0 (who knows why the run ended) has one
+            if dist.any(False):
+                _final_evaluation(p, evaluator)
+            return summary
+        return _finish(p, t, rd, ckpts, evaluator, summary, spend, dist)
 
 
 def _steps(p: Progress, cfg: Config, dist, data: DataPosition, trainer: Trainer, reporter: Reporter, flag,
-           spend: Spend | None, rd: RunDir, ckpts: Checkpoints, evaluator: Evaluator | None) -> None:
+           spend: Spend | None, rd: RunDir, ckpts: Checkpoints, evaluator: Evaluator) -> None:
     """The training loop: one `if` per cadence, top-down. Ends with p.status set (finished, or stopped and why)."""
     t, chief = cfg.train, dist.is_chief
     try:
@@ -195,8 +199,8 @@ def _steps(p: Progress, cfg: Config, dist, data: DataPosition, trainer: Trainer,
                     ckpts.save(p.step)
                     p.last_saved = p.step
                     rd.progress(p.step)
-            # evaluate on dev (rank 0)
-            if chief and cfg.eval.every and p.step % cfg.eval.every == 0 and p.step < t.steps:
+            # evaluate on dev (every rank decodes a share; rank 0 writes)
+            if cfg.eval.every and p.step % cfg.eval.every == 0 and p.step < t.steps:
                 _evaluate(evaluator, spend, rd, p)
         else:
             p.status = "finished"
@@ -204,7 +208,8 @@ def _steps(p: Progress, cfg: Config, dist, data: DataPosition, trainer: Trainer,
         p.status, p.reason = "stopped", "interrupt"
 
 
-def _finish(p: Progress, t, rd: RunDir, ckpts: Checkpoints, evaluator: Evaluator, summary: dict, spend: Spend) -> dict:
+def _finish(p: Progress, t, rd: RunDir, ckpts: Checkpoints, evaluator: Evaluator, summary: dict, spend: Spend,
+            dist) -> dict:
     """Rank 0, after the loop: the last checkpoint; a finished run, or one its budget or plateau stopped, gets its
     final dev and test evaluation (unless eval.at_end is off), not one stopped before its allocation's time limit
     (it resumes in the next job, and a busy host's evaluation once outlasted the reserve); run.json records how it
@@ -222,10 +227,9 @@ def _finish(p: Progress, t, rd: RunDir, ckpts: Checkpoints, evaluator: Evaluator
                            f"{spend.plateau.patience} evaluations"}.get(p.reason, f" ({p.reason})")
         print(f"stopped at step {p.step} of {summary['total_steps']}{more}; checkpoint saved, train again with the "
               f"same run directory to resume", flush=True)
-    if evaluator.cfg.eval.at_end and (p.status == "finished" or p.reason in ("budget", "plateau")):
-        if p.evaluated != p.step:
-            evaluator.dev(p.step)
-        summary.update(evaluator.test(p.step))
+    final = evaluator.cfg.eval.at_end and (p.status == "finished" or p.reason in ("budget", "plateau"))
+    if dist.any(final):  # the other ranks wait here to hear whether they decode their share
+        summary.update(_final_evaluation(p, evaluator))
     summary.update(evaluator.summary())
     rd.ended(p.status, p.step, reason=p.reason, summary=summary, spent_hours=spend.hours())  # the next session's start
     return summary
@@ -261,11 +265,22 @@ def _project(spend: Spend, rd: RunDir, p: Progress, t, reporter: Reporter) -> No
     rd.progress(p.step, spent_hours=proj.spent_h, **proj.fields())
 
 
-def _evaluate(evaluator: Evaluator, spend: Spend, rd: RunDir, p: Progress) -> None:
-    """Rank 0: a dev evaluation, timed (the budget keeps room for the final one) and fed to the plateau rule."""
+def _final_evaluation(p: Progress, evaluator: Evaluator) -> dict:
+    """The end's dev evaluation (unless the last step had one) and test score; every rank, its share."""
+    if p.evaluated != p.step:
+        evaluator.dev(p.step)
+    return evaluator.test(p.step)
+
+
+def _evaluate(evaluator: Evaluator, spend: Spend | None, rd: RunDir, p: Progress) -> None:
+    """A dev evaluation; on rank 0 (spend) timed (the budget keeps room for the final one) and fed to the plateau
+    rule."""
     t0 = time.time()
     ev = evaluator.dev(p.step)
-    p.evaluated, spend.eval_s = p.step, time.time() - t0
+    p.evaluated = p.step
+    if spend is None:
+        return
+    spend.eval_s = time.time() - t0
     if spend.plateau.patience:
         spend.plateau.add(p.step, ev["bleu"])
         rd.record(**spend.plateau.fields())

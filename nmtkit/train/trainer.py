@@ -135,8 +135,13 @@ class Trainer:
         return sum(v.shape.num_elements() * v.dtype.size for v in variables)
 
     def eval_loss(self, dataset) -> float:
+        total, count = self.eval_sums(dataset)
+        return total / max(count, 1.0)
+
+    def eval_sums(self, dataset) -> tuple[float, float]:
+        """(summed token loss, tokens) over `dataset`: what ranks sharing an evaluation add up."""
         total, count = 0.0, 0.0
         for src, tgt in dataset:
             s, n = self.eval_step(src, tgt)
             total, count = total + float(s), count + float(n)
-        return total / max(count, 1.0)
+        return total, count
