@@ -55,7 +55,7 @@ class FusedAdam(tf.keras.optimizers.Adam):
 
     def apply_gradients(self, *args, **kwargs):
         # the step's scalars (rate, powers) built once per dtype, not once per variable: ~90 variables made the
-        # traced step ~1,000 ops larger (4,633 against 3,665), ~0.8 s of tracing and graph optimisation at every run's start
+        # tiny traced step ~1,000 ops larger (4,633 against 3,665), ~0.8 s of tracing at every run's start
         self._hold_scalars({})
         try:
             return super().apply_gradients(*args, **kwargs)
