@@ -5,8 +5,9 @@
 
 Single process and Horovod differ only in `dist` (nmtkit.train.dist). Rank 0 ("chief") writes checkpoints,
 TensorBoard events, scalars.jsonl, translations and BLEU; every rank decodes its share of each evaluation and
-writes its own ranks/rank<R>.jsonl step times. The run directory and its run.json belong to nmtkit.runs.RunDir. The pieces: trainer.py (the step),
-reporter.py (the log line and rank log), checkpoints.py, evaluate.py, metrics.py, signals.py (stop at the next step).
+writes its own ranks/rank<R>.jsonl step times. The run directory and its run.json belong to nmtkit.runs.RunDir.
+The pieces: trainer.py (the step), reporter.py (the log line and rank log), checkpoints.py, evaluate.py,
+metrics.py, signals.py (stop at the next step).
 """
 from __future__ import annotations
 
