@@ -189,9 +189,13 @@ def make_dataset(data_dir, split: str, data_cfg, *, rank: int = 0, size: int = 1
         lambda s, t: tf.maximum(tf.shape(s)[0], tf.shape(t)[0]),
         bucket_boundaries=boundaries, bucket_batch_sizes=sizes, drop_remainder=False,
         pad_to_bucket_boundary=pad_to_bucket)
-    # no autotuning: its model thread re-plans at periods that double up to a minute, and destroying the iterator
-    # waited for it (15-20 s after a 2-rank job's last step, in about one launch of four); the pipeline is
-    # index lookups and padding, well under a millisecond a step, with nothing for it to tune
+    return ds.prefetch(tf.data.AUTOTUNE).with_options(_without_autotuning(tf))
+
+
+def _without_autotuning(tf):
+    """No autotuning: its model thread re-plans at periods that double up to a minute, and destroying the iterator
+    waited for it (15-20 s after a 2-rank job's last step, in about one launch of four); the pipeline is index
+    lookups and padding, well under a millisecond a step, with nothing for it to tune."""
     options = tf.data.Options()
     options.autotune.enabled = False
-    return ds.prefetch(tf.data.AUTOTUNE).with_options(options)
+    return options

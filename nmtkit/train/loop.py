@@ -162,10 +162,8 @@ def _train(cfg: Config, rd: RunDir, data_dir, dist, on_log, resume: bool, progre
                    "precision": trainer.precision, "ranks": dist.size, **reporter.summary()}
         if spend is not None:
             summary.update(reason=p.reason, spent_hours=spend.hours())
-        if not chief:  # its share of the final evaluation, when rank 0 (who knows why the run ended) has one
-            if dist.any(False):
-                _final_evaluation(p, evaluator)
-            return summary
+        if not chief:
+            return _share(p, evaluator, summary, dist)
         return _finish(p, t, rd, ckpts, evaluator, summary, spend, dist)
 
 
@@ -264,6 +262,14 @@ def _project(spend: Spend, rd: RunDir, p: Progress, t, reporter: Reporter) -> No
               f"{micro.count} micro-batch(es)", flush=True)
         spend.projected = True
     rd.progress(p.step, spent_hours=proj.spent_h, **proj.fields())
+
+
+def _share(p: Progress, evaluator: Evaluator, summary: dict, dist) -> dict:
+    """A rank other than 0, after the loop: its share of the final evaluation, when rank 0 (who knows why the run
+    ended) has one."""
+    if dist.any(False):
+        _final_evaluation(p, evaluator)
+    return summary
 
 
 def _final_evaluation(p: Progress, evaluator: Evaluator) -> dict:
