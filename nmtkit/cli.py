@@ -329,9 +329,15 @@ def _log_traceback(args) -> Path | None:
 _terminated = threading.Event()  # SIGTERM outside the training loop (which handles it itself: stop, checkpoint)
 
 
+class _Terminated(KeyboardInterrupt):
+    """Not KeyboardInterrupt itself: CPython remembers a bare KeyboardInterrupt raised inside `PyRun_String` (which
+    TensorFlow's pybind11 modules call while importing) and, under `python -m`, kills the process by SIGINT after
+    main() returned 143, caught or not (CI saw exit -2)."""
+
+
 def _terminate(signum, frame):
     _terminated.set()
-    raise KeyboardInterrupt
+    raise _Terminated
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -97,3 +97,27 @@ def test_read_only_and_full_disks(nmt_data, tmp_path, mount, words):
         assert not list(mnt.glob("run/checkpoints/*_temp"))
     finally:
         subprocess.run(["umount", str(mnt)], check=False)
+
+
+SIGTERM_IN_PYRUN_STRING = """
+import ctypes, os, signal, sys
+from nmtkit import cli
+signal.signal(signal.SIGTERM, cli._terminate if sys.argv[1] == "kit" else lambda s, f: exec("raise KeyboardInterrupt"))
+api = ctypes.pythonapi  # what TensorFlow's pybind11 modules call while importing
+run = api.PyRun_String
+run.restype, run.argtypes = ctypes.py_object, [ctypes.c_char_p, ctypes.c_int] + 2 * [ctypes.py_object]
+try:
+    run(b"import os, signal, time\\nos.kill(os.getpid(), signal.SIGTERM)\\ntime.sleep(2)\\n", 257, {}, {})
+except KeyboardInterrupt:
+    sys.exit(143)
+"""
+
+
+def test_sigterm_inside_tensorflows_pyrun_string_still_exits_143(tmp_path):
+    """CI saw exit -2 after "stopped by SIGTERM": a bare KeyboardInterrupt raised inside PyRun_String makes CPython
+    (under `python -m`) kill itself by SIGINT after main returned. The bare one shows the trap; the kit's does not."""
+    (tmp_path / "sigmod.py").write_text(SIGTERM_IN_PYRUN_STRING)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.getcwd()])}
+    codes = {how: subprocess.run([sys.executable, "-m", "sigmod", how], env=env, cwd=tmp_path, timeout=60,
+                                 capture_output=True).returncode for how in ("bare", "kit")}
+    assert codes == {"bare": -signal.SIGINT, "kit": 143}
