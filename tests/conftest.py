@@ -27,14 +27,43 @@ def nmt_data(tmp_path_factory):
     return d
 
 
+def once_per_session(tmp_path_factory, name: str, make):
+    """make(directory) once per test session, by whichever xdist worker asks first (the others wait on the lock and
+    reuse it): the workers do not each repeat a long training. Returns the directory; copy it before writing."""
+    import fcntl
+    import os
+    import shutil
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the session's, shared by its workers
+    d = root / name
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (d / ".made").exists():
+            shutil.rmtree(d, ignore_errors=True)  # a worker that died while making it
+            d.mkdir()
+            make(d)
+            (d / ".made").touch()
+    return d
+
+
 @pytest.fixture(scope="session")
 def trained_run(nmt_data, tmp_path_factory):
-    """One small model trained long enough to translate the synthetic grammar: (run dir, summary)."""
+    """One small model trained long enough to translate the synthetic grammar: (run dir, summary). Trained once
+    per session (on its own copy of nmt_data's corpus); each worker gets its own copy of the run."""
+    import json
+    import shutil
+    from nmtkit.data.prepare import prepare
     from nmtkit.train.loop import train
-    run = tmp_path_factory.mktemp("trained") / "run"
     # float32 whatever the host: `auto` would train another model on a bf16 CPU. lr_scale 0.5, the tiny profile's:
     # at 0.3 the model scored greedy BLEU 19 after 400 steps, too weak for beam vs greedy to mean anything
     cfg = small_config(**{"train.steps": 400, "train.warmup_steps": 100, "train.lr_scale": 0.5, "model.dropout": 0.0,
                           "train.precision": "float32", "train.ckpt_every": 200, "eval.every": 200})
-    summary = train(cfg, run, data_dir=nmt_data, progress=False)
-    return run, summary
+
+    def make(d):
+        prepare(small_config(), data_dir=d / "data", progress=False)
+        summary = train(cfg, d / "run", data_dir=d / "data", progress=False)
+        (d / "summary.json").write_text(json.dumps(summary))
+    shared = once_per_session(tmp_path_factory, "trained_run", make)
+    run = tmp_path_factory.mktemp("trained") / "run"
+    shutil.copytree(shared / "run", run)
+    return run, json.loads((shared / "summary.json").read_text())
