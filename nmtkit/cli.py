@@ -329,15 +329,12 @@ def _log_traceback(args) -> Path | None:
 _terminated = threading.Event()  # SIGTERM outside the training loop (which handles it itself: stop, checkpoint)
 
 
-class _Terminated(KeyboardInterrupt):
-    """Not KeyboardInterrupt itself: CPython remembers a bare KeyboardInterrupt raised inside `PyRun_String` (which
-    TensorFlow's pybind11 modules call while importing) and, under `python -m`, kills the process by SIGINT after
-    main() returned 143, caught or not (CI saw exit -2)."""
-
-
 def _terminate(signum, frame):
     _terminated.set()
-    raise _Terminated
+    # SystemExit, not KeyboardInterrupt: CPython remembers a KeyboardInterrupt raised inside `PyRun_String` (which
+    # TensorFlow's pybind11 modules call while importing) and, under `python -m`, kills the process by SIGINT after
+    # main() returned 143 (CI saw exit -2). Like KeyboardInterrupt, it passes every `except Exception`.
+    raise SystemExit(143)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -355,11 +352,13 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"nmtkit: config error: {_one_line(e)}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, SystemExit) as e:
         if _terminated.is_set():
             print("nmtkit: stopped by SIGTERM before the work could start or finish; run the same command again to "
                   "resume", file=sys.stderr)
             return 143
+        if isinstance(e, SystemExit):
+            raise
         print("nmtkit: interrupted", file=sys.stderr)
         return 130
     except NmtkitError as e:  # the kit's own: the message says what and what to do; the traceback in a log file

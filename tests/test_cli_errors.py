@@ -108,14 +108,14 @@ run = api.PyRun_String
 run.restype, run.argtypes = ctypes.py_object, [ctypes.c_char_p, ctypes.c_int] + 2 * [ctypes.py_object]
 try:
     run(b"import os, signal, time\\nos.kill(os.getpid(), signal.SIGTERM)\\ntime.sleep(2)\\n", 257, {}, {})
-except KeyboardInterrupt:
+except (KeyboardInterrupt, SystemExit):  # the kit's handler raises SystemExit(143)
     sys.exit(143)
 """
 
 
 def test_sigterm_inside_tensorflows_pyrun_string_still_exits_143(tmp_path):
-    """CI saw exit -2 after "stopped by SIGTERM": a bare KeyboardInterrupt raised inside PyRun_String makes CPython
-    (under `python -m`) kill itself by SIGINT after main returned. The bare one shows the trap; the kit's does not."""
+    """CI saw exit -2 after "stopped by SIGTERM": a KeyboardInterrupt raised inside PyRun_String makes CPython (under
+    `python -m`) kill itself by SIGINT after main returned. The bare one shows the trap; the kit's handler avoids it."""
     (tmp_path / "sigmod.py").write_text(SIGTERM_IN_PYRUN_STRING)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.getcwd()])}
     codes = {how: subprocess.run([sys.executable, "-m", "sigmod", how], env=env, cwd=tmp_path, timeout=60,

@@ -54,7 +54,7 @@ def _start(cluster, say) -> None:
     (scancel); the graceful stop (checkpoint first) applies once training runs."""
     try:
         cluster.start()
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, SystemExit):  # Ctrl-C; SIGTERM (the CLI's handler raises SystemExit)
         job_id = cluster.slurm.job_id if cluster.slurm is not None else None
         say(f"interrupted before training began{f': Slurm job {job_id} cancelled' if job_id else ''}")
         raise
