@@ -54,17 +54,25 @@ def config_table(cfg: config.Config, *sections: str, exclude=("data.dir",)) -> p
 # --- the analysis report -----------------------------------------------------------------------------------
 
 class Analysis:
-    """A Report for the notebooks: every method works, and says why there is nothing, when no run was found."""
+    """A Report for the notebooks: every method works, and says why there is nothing, when no run was found.
+    Built on first need (`make`): the figures and the 11 questions' evidence take seconds, and a notebook that
+    only compares runs (03) needs neither."""
 
-    def __init__(self, rep: Report | None, found: list[Path]):
-        self.report, self.found = rep, found
+    def __init__(self, rep: Report | None, found: list[Path], make=None, loaded: list | None = None):
+        self._report, self.found, self._make, self._loaded = rep, found, make, loaded
+
+    @property
+    def report(self) -> Report | None:
+        if self._report is None and self._make is not None:
+            self._report, self._make = self._make(), None
+        return self._report
 
     def __bool__(self) -> bool:
-        return self.report is not None
+        return self._report is not None or self._make is not None
 
     @property
     def runs(self) -> list:
-        return self.report.runs if self.report else []
+        return self._report.runs if self._report else (self._loaded or [])
 
     @property
     def run(self):
@@ -84,11 +92,15 @@ class Analysis:
         return own[-1] if own else self.reference
 
     def comparison(self):
-        return report.readable(self.report.comparison) if self.report else NO_RUNS
+        if not self:
+            return NO_RUNS
+        if self._report is None:  # the table alone: question 1's evidence, no figures (report.compare)
+            return report.readable(report.compare(self._loaded))
+        return report.readable(self._report.comparison)
 
     def monitor(self, columns: str = "time|host|rank|cpu|gpu|net_lo|net_eth", rows: int = 5):
         """The first sampler records of the last run (the columns matching `columns`)."""
-        return report.readable(self.run.monitor.filter(regex=columns).head(rows)) if self.report else NO_RUNS
+        return report.readable(self.run.monitor.filter(regex=columns).head(rows)) if self else NO_RUNS
 
     def figure(self, title: str) -> None:
         show_figure(self.report, title)
@@ -168,7 +180,10 @@ def analyse(runs=("baseline", "horovod"), out_dir: str | Path | None = None, ref
         print(f"found   the reference run {found[-1].name} (2 hosts x 2 ranks over a shaped link, shipped with nmtkit)")
     if out_dir is None and found and reference and found[0] == found[-1]:  # the reference alone: never write into
         out_dir = workspace() / "runs" / "report"                          # the package, into the workspace
-    return Analysis(report.analyse(found, out_dir) if found else None, found)
+    if not found:
+        return Analysis(None, found)
+    loaded = report.load_runs(found)
+    return Analysis(None, found, make=lambda: report.analyse(loaded, out_dir), loaded=loaded)
 
 
 def show_figure(rep: Report | None, title: str) -> None:

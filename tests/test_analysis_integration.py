@@ -79,3 +79,11 @@ def test_report_compares_baseline_and_two_ranks(baseline, nmt_data, tmp_path_fac
     import nmtkit as nk
     analysed = nk.analyse([base, run], tmp_path / "again")
     assert analysed.write().read_text().replace("again", "report") == md
+    # notebook 03's table: the comparison before anything else is asked is the same, without a figure drawn
+    import pandas as pd
+    fresh = nk.analyse([base, run], tmp_path / "fresh")
+    table = fresh.comparison()
+    assert fresh._report is None and not (tmp_path / "fresh").exists()  # built on first need: not yet
+    assert table["ranks"].tolist() == [1, 2] and [r.name for r in fresh.runs] == ["baseline", "horovod"]
+    pd.testing.assert_frame_equal(table, analysed.comparison())
+    assert fresh.write() is not None and fresh._report is not None  # the rest when asked

@@ -138,8 +138,10 @@ def guarded(number: int, run: Run, answer) -> Answer:
         return missing(number, f"the logs could not be analysed ({type(e).__name__}: {e})", run)
 
 
-def evidence_all(run: Run, fig_dir: str | Path | None = None, options: Options | None = None) -> list[Answer]:
-    """The 11 questions' evidence and figures for one run, no verdicts (each answer's text left empty)."""
+def evidence_all(run: Run, fig_dir: str | Path | None = None, options: Options | None = None,
+                 numbers=range(1, 12)) -> list[Answer]:
+    """The questions' evidence and figures for one run (all 11, or `numbers`), no verdicts (each answer's text
+    left empty)."""
     o = options or Options()
 
     def one(n):
@@ -147,4 +149,4 @@ def evidence_all(run: Run, fig_dir: str | Path | None = None, options: Options |
         if n == 9 and "problem" in ev:
             return missing(9, ev["problem"], run, ev)
         return Answer(n, TITLES[n], "", ev, fig, run=run.name)
-    return [guarded(n, run, lambda n=n: one(n)) for n in range(1, 12)]
+    return [guarded(n, run, lambda n=n: one(n)) for n in numbers]

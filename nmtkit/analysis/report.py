@@ -167,6 +167,13 @@ def comparison(runs: list[Run], answers: dict[str, list[Answer]]) -> pd.DataFram
     return pd.DataFrame(rows)
 
 
+def compare(runs) -> pd.DataFrame:
+    """comparison() alone, from question 1's evidence: no figures and no checkpoint read (TensorFlow), which are
+    most of analyse()'s seconds, for a notebook that only compares runs (03)."""
+    loaded = runs if runs and all(isinstance(r, Run) for r in runs) else load_runs(runs)
+    return comparison(loaded, {run.name: evidence_all(run, numbers=(1,)) for run in loaded})
+
+
 def analyse(runs, out_dir: str | Path | None = None, options: Options | None = None, answers=evidence_all,
             rubric: dict[int, str] | None = None) -> Report:
     """Load the runs, draw the overview figures and each question's evidence (figures under out_dir/figures);
