@@ -71,7 +71,7 @@ def _wait_for_step(job, step, timeout=300):  # the first step traces: minutes on
 
 
 def _cli_args(cfg, run, steps):
-    items = {**TINY, "train.steps": steps, "model.dropout": cfg.model.dropout}
+    items = {**TINY, "train.steps": steps, "train.ckpt_every": 5, "model.dropout": cfg.model.dropout}
     sets = [a for k, v in items.items() for a in ("--set", f"{k}={str(v).lower() if isinstance(v, bool) else v}")]
     return ["train", "--np", "2", "--data", cfg.data.dir, "--logdir", str(run), *sets]
 
@@ -88,29 +88,61 @@ def _exact(reference, run):
     assert max(diff.values()) == 0.0, {n: d for n, d in diff.items() if d}
 
 
+STEPS = 40  # the resume tests' runs: a checkpoint every 5, so a stop and a kill both land well before the end
+
+
+@pytest.fixture(scope="module")
+def straight(cfg, tmp_path_factory):
+    """The uninterrupted 2-rank run both resume tests compare against, trained once by `nmtkit train --np 2` (a CLI
+    run and a Cluster.launch of one config train the same weights, bit for bit: the engine test checks that too)."""
+    run = tmp_path_factory.mktemp("straight") / "run"
+    _cli_train(cfg, run, STEPS, run.parent / "straight.log")
+    return run
+
+
+def _ckpts(run):
+    return sorted(int(p.stem.split("-")[1]) for p in (run / "checkpoints").glob("ckpt-*.index"))
+
+
+def _interrupt_driver(cfg, run, sig, after: int):
+    """`nmtkit train --np 2` on `run`, sent `sig` once a checkpoint past step `after` exists; every process of the
+    run gone after it. Returns the step the launch resumed at (0: a fresh run)."""
+    tag, log = uuid.uuid4().hex, run.parent / f"{sig.name}.log"
+    with open(log, "wb") as out:
+        driver = start(tag, *_cli_args(cfg, run, STEPS), log=out)
+    try:
+        wait_for(lambda: [s for s in _ckpts(run) if s > after], 300, f"a checkpoint after step {after}")
+        driver.send_signal(sig)
+        code = driver.wait(timeout=120)
+        assert code == (0 if sig == signal.SIGTERM else -signal.SIGKILL), log.read_text()[-3000:]
+        wait_for(lambda: not tagged(tag), 60, f"every process of the run gone after {sig.name}")
+    finally:
+        for p in tagged(tag):
+            p.kill()
+    text = log.read_text()
+    return int(text.split("resuming at step ")[1].split()[0]) if "resuming at step " in text else 0
+
+
 # First in the file: it starts its own clusters (`nmtkit train --np 2`), before the module's engines exist.
-def test_cli_two_ranks_with_dropout_resume_exactly_after_sigterm_or_a_sigkilled_driver(cfg, tmp_path):
-    steps = 40  # checkpoints every 10 (TINY)
+def test_cli_two_ranks_with_dropout_resume_exactly_after_sigterm_or_a_sigkilled_driver(straight, cfg, tmp_path):
+    """One run interrupted twice, SIGTERM to the driver (a clean stop after a checkpoint), then SIGKILL (the reaper
+    ends the rest), each relaunch resuming from the last checkpoint; it ends with the uninterrupted run's weights
+    and Adam slots exactly (an inexact resume at either interruption would leave them different)."""
     assert cfg.model.dropout == 0.1  # the profile's dropout, not 0.0
-    _cli_train(cfg, tmp_path / "straight", steps, tmp_path / "straight.log")
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        run, tag, log = tmp_path / sig.name, uuid.uuid4().hex, tmp_path / f"{sig.name}.log"
-        with open(log, "wb") as out:
-            driver = start(tag, *_cli_args(cfg, run, steps), log=out)
-        try:
-            wait_for(lambda: list((run / "checkpoints").glob("ckpt-10.index")), 300, "a first checkpoint")
-            driver.send_signal(sig)
-            code = driver.wait(timeout=120)
-            assert code == (0 if sig == signal.SIGTERM else -signal.SIGKILL), log.read_text()[-3000:]
-            wait_for(lambda: not tagged(tag), 60, f"every process of the run gone after {sig.name}")
-        finally:
-            for p in tagged(tag):
-                p.kill()
-        _cli_train(cfg, run, steps, log)
-        resumed_at = int(log.read_text().split("resuming at step ")[1].split()[0])
-        print(f"{sig.name}: resumed at step {resumed_at}")
-        assert 10 <= resumed_at < steps
-        _exact(tmp_path / "straight", run)
+    run = tmp_path / "run"
+    assert _interrupt_driver(cfg, run, signal.SIGTERM, after=5) == 0
+    stopped = json.loads((run / "run.json").read_text())
+    assert stopped["status"] == "stopped" and 10 <= stopped["step"] == _ckpts(run)[-1] < STEPS, stopped
+    resumed = _interrupt_driver(cfg, run, signal.SIGKILL, after=stopped["step"])
+    assert resumed == stopped["step"]  # the SIGTERM's relaunch resumed where the stop checkpointed
+    killed_at = _ckpts(run)[-1]
+    assert stopped["step"] < killed_at < STEPS
+    log = tmp_path / "last.log"
+    _cli_train(cfg, run, STEPS, log)
+    resumed_at = int(log.read_text().split("resuming at step ")[1].split()[0])
+    print(f"SIGTERM: stopped at step {stopped['step']}; SIGKILL after checkpoint {killed_at}: resumed at {resumed_at}")
+    assert killed_at <= resumed_at < STEPS
+    _exact(straight, run)
 
 
 def test_two_ranks_lower_the_loss_with_identical_weights(cluster, cfg, tmp_path):
@@ -220,28 +252,28 @@ def test_stop_relaunch_sigkill_and_resume_on_fewer_ranks(cluster, cfg, tmp_path)
     assert [s for s, _ in _steps(run, 0)][-3:] == [ckpt + 1, ckpt + 2, ckpt + 3]  # from the checkpoint on
 
 
-def test_two_ranks_with_dropout_resume_exactly_after_stop_or_a_killed_engine(cluster, cfg, tmp_path):
-    cfg = cfg.with_overrides({"train.steps": 30, "train.ckpt_every": 5})
+def test_two_ranks_with_dropout_resume_exactly_after_stop_or_a_killed_engine(straight, cluster, cfg, tmp_path):
+    """One run stopped (stop()) and resumed, then cut short by a SIGKILLed engine and resumed: it ends with the
+    uninterrupted run's weights exactly (that run trained through the CLI: the same weights either way)."""
+    cfg = cfg.with_overrides({"train.steps": STEPS, "train.ckpt_every": 5})
     assert cfg.model.dropout == 0.1
-    cluster.launch(cfg, tmp_path / "straight", preflight=False).wait(timeout=400)
+    run = tmp_path / "run"
     # stop(): every rank stops after a checkpoint of the step it reached
-    job = cluster.launch(cfg, tmp_path / "stopped", preflight=False)
+    job = cluster.launch(cfg, run, preflight=False)
     _wait_for_step(job, 7)
     stopped = job.stop(timeout=120)[0].value
-    assert stopped["status"] == "stopped" and stopped["step"] < 30
-    cluster.launch(cfg, tmp_path / "stopped", preflight=False).wait(timeout=400)
-    _exact(tmp_path / "straight", tmp_path / "stopped")
-    # rank 1's engine SIGKILLed after a checkpoint: the relaunch resumes from rank 0's last checkpoint
-    run = tmp_path / "killed"
+    assert stopped["status"] == "stopped" and stopped["step"] < STEPS
+    # rank 1's engine SIGKILLed after a checkpoint of the relaunch: the next resumes from rank 0's last checkpoint
     job = cluster.launch(cfg, run, preflight=False)
-    wait_for(lambda: list((run / "checkpoints").glob("ckpt-10.index")), 300, "a second checkpoint")
+    wait_for(lambda: [s for s in _ckpts(run) if s > stopped["step"]], 300, "a checkpoint of the relaunch")
     os.kill(job.engines[1].pid, signal.SIGKILL)
     with pytest.raises(RankFailedError):
         job.wait(timeout=60)
+    assert json.loads((run / "run.json").read_text())["resumed_from"] == stopped["step"]
     results = cluster.launch(cfg, run, preflight=False).wait(timeout=400)
-    assert all(r.value["status"] == "finished" and r.value["step"] == 30 for r in results)
-    assert 10 <= json.loads((run / "run.json").read_text())["resumed_from"] < 30
-    _exact(tmp_path / "straight", run)
+    assert all(r.value["status"] == "finished" and r.value["step"] == STEPS for r in results)
+    assert stopped["step"] < json.loads((run / "run.json").read_text())["resumed_from"] < STEPS
+    _exact(straight, run)
 
 
 def test_no_rank_holds_the_session_token_in_its_environment(cluster, cfg, tmp_path):
