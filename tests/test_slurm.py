@@ -151,7 +151,7 @@ def straight(slurm, started):
     """The uninterrupted run: (run dir, its weights checksum, the job id, the job ids squeue showed while it ran,
     its nodes, its output)."""
     run, out = started["straight"]
-    m = out.wait_for(r"Slurm job (\d+) \(submitted by sbatch\): RUNNING on (\S+);", timeout=240)
+    m = out.wait_for(r"Slurm job (\d+) \(submitted by sbatch\): RUNNING on (\S+?)(?:, \d+ min left)?;", timeout=240)
     code = out.end()
     assert code == 0, out.text
     return run, _checksum(out), m.group(1), started["seen"], m.group(2), out.text
@@ -183,7 +183,7 @@ def test_inside_an_allocation_the_engines_are_one_srun_step_that_ends_with_the_d
     # salloc runs the driver, then holds the allocation a while: the step must go when the driver dies, not the job
     hold = lambda cmd: ["salloc", "-N2", "-n2", "sh", "-c", '"$@"; sleep 60', "sh", *cmd]  # noqa: E731
     out = Output(_train(slurm, data, tmp_path / "run", steps=100_000, wrap=hold))
-    m = out.wait_for(r"Slurm job (\d+) \(inside your allocation\): RUNNING on (\S+);", timeout=180)
+    m = out.wait_for(r"Slurm job (\d+) \(inside your allocation\): RUNNING on (\S+?)(?:, \d+ min left)?;", timeout=180)
     job, nodes = m.groups()
     assert set(nodes.split(",")) == {h.name for h in slurm.net.hosts}, out.text
     steps = lambda: [s for s in slurm.run("squeue", "-h", "-s", "-o", "%i").stdout.split()  # noqa: E731
