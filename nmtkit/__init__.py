@@ -4,7 +4,7 @@ Students reach the kit through one name, `import nmtkit as nk`:
 
     set-up       nk.setup(run_name=...) -> (cfg, run), nk.workspace(), nk.profile(name), nk.config_table(cfg, ...)
     data         nk.prepare(cfg), nk.read_split(dir, split), nk.Tokenizer, nk.make_dataset(dir, split, cfg.data)
-    model        nk.build_model(cfg.model, vocab), nk.count_params(model), nk.transformer_lr(step, d_model, ...)
+    model        nk.build_model(cfg.model, vocab), nk.count_params(model | cfg.model, vocab), nk.transformer_lr(step, d_model, ...)
     training     nk.train(cfg, run) -> summary, nk.restore(run) -> Restored(model, tokenizer, config, checkpoint),
                  nk.checkpoint_files(run), nk.Translator(model, tokenizer, beam_size=...)
     many nodes   nk.Cluster(cfg).start() (.preflight, .check_ranks, .launch -> Job, .stop), nk.panel(job),
@@ -43,7 +43,7 @@ _FRONT = {
     "profile": ("nmtkit.config", "profile"), "config_table": ("nmtkit.notebook", "config_table"),
     "prepare": ("nmtkit.data.prepare", "prepare"), "read_split": ("nmtkit.data.pipeline", "read_split"),
     "Tokenizer": ("nmtkit.data.bpe", "Tokenizer"), "make_dataset": ("nmtkit.data.pipeline", "make_dataset"),
-    "build_model": ("nmtkit.model.transformer", "build"), "count_params": ("nmtkit.model.transformer", "count_params"),
+    "build_model": ("nmtkit.model.transformer", "build"), "count_params": ("nmtkit.model.size", "count_params"),
     "transformer_lr": ("nmtkit.lr", "transformer_lr"),
     "train": ("nmtkit.train.loop", "train"), "restore": ("nmtkit.train.checkpoints", "load_model"),
     "checkpoint_files": ("nmtkit.train.checkpoints", "checkpoint_files"),

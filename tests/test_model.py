@@ -226,4 +226,9 @@ def test_homework_model_has_61M_parameters():
     assert count_params(build(with_bias, 32_000)) == 60_524_544
     # the homework's 32,768 BPE pieces: 768 more rows of the shared embedding
     assert count_params(build(cfg.model, cfg.data.vocab_size)) == n + 768 * 512
+    # counted from the shape alone (notebooks 2 and 3), without building: the same counts
+    assert count_params(cfg.model, 32_000) == n and count_params(with_bias, 32_000) == 60_524_544
+    assert count_params(cfg.model, cfg.data.vocab_size) == n + 768 * 512
+    tiny = config.profile("tiny").model
+    assert count_params(tiny, 1000) == count_params(build(tiny, 1000))
     assert train_flops(cfg.model, 32_000, 1000, 1000) > 6 * (n - 32_000 * 512) * 1000

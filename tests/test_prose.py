@@ -170,7 +170,7 @@ def test_the_homeworks_exchange_in_the_docs_is_computed_from_the_parameter_count
     assert f"{params:,} parameters" in guide and f"= {fp32[0]} MB per step" in guide
     assert f"takes {fp32[1]} s" in guide and f"to {fp16[1]} s per step" in guide
     assert f"3 × {params:,} × 4 B = {3 * params * 4 / 1e6:.1f} MB" in lab
-    nb02 = next(c for c in cells("02_single_gpu_baseline") if "nk.count_params(nk.build_model(base" in "".join(c["source"]))
+    nb02 = next(c for c in cells("02_single_gpu_baseline") if "nk.count_params(base.model" in "".join(c["source"]))
     assert f"wmt16-base: {params:,} parameters" in printed(nb02)
     nb03 = next(c for c in cells("03_horovod_multinode") if "nk.homework_exchange(" in "".join(c["source"]))
     assert printed(nb03).strip() == exchange
