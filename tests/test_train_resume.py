@@ -87,13 +87,19 @@ class Crash(Exception):
     """Stands for a process killed outright: the run ends without its stop checkpoint."""
 
 
+@pytest.fixture(scope="module")
+def straight(nmt_data, tmp_path_factory):
+    """The uninterrupted run both ways of interrupting it are compared with (trained once: it is deterministic)."""
+    run = tmp_path_factory.mktemp("straight") / "run"
+    assert train(small_config(**RESUME), run, data_dir=nmt_data, progress=False)["status"] == "finished"
+    return run
+
+
 @pytest.mark.parametrize("how", ["sigterm", "killed"])
-def test_resume_with_dropout_ends_with_the_uninterrupted_weights(nmt_data, tmp_path, how):
+def test_resume_with_dropout_ends_with_the_uninterrupted_weights(straight, nmt_data, tmp_path, how):
     """SIGTERM at step 6: the stop checkpoints step 6. Killed at step 10: the resume starts from ckpt-8."""
     cfg = small_config(**RESUME)
     assert cfg.model.dropout == 0.1  # the profile's dropout, not 0.0
-    straight = train(cfg, tmp_path / "straight", data_dir=nmt_data, progress=False)
-    assert straight["status"] == "finished"
 
     def interrupt(rec):
         if how == "sigterm" and rec["step"] == 6:
@@ -108,7 +114,7 @@ def test_resume_with_dropout_ends_with_the_uninterrupted_weights(nmt_data, tmp_p
             train(cfg, run, data_dir=nmt_data, progress=False, on_log=interrupt)
     resumed = train(cfg, run, data_dir=nmt_data, progress=False)
     assert resumed["status"] == "finished" and resumed["step"] == 12
-    diff = checkpoint_difference(tmp_path / "straight", run)
+    diff = checkpoint_difference(straight, run)
     print(f"{how}: max |difference| {max(diff.values())} over {len(diff)} variables")
     assert max(diff.values()) == 0.0, {n: d for n, d in diff.items() if d}
 
