@@ -4,6 +4,7 @@
     python bench/course.py --from runs/X    # the same table from an earlier `nmtkit course --out runs/X`
     python bench/course.py --grade [--jobs N]  # grade one submission (the instructor's notebooks): per notebook, phase
     python bench/course.py --tests [--from CLONE]  # make test's last run (.test-logs/*.xml): each file, each notebook
+    python bench/course.py --tests --run   # run make test's suites here, then the same table and the CPU per process kind
 
 nbclient records when each cell started and ended (cell.metadata.execution), so an executed notebook says where its
 time went. A cell's phase is read from its code (PHASES: the first pattern that matches); "kernel start" is a
@@ -137,6 +138,69 @@ class PeakMemory:
         self._t.join(timeout=5)
 
 
+# (kind, pattern in a command line): the first that matches names a process's kind in `--tests --run`
+KINDS = (
+    ("ipyparallel engines (ranks)", r"ipyparallel\.engine|ipengine"),
+    ("ipyparallel controllers", r"ipyparallel\.controller|ipcontroller"),
+    ("Jupyter kernels", r"ipykernel"),
+    ("pytest workers (in-process tests)", r"exec\(eval\(sys\.stdin|xdist|-m pytest"),
+    ("nmtkit CLI and other kit processes", r"nmtkit|bench/"),
+    ("SSH, Slurm, munge, Chromium", r"ssh|slurm|munge|chrom"),
+)
+
+
+class CpuByKind:
+    """CPU seconds (user + system) of every process that starts after it, summed by KINDS, sampled every
+    `interval` s with psutil (a process's last fraction of a second before it exits is missed)."""
+
+    def __init__(self, interval: float = 0.5):
+        self.interval, self.seen, self.t0 = interval, {}, time.time()
+        self._stop = threading.Event()
+
+    def _sample(self) -> None:
+        import psutil
+        for p in psutil.process_iter(["pid", "create_time", "cmdline", "cpu_times"]):
+            i = p.info
+            # psutil's start times are only as exact as the boot time it counts from (a second)
+            if i["create_time"] is None or i["create_time"] < self.t0 - 2 or i["pid"] == os.getpid() or \
+                    i["cpu_times"] is None:
+                continue
+            cmd = " ".join(i["cmdline"] or [])
+            self.seen[(i["pid"], i["create_time"])] = (cmd, i["cpu_times"].user + i["cpu_times"].system)
+
+    def __enter__(self):
+        def loop():
+            while not self._stop.is_set():
+                self._sample()
+                self._stop.wait(self.interval)
+        self._t = threading.Thread(target=loop, daemon=True)
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._t.join(timeout=10)
+
+    def table(self) -> str:
+        import pandas as pd
+        rows = [(next((k for k, pat in KINDS if re.search(pat, cmd)), "other"), cpu) for cmd, cpu in self.seen.values()]
+        df = pd.DataFrame(rows, columns=["kind", "cpu"]).groupby("kind")["cpu"].agg(["count", "sum", "median"])
+        df = df.sort_values("sum", ascending=False)
+        df["share"] = (df["sum"] / df["sum"].sum()).map("{:.0%}".format)
+        df.columns = ["processes", "CPU s", "median CPU s a process", "share"]
+        return df.round(1).to_markdown()
+
+
+def run_tests() -> None:
+    """make test's two suites here (scripts/test.sh, after set-up), sampling every process's CPU time."""
+    t0 = time.time()
+    with CpuByKind() as cpu:
+        rc = subprocess.run(["bash", "scripts/test.sh"], cwd=ROOT, stdout=subprocess.DEVNULL).returncode
+    print(f"make test's suites: {time.time() - t0:.0f} s wall, exit {rc}; CPU seconds by process kind:\n")
+    print(cpu.table() + "\n")
+    tests()
+
+
 def course(out: Path | None) -> None:
     out = out or Path(tempfile.mkdtemp(prefix="bench-course-"))
     t0 = time.time()
@@ -207,9 +271,13 @@ def main() -> None:
                     help="with --grade: notebooks graded at once, as `nmtkit grade` (default: the cores)")
     ap.add_argument("--tests", action="store_true", help="make test's last run instead (.test-logs/*.xml; with "
                                                          "--from CLONE, that checkout's, e.g. a CI clone)")
+    ap.add_argument("--run", action="store_true", help="with --tests: run make test's suites first (after `make "
+                                                       "setup`), sampling the CPU of every process they start")
     a = ap.parse_args()
     if a.grade:
         grade(a.jobs)
+    elif a.tests and a.run:
+        run_tests()
     elif a.tests:
         tests(a.src / ".test-logs" if a.src else ROOT / ".test-logs")
     elif a.src:
