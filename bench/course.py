@@ -146,6 +146,7 @@ KINDS = (
     ("pytest workers (in-process tests)", r"exec\(eval\(sys\.stdin|xdist|-m pytest"),
     ("nmtkit CLI and other kit processes", r"nmtkit|bench/"),
     ("SSH, Slurm, munge, Chromium", r"ssh|slurm|munge|chrom"),
+    ("other Python processes", r"python"),
 )
 
 
