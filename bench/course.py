@@ -102,32 +102,20 @@ def notebook_rows(executed: list[tuple[str, Path, float]], workspace: Path | Non
     return rows
 
 
-class PeakMemory:
-    """The peak of the summed RSS of a process and all its descendants, sampled every `interval` s."""
+class Sampler:
+    """Calls `tick()` every `interval` s on a background thread while the `with` block runs."""
 
-    def __init__(self, pid: int, interval: float = 0.5):
-        self.pid, self.interval, self.peak = pid, interval, 0
+    def __init__(self, interval: float = 0.5):
+        self.interval = interval
         self._stop = threading.Event()
 
-    def _sample(self) -> int:
-        import psutil
-        try:
-            root = psutil.Process(self.pid)
-            procs = [root, *root.children(recursive=True)]
-        except psutil.Error:
-            return 0
-        total = 0
-        for p in procs:
-            try:
-                total += p.memory_info().rss
-            except psutil.Error:
-                pass
-        return total
+    def tick(self) -> None:
+        raise NotImplementedError
 
     def __enter__(self):
         def loop():
             while not self._stop.is_set():
-                self.peak = max(self.peak, self._sample())
+                self.tick()
                 self._stop.wait(self.interval)
         self._t = threading.Thread(target=loop, daemon=True)
         self._t.start()
@@ -135,7 +123,30 @@ class PeakMemory:
 
     def __exit__(self, *exc):
         self._stop.set()
-        self._t.join(timeout=5)
+        self._t.join(timeout=10)
+
+
+class PeakMemory(Sampler):
+    """The peak of the summed RSS of a process and all its descendants, sampled every `interval` s."""
+
+    def __init__(self, pid: int, interval: float = 0.5):
+        super().__init__(interval)
+        self.pid, self.peak = pid, 0
+
+    def tick(self) -> None:
+        import psutil
+        try:
+            root = psutil.Process(self.pid)
+            procs = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            return
+        total = 0
+        for p in procs:
+            try:
+                total += p.memory_info().rss
+            except psutil.Error:
+                pass
+        self.peak = max(self.peak, total)
 
 
 # (kind, pattern in a command line): the first that matches names a process's kind in `--tests --run`
@@ -150,15 +161,15 @@ KINDS = (
 )
 
 
-class CpuByKind:
+class CpuByKind(Sampler):
     """CPU seconds (user + system) of every process that starts after it, summed by KINDS, sampled every
     `interval` s with psutil (a process's last fraction of a second before it exits is missed)."""
 
     def __init__(self, interval: float = 0.5):
-        self.interval, self.seen, self.t0 = interval, {}, time.time()
-        self._stop = threading.Event()
+        super().__init__(interval)
+        self.seen, self.t0 = {}, time.time()
 
-    def _sample(self) -> None:
+    def tick(self) -> None:
         import psutil
         for p in psutil.process_iter(["pid", "create_time", "cmdline", "cpu_times"]):
             i = p.info
@@ -168,19 +179,6 @@ class CpuByKind:
                 continue
             cmd = " ".join(i["cmdline"] or [])
             self.seen[(i["pid"], i["create_time"])] = (cmd, i["cpu_times"].user + i["cpu_times"].system)
-
-    def __enter__(self):
-        def loop():
-            while not self._stop.is_set():
-                self._sample()
-                self._stop.wait(self.interval)
-        self._t = threading.Thread(target=loop, daemon=True)
-        self._t.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._t.join(timeout=10)
 
     def table(self) -> str:
         import pandas as pd
