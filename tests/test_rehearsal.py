@@ -181,8 +181,9 @@ def test_remote_kill_named_within_60_s_and_the_relaunch_resumes(net, cluster, wo
     assert cluster.ids == []
     ckpt = last_checkpoint(run)
     assert ckpt > 0, "no checkpoint to resume from: the short run's test writes it (run the whole module)"
-    results = cluster.launch(cluster.cfg.with_overrides({"train.steps": ckpt + 2}), run, data_dir=data,
-                             preflight=False).wait(timeout=600)
+    # no final evaluation (4 ranks tracing the decoder): what is checked is the resume and the fresh engines
+    results = cluster.launch(cluster.cfg.with_overrides({"train.steps": ckpt + 2, "eval.at_end": False}), run,
+                             data_dir=data, preflight=False).wait(timeout=600)
     summaries = [r.value for r in results]
     assert [s["status"] for s in summaries] == ["finished"] * 4
     assert len({s["weights_checksum"] for s in summaries}) == 1
