@@ -66,7 +66,8 @@ def test_causal_mask(model):
 
 
 def _with_dropout(rate):
-    cfg = dataclasses.replace(config.profile("tiny").model, d_model=32, d_ff=64, num_heads=4, dropout=rate)
+    cfg = dataclasses.replace(config.profile("tiny").model, d_model=32, d_ff=64, num_heads=4, dropout=rate,
+                              encoder_layers=2, decoder_layers=2)  # two blocks a side: indices run across blocks
     tf.keras.utils.set_random_seed(0)
     return build(cfg, VOCAB)
 
@@ -91,7 +92,7 @@ def test_dropout_masks_are_fixed_by_the_seed_and_off_at_inference():
 def test_every_dropout_layer_draws_its_own_mask_at_the_rate():
     model = _with_dropout(0.1)
     indices = [m.index for m in model.submodules if isinstance(m, Dropout)]
-    assert sorted(indices) == list(range(len(indices))) and len(indices) == 2 + 4 * 2 + 6 * 2  # tiny: 2+2 layers
+    assert sorted(indices) == list(range(len(indices))) and len(indices) == 2 + 4 * 2 + 6 * 2  # 2+2 layers
     x, seed = tf.ones([64, 256]), tf.constant([1, 2], tf.int64)
     one, two = Dropout(0.1), Dropout(0.1)
     two.index = 1
