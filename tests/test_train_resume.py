@@ -140,3 +140,31 @@ def test_dropout_seed_differs_by_rank_step_and_micro_batch_without_retracing():
     for _ in range(3):
         trainer.run_step([batch])
     assert trainer.train_step.experimental_get_tracing_count() == 1  # the seed is computed in the graph
+
+
+def test_a_second_run_of_the_same_graph_reuses_the_trainer_and_trains_the_same_weights(straight, nmt_data, tmp_path):
+    """A run after another of the same graph in this process (a notebook's second run, an in-process resume)
+    reuses its Trainer, traced step and searches with every variable put back to its first value: the same
+    checkpoint as a run in a fresh process (the straight run, or one trained on a freshly built Trainer)."""
+    from nmtkit.train import trainer as trainers
+    cfg = small_config(**RESUME)
+    trainers._kept.clear()  # the first run builds a new Trainer
+    assert train(cfg, tmp_path / "first", data_dir=nmt_data, progress=False)["status"] == "finished"
+    (kept,) = trainers._kept
+    traced = kept.train_step.experimental_get_tracing_count()
+    searches = {k: s.fn.experimental_get_tracing_count() for k, s in kept.searchers.items()}
+    assert searches and all(searches.values())  # the evaluation's beam search, traced by the first run
+    # a run-only field changed (its length and checkpoints): the same Trainer, no new trace, the same weights
+    run_only = cfg.with_overrides({"train.ckpt_every": 6, "train.log_every": 2, "train.max_hours": 1.0})
+    second = train(run_only, tmp_path / "second", data_dir=nmt_data, progress=False)
+    assert second["status"] == "finished" and trainers._kept == [kept]
+    assert kept.train_step.experimental_get_tracing_count() == traced
+    assert {k: s.fn.experimental_get_tracing_count() for k, s in kept.searchers.items()} == searches
+    assert max(checkpoint_difference(tmp_path / "first", tmp_path / "second").values()) == 0.0
+    assert max(checkpoint_difference(straight, tmp_path / "second").values()) == 0.0
+    # a field the graph depends on: a new Trainer
+    other = small_config(**{**RESUME, "train.steps": 2, "model.dropout": 0.2})
+    train(other, tmp_path / "third", data_dir=nmt_data, progress=False)
+    assert trainers._kept and trainers._kept[0] is not kept
+    assert trainers.graph_key(other, 400, Single()) != trainers.graph_key(run_only, 400, Single())
+    assert trainers.graph_key(cfg, 400, RankOne()) != trainers.graph_key(cfg, 400, Single())  # rank: its own masks

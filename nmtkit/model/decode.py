@@ -93,10 +93,10 @@ class Translator:
     """Text in, text out: tokenise, sort by length, decode in batches, detokenise, restore the order."""
 
     def __init__(self, model: Transformer, tokenizer, beam_size: int = 4, length_penalty: float = 0.6,
-                 max_extra_len: int = 10, batch_size: int = 64):
+                 max_extra_len: int = 10, batch_size: int = 64, searcher: Searcher | None = None):
         self.model, self.tokenizer = model, tokenizer
         self.max_extra_len, self.batch_size = max_extra_len, batch_size
-        self.searcher = Searcher(model, beam_size, length_penalty)
+        self.searcher = searcher or Searcher(model, beam_size, length_penalty)  # given: one already traced
 
     def encode(self, sentences: Sequence[str]) -> list[list[int]]:
         limit = self.model.cfg.max_positions - 1

@@ -52,8 +52,8 @@ class Evaluator:
         self.trainer, self.scalars, self.checkpoints = trainer, scalars, checkpoints
         self.dist = dist
         self.chief = dist is None or dist.is_chief
-        self.translator = Translator(trainer.model, tokenizer, cfg.eval.beam_size, cfg.eval.length_penalty,
-                                     cfg.eval.max_extra_len)
+        self.translator = Translator(trainer.model, tokenizer, max_extra_len=cfg.eval.max_extra_len,
+                                     searcher=trainer.searcher(cfg.eval.beam_size, cfg.eval.length_penalty))
         self.dev_src, self.dev_ref = _split(data_dir, "dev", cfg.eval.dev_sentences)
         self.dev_cut = self.cut(self.dev_src)
         best = runs.read_best(run)

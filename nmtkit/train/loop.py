@@ -30,7 +30,7 @@ from nmtkit.train.evaluate import Evaluator
 from nmtkit.train.metrics import Scalars, peak_flops
 from nmtkit.train.reporter import Reporter
 from nmtkit.train.signals import stop_on_signals
-from nmtkit.train.trainer import Trainer
+from nmtkit.train.trainer import Trainer, trainer_for
 from nmtkit.errors import RunDirError, TrainError
 
 
@@ -113,7 +113,7 @@ def _train(cfg: Config, rd: RunDir, data_dir, dist, on_log, resume: bool, progre
     tok, chief, t = _tokenizer(data_dir), dist.is_chief, cfg.train
     # the model, its optimizer and the last checkpoint
     _check_resumable(rd.path, cfg, resume)
-    trainer = Trainer(cfg, tok.vocab_size, dist)
+    trainer = trainer_for(cfg, tok.vocab_size, dist)  # this process's last one when the graph is the same
     ckpts = Checkpoints(trainer.checkpoint, rd.path, t.keep_checkpoints, trainer.state_bytes())
     if chief:
         ckpts.clean_interrupted_saves()

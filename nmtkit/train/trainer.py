@@ -6,8 +6,12 @@ ranks and broadcasts rank 0's variables before the first step.
 """
 from __future__ import annotations
 
+import dataclasses
+import json
+
 from nmtkit.config import Config
 from nmtkit.keras2 import import_tf
+from nmtkit.model.decode import Searcher
 from nmtkit.model.transformer import build, smoothed_loss
 from nmtkit.train.dist import Single
 from nmtkit.doctor import gpu_memory
@@ -67,6 +71,13 @@ class Trainer:
         self.train_step = tf.function(self._train_step, input_signature=[(pair,) * self.accum], jit_compile=self.xla,
                                       autograph=False)
         self.eval_step = tf.function(self._eval_step, input_signature=list(pair), autograph=False)
+        self.searchers: dict[tuple, Searcher] = {}  # traced beam searches on this model, by (beam, alpha)
+
+    def searcher(self, beam_size: int, alpha: float) -> Searcher:
+        key = (beam_size, alpha)
+        if key not in self.searchers:
+            self.searchers[key] = Searcher(self.model, beam_size, alpha)
+        return self.searchers[key]
 
     def _dropout_seed(self, micro: int):
         """The seed of this micro-batch's dropout masks, from (train.seed, rank, step, micro-batch) alone: a resumed
@@ -145,3 +156,50 @@ class Trainer:
             s, n = self.eval_step(src, tgt)
             total, count = total + float(s), count + float(n)
         return total, count
+
+
+# A run of the same graph as the process's last one (a notebook's second run, a resume in the same process) reuses
+# that Trainer: its traced step, evaluation and searches (seconds per run on a small model, bench/README.md), with
+# every variable put back to its first value. Fields a run may change without changing the graph:
+_RUN_ONLY = {"train": {"steps", "ckpt_every", "log_every", "keep_checkpoints", "max_hours", "max_cost"},
+             "data": {"dir"}}
+KEEP_MAX_PARAMS = 5_000_000  # the kept first values are a host copy of the weights and Adam's slots: small models
+_kept: list[Trainer] = []
+
+
+def graph_key(cfg: Config, vocab_size: int, dist) -> str | None:
+    """What the traced functions depend on, as a string; None where a Trainer is not reused (Horovod ranks: a
+    launch starts a new Horovod context)."""
+    if dist.name != "single":
+        return None
+    parts = {"vocab": vocab_size, "dist": [dist.name, dist.rank, dist.size]}  # the rank seeds the dropout masks
+    for section in ("model", "train", "data"):
+        values = dataclasses.asdict(getattr(cfg, section))
+        parts[section] = {k: v for k, v in values.items() if k not in _RUN_ONLY.get(section, ())}
+    return json.dumps(parts, sort_keys=True)
+
+
+def _state(trainer: Trainer) -> list:
+    return (trainer.model.variables + _optimizer_variables(trainer.optimizer) + [trainer.step]
+            + loss_scale_variables(trainer.optimizer) + [trainer.checkpoint.save_counter])
+
+
+def trainer_for(cfg: Config, vocab_size: int, dist=None) -> Trainer:
+    """The Trainer for a run starting fresh (a checkpoint restores into it as into a new one): the process's last
+    one with every variable at its first value when `graph_key` matches, else a new one (kept when small)."""
+    dist = dist or Single()
+    key = graph_key(cfg, vocab_size, dist)
+    if key is not None and _kept and _kept[0].key == key:
+        trainer = _kept[0]
+        for v, first in zip(_state(trainer), trainer.first):
+            v.assign(first)
+        tf.keras.utils.set_random_seed(cfg.train.seed)  # as a new Trainer leaves Python's, NumPy's and TF's seeds
+        trainer.cfg = cfg  # the same graph; the run's own length, checkpoints and budget
+        return trainer
+    _kept.clear()
+    trainer = Trainer(cfg, vocab_size, dist)
+    trainer.key = key
+    if key is not None and sum(v.shape.num_elements() for v in trainer.variables) <= KEEP_MAX_PARAMS:
+        trainer.first = [v.numpy() for v in _state(trainer)]
+        _kept.append(trainer)
+    return trainer
