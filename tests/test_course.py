@@ -86,3 +86,29 @@ def test_check_outputs_compares_checked_cells_after_sanitizing(tmp_path):
     assert course.check_outputs(executed, committed) == []
     book(executed, "49,999 lines\n", "took 4.7 s\n", "anything\n")
     assert course.check_outputs(executed, committed) == ["01_data.ipynb: cell 0: output differs from the committed notebook"]
+
+
+def test_the_notebooks_share_one_kernel_and_each_starts_from_an_empty_namespace(tmp_path):
+    d = tmp_path / "notebooks"
+    d.mkdir()
+    _write(d / "01_a.ipynb", "import os, pathlib, json\nleft_over = 1\n"
+           "pathlib.Path(os.environ['NMTKIT_WORKDIR'], 'pid').write_text(str(os.getpid()))")
+    _write(d / "02_b.ipynb", "import os, pathlib, sys\nws = pathlib.Path(os.environ['NMTKIT_WORKDIR'])\n"
+           "assert 'left_over' not in globals() and 'json' not in globals(), 'the namespace was not cleared'\n"
+           "assert 'json' in sys.modules  # the modules stay imported: what sharing the kernel saves\n"
+           "assert (ws / 'pid').read_text() == str(os.getpid()), 'a second kernel was started'\n"
+           "(ws / 'runs' / 'report').mkdir(parents=True)\n"
+           "(ws / 'runs' / 'report' / 'report.md').write_text('# report')")
+    out = tmp_path / "run"
+    assert course.run_course(out_dir=out, directory=d) == 0
+    pid = int((out / "pid").read_text())
+    assert not _alive(pid), "the shared kernel outlived the course"
+    assert (out / "course.kernel.log").exists()
+
+
+def _alive(pid: int) -> bool:
+    import psutil
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

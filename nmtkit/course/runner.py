@@ -1,7 +1,10 @@
 """`nmtkit course` (what `make demo` runs): notebooks 01 -> 05 headless, in order, into runs/<timestamp>/.
 
-Each notebook runs in a fresh kernel with NMTKIT_WORKDIR pointing at the course directory, so data, runs,
-figures and report.md all land there; the executed copies are written beside them, failed ones included.
+The notebooks run in one kernel, its namespace cleared before each (`%reset -f`), with NMTKIT_WORKDIR pointing at
+the course directory, so data, runs, figures and report.md all land there; the executed copies are written beside
+them, failed ones included. One kernel saves four kernel starts and four TensorFlow imports (about a tenth of the
+course); nbval and `nmtkit grade` run each notebook in a kernel of its own, so a notebook that leaned on another's
+variables or modules would fail there.
 """
 from __future__ import annotations
 
@@ -32,8 +35,45 @@ def _failing_cell(nb) -> tuple[int, str]:
     return -1, ""
 
 
-def execute(path: Path, out_dir: Path, timeout: int = 1200) -> float:
-    """Run one notebook; write the executed copy to out_dir; raise CourseError naming the cell on failure."""
+class SharedKernel:
+    """One kernel for every notebook of a kind (`with SharedKernel(out_dir) as kernel: kernel.manager(nb)`): its
+    start-up chatter goes to course.kernel.log; before each notebook but the first, the namespace is cleared and open
+    figures closed, so each notebook starts from no variables, with the modules already imported."""
+
+    RESET = "import matplotlib.pyplot as _plt\n_plt.close('all')\n%reset -f"
+
+    def __init__(self, out_dir: Path):
+        self.out_dir, self.owners, self.log = out_dir, {}, None
+
+    def __enter__(self):
+        return self
+
+    def manager(self, nb, path: Path):
+        """The kernel manager for `nb`'s kernel (started on first use, reset on every later one)."""
+        import nbformat
+        from nbclient import NotebookClient
+        name = kernel_name(nb)
+        if name not in self.owners:
+            self.log = self.log or open(self.out_dir / "course.kernel.log", "wb")
+            owner = NotebookClient(nb, kernel_name=name, resources={"metadata": {"path": str(path.parent)}})
+            owner.km = owner.create_kernel_manager()
+            owner.start_new_kernel(stderr=self.log, stdout=self.log)
+            self.owners[name] = owner
+        else:
+            reset = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(self.RESET)])
+            NotebookClient(reset, km=self.owners[name].km, timeout=60).execute()
+        return self.owners[name].km
+
+    def __exit__(self, *exc):
+        for owner in self.owners.values():
+            owner._cleanup_kernel()  # shuts the kernel down (nbclient's own cleanup, as each notebook's was)
+        if self.log:
+            self.log.close()
+
+
+def execute(path: Path, out_dir: Path, timeout: int = 1200, kernel: SharedKernel | None = None) -> float:
+    """Run one notebook (in `kernel`, else a fresh kernel of its own); write the executed copy to out_dir; raise
+    CourseError naming the cell on failure."""
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
@@ -43,20 +83,22 @@ def execute(path: Path, out_dir: Path, timeout: int = 1200) -> float:
     skipped = [c for c in nb.cells if c.cell_type == "code" and c.source.lstrip().startswith("# NBVAL_SKIP")]
     for cell in skipped:
         cell.metadata.setdefault("tags", []).append("skip-execution")
-    client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name(nb),
-                            resources={"metadata": {"path": str(path.parent)}})
     t0 = time.time()
+    km = kernel.manager(nb, path) if kernel else None
+    client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name(nb), km=km,
+                            resources={"metadata": {"path": str(path.parent)}})
     # The kernel's stderr (TensorFlow's C++ start-up chatter) goes to a log beside the executed copy, keeping the
     # terminal to one line per notebook; cell errors still arrive through the notebook itself.
-    log = open(out_dir / f"{path.stem}.kernel.log", "wb")
+    log = None if kernel else open(out_dir / f"{path.stem}.kernel.log", "wb")
     try:
-        client.execute(stderr=log, stdout=log)
+        client.execute(**({"stderr": log, "stdout": log} if log else {}))
     except CellExecutionError as e:
         index, first = _failing_cell(nb)
         last = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
         raise CourseError(f"{path.name}: cell {index} ({first.strip()[:60]!r}) failed: {last}") from None
     finally:
-        log.close()
+        if log:
+            log.close()
         for cell in skipped:
             cell.metadata["tags"].remove("skip-execution")
             if not cell.metadata["tags"]:
@@ -159,16 +201,17 @@ def run_course(out_dir: str | os.PathLike | None = None, profile: str | None = N
     books = [p for p in notebooks(directory) if not only or any(p.name.startswith(o) for o in only)]
     print(f"course: {len(books)} notebooks, profile {os.environ['NMTKIT_PROFILE']}, into {_rel(out)}", flush=True)
     t0 = time.time()
-    for i, path in enumerate(books, 1):
-        print(f"[{i}/{len(books)}] {path.stem} ...", end=" ", flush=True)
-        try:
-            seconds = execute(path, out)
-        except CourseError as e:
-            print("FAILED", flush=True)
-            print(f"course: {e}\ncourse: the executed copy (with the error) is {_rel(out / path.name)}",
-                  file=sys.stderr)
-            return 1
-        print(f"ok ({seconds:.0f} s)", flush=True)
+    with SharedKernel(out) as kernel:
+        for i, path in enumerate(books, 1):
+            print(f"[{i}/{len(books)}] {path.stem} ...", end=" ", flush=True)
+            try:
+                seconds = execute(path, out, kernel=kernel)
+            except CourseError as e:
+                print("FAILED", flush=True)
+                print(f"course: {e}\ncourse: the executed copy (with the error) is {_rel(out / path.name)}",
+                      file=sys.stderr)
+                return 1
+            print(f"ok ({seconds:.0f} s)", flush=True)
     print(f"course: done in {(time.time() - t0) / 60:.1f} min", flush=True)
     reports = sorted(out.rglob("report.md"), key=lambda p: p.stat().st_mtime)  # notebook 04 writes it
     if not reports:
