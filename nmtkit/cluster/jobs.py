@@ -82,11 +82,11 @@ class Job:
     def wait(self, timeout: float | None = None, poll: float = 0.5) -> list[RankResult]:
         """Block until every rank returns; their results ordered by Horovod rank. Raises RankFailedError."""
         deadline = None if timeout is None else time.time() + timeout
-        while not all(p.ready() for p in self.pending):
+        while waiting := [p for p in self.pending if not p.ready()]:
             self.check()
             if deadline is not None and time.time() > deadline:
                 raise TimeoutError(f"job still running after {timeout} s:\n{self.progress().to_string()}")
-            time.sleep(poll)
+            waiting[0].wait(poll)  # returns when that rank is done: a sleep would wait out the poll, every job
         self.check()
         self.rendezvous.stop()
         self._end_session()

@@ -22,6 +22,8 @@ def eval_mode_losses(run, data_dir: str | Path | None = None, batches: int = 10)
     from nmtkit.data.pipeline import make_dataset
     from nmtkit.model.transformer import smoothed_loss
     from nmtkit.train.checkpoints import load_model
+    from nmtkit.keras2 import import_tf
+    tf = import_tf()
     run = Path(getattr(run, "path", run))
     if not list((run / runs.CHECKPOINTS).glob("*.index")):
         raise TrainError(f"{run.name}: no checkpoint weights under {runs.CHECKPOINTS}/ (the reference run ships "
@@ -32,11 +34,15 @@ def eval_mode_losses(run, data_dir: str | Path | None = None, batches: int = 10)
     if not (data / "train.en.ids.npy").exists():
         raise TrainError(f"{run.name}: no prepared data in {data.name}/ (the config's data.dir); pass data_dir")
 
+    def sums(src, tgt):
+        return smoothed_loss(restored.model((src, tgt[:, :-1]), training=False), tgt[:, 1:], cfg.model.label_smoothing)
+    # one trace for every batch shape: eagerly, each of the 20 batches took as long as the trace (bench/README.md)
+    step = tf.function(sums, input_signature=[tf.TensorSpec([None, None], tf.int32)] * 2, autograph=False)
+
     def mean_loss(split: str) -> float:
         total = count = 0.0
         for src, tgt in make_dataset(data, split, cfg.data, shuffle=False, repeat=False).take(batches):
-            logits = restored.model((src, tgt[:, :-1]), training=False)
-            s, n = smoothed_loss(logits, tgt[:, 1:], cfg.model.label_smoothing)
+            s, n = step(src, tgt)
             total, count = total + float(s), count + float(n)
         return total / max(count, 1.0)
 
