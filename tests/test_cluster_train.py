@@ -269,14 +269,18 @@ def test_two_ranks_with_dropout_resume_exactly_after_stop_or_a_killed_engine(str
     # rank 1's engine SIGKILLed after a checkpoint of the relaunch: the next resumes from rank 0's last checkpoint
     job = cluster.launch(cfg, run, preflight=False)
     wait_for(lambda: [s for s in _ckpts(run) if s > stopped["step"]], 300, "a checkpoint of the relaunch")
+    # the relaunch on the same engines trained on the Trainers the first launch built and traced (trainer_for)
+    assert "reusing this process's traced step" in job.output_of_rank(0).stdout
     os.kill(job.engines[1].pid, signal.SIGKILL)
     with pytest.raises(RankFailedError):
         job.wait(timeout=60)
     assert json.loads((run / "run.json").read_text())["resumed_from"] == stopped["step"]
-    results = cluster.launch(cfg, run, preflight=False).wait(timeout=400)
+    job = cluster.launch(cfg, run, preflight=False)
+    results = job.wait(timeout=400)
     assert all(r.value["status"] == "finished" and r.value["step"] == STEPS for r in results)
     assert stopped["step"] < json.loads((run / "run.json").read_text())["resumed_from"] < STEPS
-    _exact(straight, run)
+    _exact(straight, run)  # the relaunch's reused Trainers and the fresh engines' new ones: the straight run's weights
+    assert "reusing" not in job.output_of_rank(0).stdout  # the kill restarted both engines: new Trainers
 
 
 def test_no_rank_holds_the_session_token_in_its_environment(cluster, cfg, tmp_path):

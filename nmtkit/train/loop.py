@@ -324,7 +324,9 @@ def _start_run(rd: RunDir, cfg: Config, data_dir: Path, dist, trainer: Trainer, 
                precision=trainer.precision, precision_reason=trainer.precision_reason, dist=dist.describe(),
                params=params, resumed_from=start or None, **trainer.micro.fields())
     print(f"{dist.describe()} | {trainer.precision} ({trainer.precision_reason}) | {params:,} parameters | "
-          f"{'resuming at step ' + str(start) if start else 'fresh start'} -> {cfg.train.steps} steps", flush=True)
+          f"{'resuming at step ' + str(start) if start else 'fresh start'} -> {cfg.train.steps} steps"
+          + (" | reusing this process's traced step (its last run had the same graph)"
+             if getattr(trainer, "reused", False) else ""), flush=True)
     print(trainer.micro.line(), flush=True)
 
 

@@ -168,9 +168,10 @@ _kept: list[Trainer] = []
 
 
 def graph_key(cfg: Config, vocab_size: int, dist) -> str | None:
-    """What the traced functions depend on, as a string; None where a Trainer is not reused (Horovod ranks: a
-    launch starts a new Horovod context)."""
-    if dist.name != "single":
+    """What the traced functions depend on, as a string; None where a Trainer is not reused. A Horovod rank's
+    step holds Horovod ops, not Horovod's state: the next launch's hvd.init() serves them as it would a new trace
+    (tests/test_cluster_train.py trains the same weights either way)."""
+    if dist.name not in ("single", "horovod"):
         return None
     parts = {"vocab": vocab_size, "dist": [dist.name, dist.rank, dist.size]}  # the rank seeds the dropout masks
     for section in ("model", "train", "data"):
@@ -194,11 +195,12 @@ def trainer_for(cfg: Config, vocab_size: int, dist=None) -> Trainer:
         for v, first in zip(_state(trainer), trainer.first):
             v.assign(first)
         tf.keras.utils.set_random_seed(cfg.train.seed)  # as a new Trainer leaves Python's, NumPy's and TF's seeds
-        trainer.cfg = cfg  # the same graph; the run's own length, checkpoints and budget
+        trainer.cfg, trainer.dist = cfg, dist  # the same graph; the run's own length, budget and Horovod launch
+        trainer.reused = True
         return trainer
     _kept.clear()
     trainer = Trainer(cfg, vocab_size, dist)
-    trainer.key = key
+    trainer.key, trainer.reused = key, False
     if key is not None and sum(v.shape.num_elements() for v in trainer.variables) <= KEEP_MAX_PARAMS:
         trainer.first = [v.numpy() for v in _state(trainer)]
         _kept.append(trainer)
