@@ -87,3 +87,23 @@ def test_report_compares_baseline_and_two_ranks(baseline, nmt_data, tmp_path_fac
     assert table["ranks"].tolist() == [1, 2] and [r.name for r in fresh.runs] == ["baseline", "horovod"]
     pd.testing.assert_frame_equal(table, analysed.comparison())
     assert fresh.write() is not None and fresh._report is not None  # the rest when asked
+
+
+def test_a_verdict_shows_the_figure_the_report_drew_without_drawing_it_again(baseline, tmp_path, monkeypatch):
+    """Notebook 04's instructor cells: rep.verdict(n) states the course's verdict per run with the figure the
+    report drew for that question (drawing it again cost 0.3-0.8 s a cell)."""
+    from nmtkit import notebook as nb
+    from nmtkit.course.verdicts import answer
+    run, _ = baseline
+    rep = nb.analyse([run], tmp_path / "report")
+    drawn = rep.report.answers[run.name][1].figure  # question 2's plateau figure
+    assert drawn is not None and drawn.is_file()
+    before = {p: p.stat().st_mtime_ns for p in (tmp_path / "report").rglob("*.png")}
+    shown = []
+    monkeypatch.setattr(nb, "display", shown.append)
+    rep.verdict(2)
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "report").rglob("*.png")} == before  # nothing redrawn
+    kinds = [type(x).__name__ for x in shown]
+    assert kinds == ["Markdown", "Image", "Markdown"], kinds  # the verdict, its figure, the rubric
+    assert shown[1].filename == str(drawn)
+    assert shown[0].data.endswith(answer(load_run(run), 2).answer)  # the course's verdict, as answer() words it
