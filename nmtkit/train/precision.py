@@ -18,9 +18,10 @@ PRECISIONS = choices("train.precision")
 BF16_RECORD = Path(__file__).with_name("bf16_quality.json")
 BF16_MAX_BLEU_LOSS = 1.0
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
-# bf16 ÷ fp32 training tokens/s per shape on a CPU with native bf16 (bench/throughput.py --record-bf16, medians of
-# interleaved rounds): at small shapes the casts cost more than bf16's GEMMs save, so auto keeps fp32 where the
-# shape nearest the run's measured no faster in bf16.
+# bf16 ÷ fp32 training tokens/s per shape, one record per kind of native bf16 (bench/throughput.py --record-bf16,
+# medians of interleaved rounds): at small shapes the casts can cost more than bf16's GEMMs save, and how much
+# differs between CPUs with AMX tiles and without, so auto keeps fp32 where the shape nearest the run's measured no
+# faster in bf16 on a CPU like this one.
 BF16_SPEED = Path(__file__).with_name("bf16_speed.json")
 
 
@@ -46,31 +47,51 @@ def bf16_quality(path: Path | None = None) -> tuple[bool, str]:
                 f"({rec.get('measured', '?')}): {'within' if ok else 'more than'} {BF16_MAX_BLEU_LOSS:g} point")
 
 
-def bf16_speed(d_model: int, path: Path | None = None) -> tuple[float | None, str]:
-    """(bf16 ÷ fp32 tokens/s at the recorded shape nearest `d_model`, what that was); (None, why) with no record."""
+def cpu_class(flags) -> str | None:
+    """The kind of native bf16 a CPU has, which sets what bf16 pays on it: "amx_bf16" (matrix tiles; implies
+    avx512_bf16), "avx512_bf16" (vector dot products only), None (emulated)."""
+    return next((f for f in reversed(BF16_CPU_FLAGS) if f in flags), None)
+
+
+def bf16_speed(d_model: int, path: Path | None = None, flags=None) -> tuple[float | None, str]:
+    """(bf16 ÷ fp32 tokens/s at the shape nearest `d_model`, measured on a CPU of this one's class (cpu_class of
+    `flags`, default this machine's), what that was); (None, why) with no such record. The figure is the slowest
+    of the record's rounds: the host drifts by tens of percent between rounds, so bf16 counts as faster only
+    where it was faster in every one."""
     import math
+    kind = cpu_class(cpu_flags() if flags is None else set(flags))
     try:
-        rec = json.loads(Path(path or BF16_SPEED).read_text())
-        shapes = {name: (int(v["d_model"]), float(v["ratio"])) for name, v in rec["shapes"].items()}
+        classes = json.loads(Path(path or BF16_SPEED).read_text())["classes"]
+        rec = classes.get(kind) if isinstance(classes, dict) else None
+        shapes = {name: (int(v["d_model"]), float(v["ratio"]), [float(r) for r in v.get("rounds") or [v["ratio"]]])
+                  for name, v in rec["shapes"].items()} if rec else {}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None, "no recorded bf16 speed measurement"
     if not shapes:
-        return None, "no recorded bf16 speed measurement"
-    name, (d, ratio) = min(shapes.items(), key=lambda kv: abs(math.log(kv[1][0] / max(d_model, 1))))
-    return ratio, (f"bf16 trained at {ratio:.2f}x fp32's tokens/s at the {name} shape (d_model {d}; "
-                   f"{rec.get('measured', '?')}, {rec.get('host', '?')})")
+        return None, f"no bf16 speed measured on a CPU with {kind or 'no native bf16'}"
+    name, (d, ratio, rounds) = min(shapes.items(), key=lambda kv: abs(math.log(kv[1][0] / max(d_model, 1))))
+    spread = f", its {len(rounds)} rounds {min(rounds):.2f}-{max(rounds):.2f}" if len(rounds) > 1 else ""
+    return min(rounds), (f"bf16 trained at {ratio:.2f}x fp32's tokens/s at the {name} shape (d_model {d}{spread}; "
+                         f"{rec.get('measured', '?')}, {rec.get('host', '?')})")
 
 
-def write_bf16_speed(path: Path, shapes: dict, command: str) -> Path:
-    """Write the record bf16_speed() reads: {shape: {"d_model", "ratio" (bf16 ÷ fp32 tokens/s), "rounds"}}, with
-    the date, the host and the command that measured it (bench/throughput.py --record-bf16)."""
+def write_bf16_speed(path: Path, shapes: dict, command: str, flags=None) -> Path:
+    """Write the record bf16_speed() reads: under this CPU's class (cpu_class), {shape: {"d_model", "ratio" (bf16 ÷
+    fp32 tokens/s), "rounds"}} with the date, the host and the command that measured it (bench/throughput.py
+    --record-bf16). The other classes' records in the file stay."""
     import platform
     from datetime import date
     from nmtkit.files import atomic_write_json
-    flags = "/".join(sorted(f for f in BF16_CPU_FLAGS if f in cpu_flags())) or "no bf16"
-    host = f"{os.cpu_count()}-core {platform.processor() or platform.machine()} with {flags}"
-    return atomic_write_json(Path(path), {"measured": date.today().isoformat(), "command": command, "host": host,
-                                          "shapes": shapes})
+    flags = cpu_flags() if flags is None else set(flags)
+    kind = cpu_class(flags) or "no native bf16"
+    try:
+        classes = dict(json.loads(Path(path).read_text())["classes"])
+    except (OSError, ValueError, KeyError, TypeError):
+        classes = {}
+    have = "/".join(sorted(f for f in BF16_CPU_FLAGS if f in flags)) or "no bf16"
+    host = f"{os.cpu_count()}-core {platform.processor() or platform.machine()} with {have}"
+    classes[kind] = {"measured": date.today().isoformat(), "command": command, "host": host, "shapes": shapes}
+    return atomic_write_json(Path(path), {"classes": dict(sorted(classes.items()))})
 
 
 def decide_precision(setting: str, gpus, flags=None, record: Path | None = None, d_model: int | None = None,
@@ -80,7 +101,7 @@ def decide_precision(setting: str, gpus, flags=None, record: Path | None = None,
     auto: mixed_float16 on GPUs with tensor cores (compute capability 7.0 and up); float32 on older GPUs;
     on CPUs mixed_bfloat16 where the flags show avx512_bf16 or amx_bf16 (faster there, slower without), the
     recorded quality measurement allows it and, given the run's `d_model`, the speed record (`speed`, default
-    BF16_SPEED) measured bf16 faster at the nearest shape; else float32. `flags`: the CPU flags (default: this
+    BF16_SPEED) measured bf16 faster at the nearest shape on a CPU of this one's class (cpu_class); else float32. `flags`: the CPU flags (default: this
     machine's).
     """
     if setting not in PRECISIONS:
@@ -101,9 +122,9 @@ def decide_precision(setting: str, gpus, flags=None, record: Path | None = None,
     ok, why = bf16_quality(record)
     if not ok:
         return "float32", f"auto: CPU with {'/'.join(native)}, but {why}"
-    ratio, fast = bf16_speed(d_model, speed) if d_model else (None, "")
+    ratio, fast = bf16_speed(d_model, speed, flags) if d_model else (None, "")
     if ratio is not None and ratio <= 1.0:
-        return "float32", f"auto: CPU with {'/'.join(native)}, but {fast}: no faster at this size"
+        return "float32", f"auto: CPU with {'/'.join(native)}, but {fast}: not faster in every round at this size"
     return "mixed_bfloat16", f"auto: CPU with {'/'.join(native)}; {why}" + (f"; {fast}" if fast else "")
 
 
