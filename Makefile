@@ -21,6 +21,7 @@ endif
 PY := $(VENV)/bin/python
 export NMTKIT_PROFILE ?= tiny
 export TF_USE_LEGACY_KERAS := 1
+UNIT_WORKERS ?= 3
 # No TF_CPP_MIN_LOG_LEVEL here: set for every process make starts, it hid TensorFlow's "Cannot dlopen some GPU
 # libraries", one of the two clues a broken GPU driver gives. `import nmtkit` sets its own default.
 # the venv's tools (tensorboard, ipengine, jupyter) for kernels and engines, without activating it
@@ -42,9 +43,11 @@ demo: setup
 test: setup
 	@bash scripts/test.sh
 
-# two workers, a test file per worker at a time (module fixtures and a file's order hold); the slowest 15 listed
+# UNIT_WORKERS workers (3 on 2 cores: while one waits on a deadline or a launch, the others keep both cores busy; 2
+# left a core idle ~15% of the run), a test file per worker at a time (module fixtures and a file's order hold);
+# the slowest 15 listed
 unit:
-	$(PY) -m pytest tests/ -q -n 2 --dist loadfile --durations=15 --junitxml=.test-logs/unit.xml
+	$(PY) -m pytest tests/ -q -n $(UNIT_WORKERS) --dist loadfile --durations=15 --junitxml=.test-logs/unit.xml
 
 # Grading mode: every notebook runs in order; NBVAL_CHECK_OUTPUT cells must match their committed outputs.
 notebooks:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make test` after set-up: the unit tests and the notebooks under nbval, side by side. Run one after the other they
 # took ~32 min on 2 cores, with a core idle most of the unit stage (its tests mostly wait on the clusters, SSH hosts
-# and CLIs they start); side by side, with two unit workers, the notebooks' training fills that core.
+# and CLIs they start); side by side, with three unit workers (Makefile's UNIT_WORKERS), both cores stay busy.
 # Each suite writes its own log (.test-logs/) and the log is printed whole when the suite ends, so their lines
 # never interleave. Exit status: non-zero if either suite failed.
 set -uo pipefail
