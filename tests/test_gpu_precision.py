@@ -119,3 +119,9 @@ def test_the_speed_record_written_by_the_bench_is_the_one_auto_reads(tmp_path):
     write_bf16_speed(path, {"tiny": {"d_model": 128, "ratio": 1.1, "rounds": [1.1]}}, "bench/throughput.py",
                      flags={"avx512_bf16"})
     assert bf16_speed(128, path, {"avx512_bf16"})[0] == 1.1 and bf16_speed(128, path, {"amx_bf16"})[0] == 0.9
+    # a file that is not such a record is refused in one line, and left as it was
+    other = tmp_path / "other.json"
+    other.write_text('{"shapes": {}}')
+    with pytest.raises(ConfigError, match="not a bf16 speed record"):
+        write_bf16_speed(other, {}, "bench/throughput.py", flags={"avx512_bf16"})
+    assert other.read_text() == '{"shapes": {}}'

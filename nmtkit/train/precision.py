@@ -19,9 +19,9 @@ BF16_RECORD = Path(__file__).with_name("bf16_quality.json")
 BF16_MAX_BLEU_LOSS = 1.0
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
 # bf16 ÷ fp32 training tokens/s per shape, one record per kind of native bf16 (bench/throughput.py --record-bf16,
-# medians of interleaved rounds): at small shapes the casts can cost more than bf16's GEMMs save, and how much
-# differs between CPUs with AMX tiles and without, so auto keeps fp32 where the shape nearest the run's measured no
-# faster in bf16 on a CPU like this one.
+# interleaved rounds): at small shapes the casts can cost more than bf16's GEMMs save, and how much differs between
+# CPUs with AMX tiles and without, so auto keeps fp32 where, at the shape nearest the run's, bf16 was not faster in
+# every round on a CPU like this one.
 BF16_SPEED = Path(__file__).with_name("bf16_speed.json")
 
 
@@ -84,10 +84,13 @@ def write_bf16_speed(path: Path, shapes: dict, command: str, flags=None) -> Path
     from nmtkit.files import atomic_write_json
     flags = cpu_flags() if flags is None else set(flags)
     kind = cpu_class(flags) or "no native bf16"
-    try:
-        classes = dict(json.loads(Path(path).read_text())["classes"])
-    except (OSError, ValueError, KeyError, TypeError):
-        classes = {}
+    classes = {}
+    if Path(path).exists():  # add to it, never drop what it holds
+        try:
+            classes = dict(json.loads(Path(path).read_text())["classes"])
+        except (OSError, ValueError, KeyError, TypeError):
+            raise ConfigError(f"{path}: not a bf16 speed record with a 'classes' key; write to a new file "
+                              "(--record-bf16 NEW.json) or move this one aside") from None
     have = "/".join(sorted(f for f in BF16_CPU_FLAGS if f in flags)) or "no bf16"
     host = f"{os.cpu_count()}-core {platform.processor() or platform.machine()} with {have}"
     classes[kind] = {"measured": date.today().isoformat(), "command": command, "host": host, "shapes": shapes}
@@ -101,8 +104,8 @@ def decide_precision(setting: str, gpus, flags=None, record: Path | None = None,
     auto: mixed_float16 on GPUs with tensor cores (compute capability 7.0 and up); float32 on older GPUs;
     on CPUs mixed_bfloat16 where the flags show avx512_bf16 or amx_bf16 (faster there, slower without), the
     recorded quality measurement allows it and, given the run's `d_model`, the speed record (`speed`, default
-    BF16_SPEED) measured bf16 faster at the nearest shape on a CPU of this one's class (cpu_class); else float32. `flags`: the CPU flags (default: this
-    machine's).
+    BF16_SPEED) measured bf16 faster at the nearest shape on a CPU of this one's class (cpu_class); else float32.
+    `flags`: the CPU flags (default: this machine's).
     """
     if setting not in PRECISIONS:
         raise ConfigError(f"train.precision={setting!r}: choose one of {', '.join(PRECISIONS)}")
