@@ -8,7 +8,7 @@ Each side is the kit's Trainer (forward, backward, Adam) at the shape, on the ti
 2048-token batches (bench/throughput.py's set-up). After two warm-up steps each, the sides take turns on the same
 batch, the order flipping every pair; it prints each side's median step time and the median (quartiles) of the
 per-pair speed-ups of the second side over the first. `--against REV` loads REV's nmtkit/model/transformer.py
-(`git show`) as the first side's model; its own imports from nmtkit resolve to this checkout.
+and layers.py (`git show`) as the first side's model; its other imports from nmtkit resolve to this checkout.
 """
 from __future__ import annotations
 
@@ -35,14 +35,21 @@ SHAPES = {"base": (6, 512, 8, 2048), "small": (3, 256, 4, 1024), "tiny": (2, 128
 
 
 def model_of(rev: str, tmp: Path):
-    """REV's transformer module, loaded under its own name."""
-    path = tmp / "transformer_rev.py"
-    path.write_text(subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:nmtkit/model/transformer.py"],
-                                   check=True, capture_output=True, text=True).stdout)
-    spec = importlib.util.spec_from_file_location("transformer_rev", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """REV's transformer module, loaded under its own name, with REV's nmtkit/model/layers.py as its layers."""
+    def load(name: str, rel: str):
+        path = tmp / f"{name}.py"
+        path.write_text(subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:{rel}"],
+                                       check=True, capture_output=True, text=True).stdout)
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    own = importlib.import_module("nmtkit.model.layers")
+    sys.modules["nmtkit.model.layers"] = load("layers_rev", "nmtkit/model/layers.py")
+    try:  # the transformer's `from nmtkit.model.layers import ...` binds REV's while it loads
+        return load("transformer_rev", "nmtkit/model/transformer.py")
+    finally:
+        sys.modules["nmtkit.model.layers"] = own
 
 
 def trainer(cfg, vocab: int, build=None):

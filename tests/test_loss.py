@@ -1,5 +1,6 @@
 """The label-smoothed loss keeps one full-size float32 tensor: the same values and gradients as the log-softmax
 formula it replaced (kept here as the reference), at the tiny and small shapes, in float32 and under mixed precision."""
+import numpy as np
 import pytest
 
 from nmtkit import config
@@ -41,5 +42,8 @@ def test_the_loss_and_its_gradient_match_the_log_softmax_formula(shape, vocab, d
         old, n_old = log_softmax_loss(logits, labels, cfg.model.label_smoothing)
     assert float(n_new) == float(n_old) > 0
     assert abs(float(new) - float(old)) <= 1e-5 * abs(float(old))
-    d_new, d_old = (tf.cast(tape.gradient(x, logits), tf.float32) for x in (new, old))
-    assert float(tf.reduce_max(tf.abs(d_new - d_old))) <= 1e-5
+    d_new, d_old = (tape.gradient(x, logits).numpy() for x in (new, old))
+    # both gradients are float32 math rounded to the logits' dtype: in float16 a value near a rounding boundary may
+    # land one float16 step apart (2**-11 at 0.5-1: a CI run saw 1.5e-5 at ~0.02), which is no disagreement
+    step = np.spacing(np.abs(d_old)).astype(np.float32) if dtype == "float16" else 0.0
+    assert (np.abs(d_new.astype(np.float32) - d_old.astype(np.float32)) <= np.maximum(1e-5, step)).all()
