@@ -109,7 +109,12 @@ def test_the_batch_script_carries_partition_account_time_gpus_and_extra_lines(tm
     assert cls is SlurmEngineSet and count == 4
     launcher = cls(profile_dir=str(tmp_path), cluster_id="c1", **kwargs)  # ipyparallel's own, plus the extras
     launcher.write_batch_script(4)
-    script = (tmp_path / "slurm_engines.sbatch").read_text()
+    # each cluster its own script: two runs of one profile never write (or sbatch) the other's
+    other = cls(profile_dir=str(tmp_path), cluster_id="c2", **kwargs)
+    other.write_batch_script(2)
+    assert sorted(p.name for p in tmp_path.glob("*.sbatch")) == ["slurm_engines-c1.sbatch", "slurm_engines-c2.sbatch"]
+    assert launcher.find_args()[-1] == str(tmp_path / "slurm_engines-c1.sbatch")
+    script = (tmp_path / "slurm_engines-c1.sbatch").read_text()
     lines = [l for l in script.splitlines() if l.startswith("#SBATCH")]
     for want in ("--partition=gpu", "--account=nlp101", "--time=90", "--ntasks=4", "--ntasks-per-node=2",
                  "--gpus-per-task=1", "--qos=short", "--comment={x}", "--job-name=ipengine-c1"):

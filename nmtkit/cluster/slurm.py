@@ -41,6 +41,13 @@ class SlurmEngineSet(SlurmEngineSetLauncher):
 
     extra = List(Unicode(), help="more sbatch options, one #SBATCH line each")
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # one script per cluster: upstream's single name in the profile let two runs of one profile rewrite each
+        # other's script while sbatch read it (a CI run: "sbatch: error: Batch script is empty!")
+        root, ext = os.path.splitext(self.batch_file)
+        self.batch_file = f"{root}-{self.cluster_id}{ext}" if self.cluster_id else self.batch_file
+
     def _insert_job_array_in_script(self):
         super()._insert_job_array_in_script()  # first: --ntasks-per-node would pass upstream's test for --ntasks
         if self.extra:  # braces escaped: the template is str.format'ed afterwards
@@ -57,6 +64,8 @@ class SlurmEngineSet(SlurmEngineSetLauncher):
         except ClusterError as e:  # the job ended already (scancel, time limit): nothing left to stop
             self.notify_stop({"job_id": self.job_id, "output": str(e)})
             return str(e)
+        finally:  # this cluster's own script (Slurm keeps its copy from the submission): one run, one file less
+            Path(self.batch_file).unlink(missing_ok=True)
 
 
 def run(cmd: list[str], env: dict | None = None, timeout: float = 30) -> str:
