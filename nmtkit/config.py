@@ -40,8 +40,8 @@ class DataConfig:
     batch_tokens: int = rule(0, ge=0, doc="> 0: token-based batching (OpenNMT-tf's batch_type=tokens): sentences x "
                                           "the bucket's longest length <= batch_tokens; 0: data.batch_sentences")
     batch_sentences: int = rule(64, ge=1, doc="sentences per batch per rank (OpenSeq2Seq's batch_size_per_gpu)")
-    bucket_width: int = rule(8, ge=1, doc="length-bucket width in tokens (OpenNMT-tf's length_bucket_width); "
-                                          "under train.xla batches are padded to their bucket's length")
+    bucket_width: int = rule(8, ge=1, doc="length-bucket width in tokens (OpenNMT-tf's length_bucket_width); training "
+                             "batches share both sides' buckets; under train.xla, padded to their bucket's length")
     train_src: str = rule("", doc="source=files: training source text, one sentence per line")
     train_tgt: str = rule("", doc="source=files: training target text, line i translates line i of train_src")
     dev_src: str = rule("", doc="source=files: dev source text")

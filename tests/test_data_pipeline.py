@@ -54,6 +54,20 @@ def test_token_budget_is_never_exceeded_and_epoch_is_complete(data):
     assert len(sizes) > 2  # short sentences come in bigger batches
 
 
+def test_training_batches_share_both_sides_buckets_so_width_1_pads_neither_side(data):
+    d, cfg = data
+    dc = cfg.with_overrides({"data.batch_tokens": 300, "data.bucket_width": 1}).data
+    shapes = set()
+    for src, tgt in make_dataset(d, "train", dc, seed=3).take(40):
+        s, t = src.numpy(), tgt.numpy()
+        assert (s != 0).all() and (t != 0).all()  # 0 is padding: every row as long as the batch on both sides
+        assert src.shape[0] == 300 // max(s.shape[1], t.shape[1])  # a full batch: the longer side sets its size
+        shapes.add((s.shape[1], t.shape[1]))
+    assert len({sl for sl, _ in shapes}) > 2 and len({sl - tl for sl, tl in shapes}) > 2  # many cells, not one
+    finite = [(s.numpy(), t.numpy()) for s, t in make_dataset(d, "train", dc, seed=3, repeat=False).take(40)]
+    assert any((s == 0).any() or (t == 0).any() for s, t in finite)  # a finite pass groups by the longer side only
+
+
 def test_a_limit_keeps_the_splits_first_examples(data):
     d, cfg = data
     whole = _examples(make_dataset(d, "dev", cfg.data, shuffle=False, repeat=False))
