@@ -40,6 +40,7 @@ from nmtkit.data.pipeline import make_dataset
 from nmtkit.data.prepare import prepare
 from nmtkit.train import peaks
 from nmtkit.keras2 import import_tf
+from nmtkit.train.dist import Single, set_threads, towers
 
 import _onmt
 
@@ -62,7 +63,7 @@ def matmul_peak(precision: str) -> float:
     if tf.config.list_physical_devices("GPU"):
         from nmtkit.train.metrics import peak_flops
         return peak_flops(precision)[0]
-    return peaks.timed_matmul(tf, peaks.COMPUTE_DTYPE[precision], n=2048)
+    return peaks.timed_matmul(tf, peaks.COMPUTE_DTYPE[precision], n=2048, parts=towers(tf.config))  # as the step runs
 
 
 def padding_fraction(data_dir: Path, cfg, batches: int) -> tuple[float, float, float]:
@@ -179,6 +180,7 @@ def main() -> None:
                     help="write the bf16/fp32 speed per shape that train.precision=auto reads (needs a variant with "
                          "train.precision=mixed_bfloat16; nmtkit/train/bf16_speed.json is the kit's)")
     args = ap.parse_args()
+    set_threads(Single())  # the pools train() would set (on a CPU: towers), before any op fixes TensorFlow's defaults
     variants = [("nmtkit", {})] + [parse_variant(v) for v in args.variant]
     os.environ["NMTKIT_XLA_ON_CPU"] = "1"  # measure XLA on a CPU too: what the kit's refusal there rests on
     shapes = ["tiny"] if args.quick else [s.strip() for s in args.shapes.split(",") if s.strip()]

@@ -47,7 +47,7 @@ def test_mixed_precision_uses_the_half_precision_peak():
 def test_cpu_peak_is_the_best_of_the_first_timings_then_fixed(tmp_path, monkeypatch):
     rates = {"float32": [2e11, 1e11, 3e11, 9e11], "bfloat16": [4e11] * 4}
     calls = []
-    monkeypatch.setattr(peaks, "timed_matmul", lambda tf, dtype: calls.append(dtype) or rates[dtype][
+    monkeypatch.setattr(peaks, "timed_matmul", lambda tf, dtype, **kw: calls.append(dtype) or rates[dtype][
         calls.count(dtype) - 1])
     path = tmp_path / "peaks.json"
     got = [peaks.measured_peak(None, "float32", 2, path)[0] for _ in range(5)]

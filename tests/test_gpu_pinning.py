@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from nmtkit.train.dist import pin_devices
+from nmtkit.train.dist import compute_threads, pin_devices, towers
 from nmtkit.errors import NmtkitError, StackError
 
 
@@ -139,6 +139,21 @@ def test_the_default_pools_of_a_lone_process_are_what_it_asks_no_warning(capsys)
     cfg.intra = cfg.inter = 0
     cfg.initialised = True
     assert pin_devices(0, 1, config=cfg, cores=2, env={})["threads"] == (2, 2)
-    assert capsys.readouterr().err == ""
+    assert capsys.readouterr().err == "" and towers(cfg) == 1  # TensorFlow's pools: one tower on every core
     pin_devices(0, 2, config=cfg, cores=2, env={})
     assert "thread pools already run 0/0 threads" in capsys.readouterr().err
+
+
+def test_a_lone_cpu_process_runs_two_towers_of_one_thread_and_a_gpu_rank_one():
+    cpu = FakeConfig(0)
+    assert pin_devices(0, 1, config=cpu, cores=2, env={})["threads"] == (1, 2)
+    assert towers(cpu) == 2 and compute_threads(cpu) == 2  # the peak MFU divides by is timed on both cores
+    two = FakeConfig(0)
+    assert pin_devices(0, 2, config=two, cores=2, env={})["threads"] == (1, 1)  # a core each: no towers
+    assert towers(two) == 1 and compute_threads(two) == 1
+    gpu = FakeConfig(1)
+    assert pin_devices(0, 1, config=gpu, cores=8, env={})["threads"] == (8, 8)
+    assert towers(gpu) == 1
+    big = FakeConfig(0)
+    assert pin_devices(0, 1, config=big, cores=16, env={})["threads"] == (8, 16)
+    assert towers(big) == 2 and compute_threads(big) == 16

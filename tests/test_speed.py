@@ -64,8 +64,11 @@ def test_xla_on_a_cpu_is_refused_in_one_line_unless_a_benchmark_asks_for_it(nmt_
 
 
 def test_threads_split_the_cores_between_local_ranks():
-    assert thread_counts(16, 2, env={}) == (8, 8)
-    assert thread_counts(2, 1, env={}) == (2, 2)
+    assert thread_counts(16, 2, env={}, gpu=True) == (8, 8)
+    assert thread_counts(16, 2, env={}) == (4, 8)  # a CPU: two towers of 4 threads an op each
+    assert thread_counts(2, 1, env={}) == (1, 2)  # two towers of one thread
+    assert thread_counts(2, 1, env={}, gpu=True) == (2, 2)
+    assert thread_counts(2, 2, env={}) == (1, 1)
     assert thread_counts(2, 4, env={}) == (1, 1)  # never zero
     assert thread_counts(16, 2, env={"TF_NUM_INTRAOP_THREADS": "3"}) is None  # the user's setting wins
     assert thread_counts(16, 2, env={"TF_NUM_INTEROP_THREADS": "1"}) is None

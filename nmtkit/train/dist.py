@@ -25,15 +25,42 @@ from nmtkit.keras2 import import_tf
 from nmtkit.errors import StackError
 
 
-def thread_counts(cores: int, local_ranks: int, env=None) -> tuple[int, int] | None:
+MAX_TOWERS = 2  # measured on 2-core hosts only (bench/README.md): more towers would each get a smaller batch
+
+
+def thread_counts(cores: int, local_ranks: int, env=None, gpu: bool = False) -> tuple[int, int] | None:
     """(intra-op, inter-op) threads for one of `local_ranks` ranks on `cores` cores: the cores split evenly,
     at least one each (TensorFlow's default gives every rank all the cores, and N ranks then fight over them).
-    None when TF_NUM_INTRAOP_THREADS or TF_NUM_INTEROP_THREADS is set: TensorFlow reads those itself."""
+    On a CPU a rank with 2+ cores runs its step as towers side by side (`towers`), each op on a share of
+    them: one thread an op on 2 cores. None when TF_NUM_INTRAOP_THREADS or TF_NUM_INTEROP_THREADS is set:
+    TensorFlow reads those itself."""
     env = os.environ if env is None else env
     if env.get("TF_NUM_INTRAOP_THREADS") or env.get("TF_NUM_INTEROP_THREADS"):
         return None
     share = max(1, cores // max(1, local_ranks))
-    return share, share
+    if gpu or share < 2:
+        return share, share
+    return share // min(share, MAX_TOWERS), share
+
+
+def towers(config=None) -> int:
+    """How many parts the training step splits each micro-batch into, run side by side: on a CPU whose pools
+    thread_counts() set to fewer threads an op than the process has, one part per such group of threads (on 2
+    cores: two towers of one core each, 1.10-1.30x the step of one tower on both cores, bench/README.md);
+    1 with a GPU, with TensorFlow's default pools (0/0) or with the environment's."""
+    config = config or import_tf().config
+    intra, inter = (config.threading.get_intra_op_parallelism_threads(),
+                    config.threading.get_inter_op_parallelism_threads())
+    if config.list_physical_devices("GPU") or intra < 1 or inter <= intra:
+        return 1
+    return inter // intra
+
+
+def compute_threads(config=None) -> int:
+    """Threads this process's ops run on together (a CPU's measured matmul peak is timed on as many)."""
+    config = config or import_tf().config
+    intra = config.threading.get_intra_op_parallelism_threads()
+    return intra * towers(config) if intra else len(os.sched_getaffinity(0))
 
 
 def pin_devices(local_rank: int = 0, local_size: int = 1, device_index: int | str | None = None, *,
@@ -74,7 +101,7 @@ def pin_devices(local_rank: int = 0, local_size: int = 1, device_index: int | st
                     "cell before the cluster's first job). Restart the engines/kernel and pin first") from None
         out["device"] = index if pin else None
     cores = cores or len(os.sched_getaffinity(0))
-    counts = thread_counts(cores, local_size, env)
+    counts = thread_counts(cores, local_size, env, gpu=bool(gpus))
     if counts is not None:
         try:
             config.threading.set_intra_op_parallelism_threads(counts[0])
@@ -82,8 +109,8 @@ def pin_devices(local_rank: int = 0, local_size: int = 1, device_index: int | st
         except RuntimeError:
             have = (config.threading.get_intra_op_parallelism_threads(),
                     config.threading.get_inter_op_parallelism_threads())
-            if have == (0, 0) and counts == (cores, cores):  # TensorFlow's default: every core, as asked
-                return out | {"threads": counts}
+            if have == (0, 0) and local_size == 1:  # TensorFlow's default, every core: one tower, no warning
+                return out | {"threads": (cores, cores)}
             print(f"warning: TensorFlow's thread pools already run {have[0]}/{have[1]} threads in this process; "
                   f"{counts[0]}/{counts[1]} suit {local_size} rank(s) here (restart the process to apply)",
                   file=sys.stderr, flush=True)

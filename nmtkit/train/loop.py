@@ -325,6 +325,7 @@ def _start_run(rd: RunDir, cfg: Config, data_dir: Path, dist, trainer: Trainer, 
                params=params, resumed_from=start or None, **trainer.micro.fields())
     print(f"{dist.describe()} | {trainer.precision} ({trainer.precision_reason}) | {params:,} parameters | "
           f"{'resuming at step ' + str(start) if start else 'fresh start'} -> {cfg.train.steps} steps"
+          + (f" | {trainer.towers} towers side by side, one thread an op" if trainer.towers > 1 else "")
           + (" | reusing this process's traced step (its last run had the same graph)"
              if getattr(trainer, "reused", False) else ""), flush=True)
     print(trainer.micro.line(), flush=True)

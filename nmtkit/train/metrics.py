@@ -2,7 +2,6 @@
 line averages over, and the scalar writer (TensorBoard events + scalars.jsonl on rank 0)."""
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +13,7 @@ from nmtkit.files import append_jsonl
 from nmtkit.keras2 import import_tf
 from nmtkit.model.flops import train_flops  # noqa: F401  the one count; re-exported for the loop
 from nmtkit.train import peaks
+from nmtkit.train.dist import compute_threads, towers
 
 tf = import_tf()
 
@@ -35,8 +35,8 @@ def peak_flops(precision: str = "float32") -> tuple[float, str]:
         name = tf.config.experimental.get_device_details(gpus[0]).get("device_name", "")
         found = peaks.gpu_peak(name, precision, tf.config.experimental.tensor_float_32_execution_enabled())
     if found is None:
-        threads = tf.config.threading.get_intra_op_parallelism_threads() or len(os.sched_getaffinity(0))
-        found = peaks.measured_peak(tf, precision, threads if not gpus else 0)
+        found = peaks.measured_peak(tf, precision, compute_threads(tf.config) if not gpus else 0,
+                                    parts=towers(tf.config))
     _PEAK[precision] = found
     return found
 

@@ -98,38 +98,41 @@ def cache_path() -> Path:
                 or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "nmtkit" / "peaks.json")
 
 
-def timed_matmul(tf, dtype: str, n: int | None = None, reps: int = 3, trials: int = 4) -> float:
+def timed_matmul(tf, dtype: str, n: int | None = None, reps: int = 3, trials: int = 4, parts: int = 1) -> float:
     """Best FLOP/s of an n x n matmul in `dtype` (a tf.function), best of a few trials: the machine may be busy.
-    Without n: the largest of 512/1024/2048 whose matmul stays under ~0.1 s (fp16 is emulated, slow, on CPUs)."""
-    mm = tf.function(lambda a, b: tf.reduce_sum(tf.cast(tf.matmul(a, b), tf.float32)))
+    Without n: the largest of 512/1024/2048 whose matmul stays under ~0.1 s (fp16 is emulated, slow, on CPUs).
+    `parts` matmuls side by side, as a step of that many towers runs (nmtkit.train.dist.towers): with one thread
+    an op, one matmul would time one core of the cores the step uses."""
+    mm = tf.function(lambda ab: tf.add_n([tf.reduce_sum(tf.cast(tf.matmul(a, b), tf.float32)) for a, b in ab]))
 
     def operands(k):
-        return tf.cast(tf.random.normal([k, k]), dtype), tf.cast(tf.random.normal([k, k]), dtype)
+        return [(tf.cast(tf.random.normal([k, k]), dtype), tf.cast(tf.random.normal([k, k]), dtype))
+                for _ in range(parts)]
 
     if n is None:
         for n in (512, 1024, 2048):
-            a, b = operands(n)
-            mm(a, b).numpy()  # trace and warm up
+            ab = operands(n)
+            mm(ab).numpy()  # trace and warm up
             t0 = time.perf_counter()
-            mm(a, b).numpy()
+            mm(ab).numpy()
             if time.perf_counter() - t0 > 0.012:  # the next size takes 8x as long
                 break
     else:
-        a, b = operands(n)
-        mm(a, b).numpy()
+        ab = operands(n)
+        mm(ab).numpy()
     best = 0.0
     for _ in range(trials):
         t0 = time.perf_counter()
         for _ in range(reps):
-            mm(a, b).numpy()
-        best = max(best, reps * 2 * n ** 3 / (time.perf_counter() - t0))
+            mm(ab).numpy()
+        best = max(best, parts * reps * 2 * n ** 3 / (time.perf_counter() - t0))
     return best
 
 
 MEASUREMENTS = 3  # a shared machine can be busy during one: the peak is the best of the first few, then fixed
 
 
-def measured_peak(tf, precision: str, threads: int, path: Path | None = None) -> tuple[float, str]:
+def measured_peak(tf, precision: str, threads: int, path: Path | None = None, parts: int = 1) -> tuple[float, str]:
     """This machine's matmul peak in the precision's compute dtype: the best of the first MEASUREMENTS runs'
     timings (cached per machine), then read from the cache, so every later run divides by the same figure and
     a run timed on a busy machine cannot push MFU past 100%. `rm ~/.cache/nmtkit/peaks.json` measures again."""
@@ -144,7 +147,7 @@ def measured_peak(tf, precision: str, threads: int, path: Path | None = None) ->
     what = f"{COMPUTE_DTYPE[precision]} matmul, best of {max(runs, 1)} timing(s) on this machine"
     if best > 0 and runs >= MEASUREMENTS:
         return best, f"{what} (since {hit.get('when', '?')})"
-    best, runs = max(best, timed_matmul(tf, COMPUTE_DTYPE[precision])), runs + 1
+    best, runs = max(best, timed_matmul(tf, COMPUTE_DTYPE[precision], parts=parts)), runs + 1
     cache[key] = {"flops": best, "runs": runs, "when": hit.get("when") or time.strftime("%Y-%m-%d")}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,7 @@ from nmtkit.config import Config
 from nmtkit.keras2 import import_tf
 from nmtkit.model.decode import Searcher
 from nmtkit.model.transformer import build, smoothed_loss
-from nmtkit.train.dist import Single
+from nmtkit.train.dist import Single, towers
 from nmtkit.doctor import gpu_memory
 from nmtkit.model.memory import fit
 from nmtkit.train.precision import decide_precision, use_xla
@@ -66,6 +66,7 @@ class Trainer:
         self.micro = fit(cfg, vocab_size, gpu_memory() if gpus else None, self.precision)
         self.accum = self.micro.count
         self.xla = use_xla(cfg.train.xla, self.dist.size, horovod=self.dist.name == "horovod", gpu=bool(gpus))
+        self.towers = 1 if self.xla else towers(tf.config)  # parts of a micro-batch run side by side (CPU cores)
         pair = (tf.TensorSpec([None, None], tf.int32),) * 2
         # the whole optimizer step (every micro-batch, the allreduce, the update, step += 1) is one graph call
         self.train_step = tf.function(self._train_step, input_signature=[(pair,) * self.accum], jit_compile=self.xla,
@@ -85,10 +86,13 @@ class Trainer:
         base = tf.constant([self.cfg.train.seed, self.dist.rank], tf.int64)
         return tf.random.experimental.stateless_fold_in(base, self.step * self.accum + micro)
 
-    def _forward(self, src, tgt, seed):
+    def _forward(self, src, tgt, seed, ntok=None):
+        """Forward under a tape -> (tape, loss, scaled loss, target tokens); the loss is the token mean over
+        `ntok` tokens when given (a tower's share of its micro-batch's mean), else over this batch's own."""
         with tf.GradientTape() as tape:
             logits = self.model((src, tgt[:, :-1]), training=True, seed=seed)
-            loss_sum, ntok = smoothed_loss(logits, tgt[:, 1:], self.cfg.model.label_smoothing)
+            loss_sum, own = smoothed_loss(logits, tgt[:, 1:], self.cfg.model.label_smoothing)
+            ntok = own if ntok is None else ntok
             loss = loss_sum / tf.maximum(ntok, 1.0)
             scaled = self.optimizer.get_scaled_loss(loss) if self.mixed else loss
         return tape, loss, scaled, ntok
@@ -97,6 +101,23 @@ class Trainer:
         """Local gradients; under mixed_float16 still multiplied by the loss scale, so they cross the wire (cast
         to fp16 by train.compression=fp16) before they are unscaled and small values stay representable."""
         return tape.gradient(scaled, self.variables)
+
+    def _micro_step(self, src, tgt, seed):
+        """One micro-batch's (gradients, loss, target tokens). With towers its sentences are cut into as many
+        parts, independent in the graph, so TensorFlow runs them side by side; each part's loss is its token sum
+        over the whole micro-batch's tokens, so the parts add up to the micro-batch's mean and its gradient."""
+        if self.towers == 1:
+            tape, loss, scaled, ntok = self._forward(src, tgt, seed)
+            return self._gradients(tape, scaled), loss, ntok
+        ntok = tf.reduce_sum(tf.cast(tf.not_equal(tgt[:, 1:], 0), tf.float32))
+        n, grads, loss = tf.shape(src)[0], None, 0.0
+        for i in range(self.towers):
+            part = slice(n * i // self.towers, n * (i + 1) // self.towers)
+            tape, tower_loss, scaled, _ = self._forward(src[part], tgt[part],
+                                                        tf.random.experimental.stateless_fold_in(seed, i), ntok)
+            g = [tf.convert_to_tensor(x) for x in self._gradients(tape, scaled)]
+            grads, loss = (g if grads is None else [a + b for a, b in zip(grads, g)]), loss + tower_loss
+        return grads, loss, ntok
 
     def _train_step(self, batches):
         """One optimizer step over `grad_accum` micro-batches -> [mean loss, source tokens, target tokens] (a
@@ -107,8 +128,7 @@ class Trainer:
         """
         losses, src_tok, tgt_tok, total = [], 0.0, 0.0, None
         for micro, (src, tgt) in enumerate(batches):
-            tape, loss, scaled, ntok = self._forward(src, tgt, self._dropout_seed(micro))
-            grads = self._gradients(tape, scaled)
+            grads, loss, ntok = self._micro_step(src, tgt, self._dropout_seed(micro))
             if self.accum > 1:
                 local = [tf.convert_to_tensor(g) / self.accum for g in grads]
                 grads = local if total is None else [a + g for a, g in zip(total, local)]
