@@ -3,12 +3,15 @@ a host whose speed drifts by tens of percent between processes (bench/README.md)
 
     python bench/step_pairs.py --shape tiny --against 623793b [--pairs 50]        # this checkout's model vs REV's
     python bench/step_pairs.py --shape tiny --precision float32,mixed_bfloat16     # two precisions, this model
+    python bench/step_pairs.py --shape small --towers 1,2 [--pools 1,2]            # one tower vs two
 
 Each side is the kit's Trainer (forward, backward, Adam) at the shape, on the tiny profile's synthetic data in
 2048-token batches (bench/throughput.py's set-up). After two warm-up steps each, the sides take turns on the same
 batch, the order flipping every pair; it prints each side's median step time and the median (quartiles) of the
 per-pair speed-ups of the second side over the first. `--against REV` loads REV's nmtkit/model/transformer.py
 and layers.py (`git show`) as the first side's model; its other imports from nmtkit resolve to this checkout.
+`--towers a,b`: the same model with a and b towers (nmtkit.train.dist.towers) on this process's pools, which
+`--pools INTRA,INTER` sets (default: what training sets, on 2 cores 1,2); pools differ only between processes.
 """
 from __future__ import annotations
 
@@ -68,11 +71,19 @@ def main() -> None:
     ap.add_argument("--against", help="a git revision: its model is the first side, this checkout's the second")
     ap.add_argument("--precision", default="float32", help="one precision, or two (first,second) to compare")
     ap.add_argument("--pairs", type=int, default=40)
+    ap.add_argument("--towers", help="two tower counts to compare (a,b), this model")
+    ap.add_argument("--pools", help="INTRA,INTER: TensorFlow's thread pools for this process")
     args = ap.parse_args()
     precisions = args.precision.split(",")
-    if (len(precisions) == 2) == bool(args.against):
-        raise SystemExit("give --against REV or two precisions (--precision a,b), not both")
-    set_threads(Single())
+    if (len(precisions) == 2) + bool(args.against) + bool(args.towers) != 1:
+        raise SystemExit("give one of --against REV, two precisions (--precision a,b) or --towers a,b")
+    if args.pools:
+        import tensorflow as tf
+        intra, inter = (int(n) for n in args.pools.split(","))
+        tf.config.threading.set_intra_op_parallelism_threads(intra)
+        tf.config.threading.set_inter_op_parallelism_threads(inter)
+    else:
+        set_threads(Single())
     layers, d, heads, ff = SHAPES[args.shape]
     with tempfile.TemporaryDirectory(prefix="nmtkit-bench-pairs-") as tmp:
         data_dir = Path(tmp) / "data"
@@ -86,6 +97,11 @@ def main() -> None:
         if args.against:
             names = [args.against, "this checkout"]
             sides = [trainer(cfg, vocab, model_of(args.against, Path(tmp)).build), trainer(cfg, vocab)]
+        elif args.towers:
+            names = [f"{n} tower(s)" for n in args.towers.split(",")]
+            sides = [trainer(cfg, vocab) for _ in names]
+            for side, n in zip(sides, args.towers.split(",")):
+                side.towers = int(n)  # read when the step is traced, at its first call
         else:
             names = precisions
             sides = [trainer(cfg.with_overrides({"train.precision": p}), vocab) for p in precisions]
