@@ -213,8 +213,8 @@ def _bucket_both_sides(tf, ds, boundaries, sizes):
     def window_size(k):  # the longer side's bucket sets the batch size, as with one-sided buckets
         return tf.gather(batch, tf.maximum(k // cells, k % cells))
 
-    def batched(_, window):
-        return window.padded_batch(window_size(_), padded_shapes=([None], [None]))
+    def batched(k, window):
+        return window.padded_batch(window_size(k), padded_shapes=([None], [None]))
 
     return ds.group_by_window(key, batched, window_size_func=window_size)
 
