@@ -225,7 +225,8 @@ def report_course(out: Path, log: str | None = None) -> None:
 
 def grade(jobs: int) -> None:
     import nbformat  # noqa: F401
-    from nmtkit.course.grade import grade as grade_submission
+
+    from nmtkit.course.instructor.grade import grade as grade_submission
     from nmtkit.course.student import NOTEBOOKS_DIR
     with tempfile.TemporaryDirectory() as d:
         t0 = time.time()

@@ -24,7 +24,7 @@ import nmtkit  # noqa: F401  (Keras 2 API before TensorFlow)
 from nmtkit import config
 from nmtkit.keras2 import import_tf
 from nmtkit.model import transformer
-from nmtkit.train.trainer import Trainer
+from nmtkit.training.trainer import Trainer
 
 tf = import_tf()
 

@@ -43,9 +43,9 @@ SHAPES = {"wmt16-base": {}, "tiny": {"model.d_model": 64, "model.d_ff": 128, "mo
 def worker(args) -> None:
     """One case, in this process: train `args.steps` steps on synthetic ids, print one RESULT line."""
     tf = import_tf()
-    from nmtkit.train.dist import Horovod, Single, set_threads
-    from nmtkit.train.metrics import peak_flops, train_flops
-    from nmtkit.train.trainer import Trainer
+    from nmtkit.training.dist import Horovod, Single, set_threads
+    from nmtkit.training.metrics import peak_flops, train_flops
+    from nmtkit.training.trainer import Trainer
     if args.fail:
         raise SystemExit("forced failure (--fail): the report and the exit status must show it")
     dist = Horovod() if args.horovod else Single()
@@ -135,7 +135,9 @@ def versions(tf) -> dict:
     except Exception as e:  # noqa: BLE001  named in the report
         out["horovod"] = f"does not import: {type(e).__name__}: {e}"
     try:
-        import nvidia.nccl, glob  # noqa: E401  the wheel tensorflow[and-cuda] brings
+        import glob
+
+        import nvidia.nccl  # noqa: E401  the wheel tensorflow[and-cuda] brings
         out["nccl"] = [Path(p).name for p in glob.glob(str(Path(list(nvidia.nccl.__path__)[0]) / "lib" / "libnccl.so*"))]
     except ImportError:
         out["nccl"] = None

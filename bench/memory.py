@@ -53,8 +53,8 @@ def step_worker(shape: str, batch: int) -> dict:
     import nmtkit  # noqa: F401  Keras 2 before TensorFlow
     from nmtkit import config
     from nmtkit.keras2 import import_tf
-    from nmtkit.train.dist import Single, set_threads
-    from nmtkit.train.trainer import Trainer
+    from nmtkit.training.dist import Single, set_threads
+    from nmtkit.training.trainer import Trainer
     tf = import_tf()
     cfg = config.load("wmt16-base", {"train.precision": "float32", "data.batch_sentences": batch, **SHAPES[shape]})
     vocab, length = cfg.data.vocab_size, cfg.data.max_tokens + 1
@@ -109,6 +109,7 @@ def _fresh(*args: str) -> dict:
 
 def steps(shape: str, batches: list[int]) -> dict:
     import numpy as np
+
     from nmtkit import config
     from nmtkit.model.memory import project
     rows = [_fresh("--worker-step", shape, str(b)) for b in batches]

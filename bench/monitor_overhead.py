@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 import nmtkit  # noqa: F401  (Keras 2 API before TensorFlow)
-from nmtkit.monitor import Sampler
 from nmtkit.keras2 import import_tf
+from nmtkit.monitor import Sampler
 
 
 def sample_cost(tmp: Path, n: int = 200) -> float:

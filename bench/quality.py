@@ -29,7 +29,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
 
     from nmtkit.data.prepare import prepare
-    from nmtkit.train.loop import train
+    from nmtkit.training.loop import train
     work = Path(args.workdir)
     cfg = config.load("tiny", [f"train.steps={args.steps}", "eval.every=1000", *args.overrides])
     cfg.data.dir = str(work / "data")

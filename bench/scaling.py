@@ -36,7 +36,6 @@ from nmtkit import config, runs  # noqa: E402
 from nmtkit.cluster import Cluster  # noqa: E402
 from nmtkit.data.prepare import prepare  # noqa: E402
 from nmtkit.files import read_jsonl  # noqa: E402
-
 from tools.rehearsal.netns import TwoHosts, unavailable  # noqa: E402
 
 RATES = {"1gbit": 1e9, "200mbit": 200e6}  # tc's units are SI: bits per second
@@ -74,11 +73,13 @@ def sync_cap(step_times: list[float]) -> float:
 
 def allreduce_ms(cluster: Cluster, params: int, reps: int = 15) -> float:
     """Median time of a 2-rank allreduce of `params` float32 values on the otherwise idle engines: one tensor, as
-    CPU ranks send their gradients (nmtkit.train.dist.fuse_gradients)."""
+    CPU ranks send their gradients (nmtkit.training.dist.fuse_gradients)."""
     def timed(params, reps):
         import statistics
         import time
+
         import horovod.tensorflow as hvd
+
         from nmtkit.keras2 import import_tf
         tf = import_tf()
         grad = tf.Variable(tf.ones([params]))
@@ -114,7 +115,7 @@ import nmtkit
 from nmtkit.config import Config
 from nmtkit.data.bpe import Tokenizer
 from nmtkit.data.pipeline import make_dataset
-from nmtkit.train.trainer import Trainer
+from nmtkit.training.trainer import Trainer
 cfg = Config.from_dict(json.loads(sys.argv[1]))
 warmup, steps, data = int(sys.argv[2]), int(sys.argv[3]), cfg.data.dir
 trainer = Trainer(cfg, Tokenizer.from_data_dir(data).vocab_size)

@@ -30,7 +30,7 @@ from nmtkit.data.bpe import Tokenizer
 from nmtkit.data.pipeline import make_dataset
 from nmtkit.data.prepare import prepare
 from nmtkit.keras2 import import_tf
-from nmtkit.train.dist import Single, set_threads
+from nmtkit.training.dist import Single, set_threads
 
 tf = import_tf()
 
@@ -75,7 +75,7 @@ def op_times(logdir: str, steps: int) -> tuple[collections.Counter, collections.
 
 
 def profile_shape(cfg, data_dir: Path, shape: str, steps: int, warmup: int, top: int) -> None:
-    from nmtkit.train.trainer import Trainer
+    from nmtkit.training.trainer import Trainer
     layers, d, heads, ff = SHAPES[shape]
     cfg = cfg.with_overrides({"model.encoder_layers": layers, "model.decoder_layers": layers, "model.d_model": d,
                               "model.num_heads": heads, "model.d_ff": ff})

@@ -10,7 +10,7 @@ Each side is the kit's Trainer (forward, backward, Adam) at the shape, on the ti
 batch, the order flipping every pair; it prints each side's median step time and the median (quartiles) of the
 per-pair speed-ups of the second side over the first. `--against REV` loads REV's nmtkit/model/transformer.py
 and layers.py (`git show`) as the first side's model; its other imports from nmtkit resolve to this checkout.
-`--towers a,b`: the same model with a and b towers (nmtkit.train.dist.towers) on this process's pools, which
+`--towers a,b`: the same model with a and b towers (nmtkit.training.dist.towers) on this process's pools, which
 `--pools INTRA,INTER` sets (default: what training sets, on 2 cores 1,2); pools differ only between processes.
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ from nmtkit import config
 from nmtkit.data.bpe import Tokenizer
 from nmtkit.data.pipeline import make_dataset
 from nmtkit.data.prepare import prepare
-from nmtkit.train.dist import Single, set_threads
+from nmtkit.training.dist import Single, set_threads
 
 SHAPES = {"base": (6, 512, 8, 2048), "small": (3, 256, 4, 1024), "tiny": (2, 128, 4, 512)}
 
@@ -56,7 +56,7 @@ def model_of(rev: str, tmp: Path):
 
 
 def trainer(cfg, vocab: int, build=None):
-    import nmtkit.train.trainer as T
+    import nmtkit.training.trainer as T
     own = T.build
     T.build = build or own  # the Trainer builds its model through this name
     try:

@@ -7,7 +7,7 @@ Both train on the same text (the tiny profile's synthetic training split, the sa
 shapes, fp32, 2048-token batches, one after the other in this run; warm-up steps (tracing) are left out. Tokens are
 source + target non-padding tokens. MFU is against the peak of the precision each variant runs in: on CPU a matmul
 in that dtype (fp32, bf16, fp16) timed in this run just after the shape's runs, on GPU the device's table figure
-(nmtkit.train.peaks; TF32 under float32). train()'s own MFU is rescaled from its peak to this one. OpenNMT-tf runs in a bench-only venv (.cache/onmt-venv) built on
+(nmtkit.training.peaks; TF32 under float32). train()'s own MFU is rescaled from its peak to this one. OpenNMT-tf runs in a bench-only venv (.cache/onmt-venv) built on
 first use; if it cannot run, the reference table measured earlier is printed instead, with the reason.
 Both bucket by the longer side of each example with the same width (--bucket-width, OpenNMT-tf's
 length_bucket_width; 1 by default as OpenNMT-tf's Transformer recipes) and fill a 2048 budget the same way
@@ -18,7 +18,7 @@ length bucket), each with its ratio to OpenNMT-tf.
 --rounds: each shape runs every variant and then OpenNMT-tf, that many times over (default 3); the ratios are the
 median of the rounds' (the host drifts by tens of percent within minutes, so only side-by-side figures compare).
 --record-bf16 PATH: with a variant in train.precision=mixed_bfloat16, write its tokens/s over fp32's per shape
-(median of the rounds): the record train.precision=auto reads (nmtkit/train/bf16_speed.json).
+(median of the rounds): the record train.precision=auto reads (nmtkit/training/bf16_speed.json).
 --quick: the tiny shape only, a few steps each, one round (< 3 minutes once the venv exists).
 """
 from __future__ import annotations
@@ -34,15 +34,15 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the kit of this checkout
 
+import _onmt
+
 import nmtkit  # noqa: F401  (Keras 2 API before TensorFlow)
 from nmtkit import config
 from nmtkit.data.pipeline import make_dataset
 from nmtkit.data.prepare import prepare
-from nmtkit.train import peaks
 from nmtkit.keras2 import import_tf
-from nmtkit.train.dist import Single, set_threads, towers
-
-import _onmt
+from nmtkit.training import peaks
+from nmtkit.training.dist import Single, set_threads, towers
 
 tf = import_tf()
 
@@ -61,7 +61,7 @@ def matmul_peak(precision: str) -> float:
     """Peak FLOP/s of the compute dtype `precision` uses: the GPU table where there is a GPU, else a matmul
     timed now (the machine may be busy: best of a few trials)."""
     if tf.config.list_physical_devices("GPU"):
-        from nmtkit.train.metrics import peak_flops
+        from nmtkit.training.metrics import peak_flops
         return peak_flops(precision)[0]
     return peaks.timed_matmul(tf, peaks.COMPUTE_DTYPE[precision], n=2048, parts=towers(tf.config))  # as the step runs
 
@@ -80,7 +80,7 @@ def padding_fraction(data_dir: Path, cfg, batches: int) -> tuple[float, float, f
 
 
 def run_nmtkit(base_cfg, data_dir: Path, shape: str, steps: int, warmup: int, work: Path, overrides: dict) -> dict:
-    from nmtkit.train.loop import train
+    from nmtkit.training.loop import train
     layers, d, heads, ff = SHAPES[shape]
     cfg = base_cfg.with_overrides({
         "model.encoder_layers": layers, "model.decoder_layers": layers, "model.d_model": d,
@@ -105,7 +105,7 @@ def profile_step(base_cfg, data_dir: Path, shape: str, reps: int = 5) -> dict:
     `reps`): where a step's time goes."""
     from nmtkit.data.bpe import Tokenizer
     from nmtkit.model.transformer import smoothed_loss
-    from nmtkit.train.trainer import Trainer
+    from nmtkit.training.trainer import Trainer
     layers, d, heads, ff = SHAPES[shape]
     cfg = base_cfg.with_overrides({"model.encoder_layers": layers, "model.decoder_layers": layers,
                                    "model.d_model": d, "model.num_heads": heads, "model.d_ff": ff,
@@ -178,7 +178,7 @@ def main() -> None:
                     help="interleaved rounds per shape (every variant, then OpenNMT-tf); medians are reported")
     ap.add_argument("--record-bf16", metavar="PATH", default=None,
                     help="write the bf16/fp32 speed per shape that train.precision=auto reads (needs a variant with "
-                         "train.precision=mixed_bfloat16; nmtkit/train/bf16_speed.json is the kit's)")
+                         "train.precision=mixed_bfloat16; nmtkit/training/bf16_speed.json is the kit's)")
     args = ap.parse_args()
     set_threads(Single())  # the pools train() would set (on a CPU: towers), before any op fixes TensorFlow's defaults
     variants = [("nmtkit", {})] + [parse_variant(v) for v in args.variant]
@@ -280,7 +280,7 @@ def main() -> None:
                       f"{speed[shape]['ratio']:.2f}", flush=True)
             rows.extend((shape, name, k, o) for name, k in ks)
         if args.record_bf16 and speed:
-            from nmtkit.train.precision import write_bf16_speed
+            from nmtkit.training.precision import write_bf16_speed
             command = "bench/throughput.py " + " ".join(sys.argv[1:])
             print(f"wrote {write_bf16_speed(Path(args.record_bf16), speed, command)}")
 

@@ -19,22 +19,21 @@ Your own corpus instead of the profile's (Moses-tokenized files are detected and
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import signal
 import sys
-import threading
 import tempfile
+import threading
 import time
 import traceback
 from pathlib import Path
 
 import nmtkit  # noqa: F401  (selects the Keras 2 API before anything imports TensorFlow)
 from nmtkit import config as config_mod
-from nmtkit.errors import NmtkitError, ConfigError
 
 # the instructor's kit holds the course's verdicts; a student's release (nmtkit release) leaves them out
-INSTRUCTOR_KIT = importlib.util.find_spec("nmtkit.course.verdicts") is not None
+from nmtkit.course import INSTRUCTOR_KIT
+from nmtkit.errors import ConfigError, NmtkitError
 
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
@@ -90,7 +89,7 @@ def cmd_train(args) -> int:
         from nmtkit.cluster.driver import train_distributed
         return train_distributed(cfg, run.path, np=args.np, hosts=args.hosts, launcher=args.launcher,
                                  resume=not args.fresh)
-    from nmtkit.train.loop import train
+    from nmtkit.training.loop import train
     summary = train(cfg, run, resume=not args.fresh)
     why = f" ({summary['reason']})" if summary.get("reason") else ""
     print(f"run {summary.get('status', 'finished')}{why} at step {summary.get('step')}: {args.logdir}")
@@ -102,7 +101,7 @@ def dry_run(cfg) -> int:
     nothing written): for a first GPU run, before paying for hours."""
     from nmtkit.doctor import gpu_memory
     from nmtkit.model.memory import GIB, fit
-    from nmtkit.train.precision import decide_precision
+    from nmtkit.training.precision import decide_precision
     device = gpu_memory()
     gpus = int(device is not None)
     precision, why = decide_precision(cfg.train.precision, gpus, d_model=cfg.model.d_model)
@@ -115,7 +114,7 @@ def dry_run(cfg) -> int:
 
 def cmd_report(args) -> int:
     if args.instructor:
-        from nmtkit.course.verdicts import write_instructor_report
+        from nmtkit.course.instructor.verdicts import write_instructor_report
         path = write_instructor_report(args.run, out_dir=args.out)
     else:
         from nmtkit.analysis.report import write_report
@@ -125,7 +124,7 @@ def cmd_report(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from nmtkit.export import export
+    from nmtkit.serving import export
     path = export(args.run, out_dir=args.out)
     print(f"SavedModel: {path}")
     return 0
@@ -137,12 +136,12 @@ def cmd_course(args) -> int:
 
 
 def cmd_grade(args) -> int:
-    from nmtkit.course.grade import grade, summary
+    from nmtkit.course.instructor.grade import grade, summary
     from nmtkit.errors import CourseError
     if args.jobs is not None and args.jobs < 1:
         raise CourseError(f"--jobs {args.jobs}: give 1 or more")
     if args.class_dir:
-        from nmtkit.course.classgrade import grade_class
+        from nmtkit.course.instructor.classgrade import grade_class
         if not args.out:
             raise CourseError("--class needs --out DIR: the directory for grades.csv and class-report.md")
         frame, report = grade_class(args.class_dir, args.out, jobs=args.jobs, only=args.only or ())
@@ -158,7 +157,7 @@ def cmd_grade(args) -> int:
 
 
 def cmd_release(args) -> int:
-    from nmtkit.course.release import build
+    from nmtkit.course.instructor.release import build
     out = build(args.out)
     print(f"{out}: the student release (student notebooks; no solutions, verdicts, rubric or hidden checks). "
           f"Publish it as the students' repository; keep this kit private: `nmtkit grade` runs here")

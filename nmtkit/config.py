@@ -11,10 +11,10 @@ import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nmtkit.errors import ConfigError
 from nmtkit.fieldrules import Rule, RuleRow, rule
 from nmtkit.files import atomic_write_text, read_json
 from nmtkit.lr import SCALINGS
-from nmtkit.errors import ConfigError
 
 PROFILE_ENV = "NMTKIT_PROFILE"
 DEFAULT_PROFILE = "tiny"

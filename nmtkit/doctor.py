@@ -5,9 +5,9 @@ can be tested with facts from machines we don't have (a GPU node, a Horovod buil
 """
 from __future__ import annotations
 
+import glob
 import importlib
 import json
-import glob
 import os
 import re
 import shutil

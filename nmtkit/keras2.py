@@ -6,8 +6,8 @@ import os
 import re
 import sys
 import tempfile
-from nmtkit.errors import StackError
 
+from nmtkit.errors import StackError
 
 KERAS3_FIX = ("Keras 3 was loaded in this process before nmtkit could select the Keras 2 API (tf-keras), and "
               "Horovod 0.28.1 does not work with Keras 3. Restart the kernel/process and import nmtkit (or set "

@@ -1,4 +1,4 @@
-"""The Transformer learning-rate formula, once, TensorFlow-free: the Keras schedule (nmtkit.train.schedule) and
+"""The Transformer learning-rate formula, once, TensorFlow-free: the Keras schedule (nmtkit.training.schedule) and
 the analysis (question 6) both call it.
 
     lr(step) = factor * scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)

@@ -14,7 +14,6 @@ terminal view (`nmtkit monitor`).
 """
 from __future__ import annotations
 
-
 import os
 import re
 import socket
@@ -25,9 +24,8 @@ from pathlib import Path
 
 import psutil
 
-from nmtkit.files import append_jsonl
 from nmtkit.errors import TrainError
-
+from nmtkit.files import append_jsonl
 
 # --- column names: the one definition the sampler writes and the analysis reads -----------------------
 

@@ -11,22 +11,20 @@ Everything else the notebooks use lives in the layers below and never needs a di
 """
 from __future__ import annotations
 
-import importlib.util
-
 import html
 import threading
 import time
 from pathlib import Path
 
 import ipywidgets as widgets
+import pandas as pd
 from IPython import get_ipython
 from IPython.display import Image, Markdown, display
 
-import pandas as pd
-
-from nmtkit import config
 import nmtkit.analysis.report as report
+from nmtkit import config
 from nmtkit.analysis.report import NO_RUNS, Report
+from nmtkit.course import INSTRUCTOR_KIT
 from nmtkit.runs import workspace
 
 
@@ -108,7 +106,7 @@ class Analysis:
     def eval_mode_losses(self, run, batches: int = 10) -> str:
         """Question 3: the loss with dropout off on a training slice and on dev, from the run's checkpoint (loads
         TensorFlow; a few seconds on the tiny model), or why it cannot be measured."""
-        from nmtkit.train.heldout import describe
+        from nmtkit.training.heldout import describe
         return describe(run, batches)
 
     def listing(self, run, folder: str = "checkpoints") -> list[str]:
@@ -151,8 +149,8 @@ def _verdict(self, number, rubric: bool = True, table=None) -> None:
     """The kit's verdict on question `number` for every run, and the grading rubric (instructors' cells);
     number "lab": the bottleneck lab's, on the runs of `table` (nk.lab_runs()'s; default the shipped ones)."""
     if number == "lab":
-        from nmtkit.course.rubric import RUBRIC
-        from nmtkit.course.verdicts import lab_verdict
+        from nmtkit.course.instructor.rubric import RUBRIC
+        from nmtkit.course.instructor.verdicts import lab_verdict
         display(Markdown(f"**The lab.** {lab_verdict(table.attrs.get('paths') if table is not None else None)}"))
         if rubric:
             display(Markdown(f"**Rubric, the lab.** {RUBRIC['lab']}"))
@@ -160,14 +158,15 @@ def _verdict(self, number, rubric: bool = True, table=None) -> None:
     if self.report is None:
         return show_verdict(None, number, rubric)
     from dataclasses import replace
-    from nmtkit.course.verdicts import answer
+
+    from nmtkit.course.instructor.verdicts import answer
     # the verdict's measurements without drawing its figure again: the report drew it (0.3-0.8 s a verdict)
     drawn = {r.name: self.report.answers[r.name][number - 1].figure for r in self.report.runs}
     show_verdict(self.report, number, rubric, {r.name: replace(answer(r, number), figure=drawn[r.name])
                                                for r in self.report.runs})
 
 
-if importlib.util.find_spec("nmtkit.course.verdicts") is not None:  # a student's release has no verdicts
+if INSTRUCTOR_KIT:  # a student's release has no verdicts
     Analysis.verdict = _verdict
 
 
@@ -205,7 +204,7 @@ def show_verdict(rep: Report | None, number: int, rubric: bool = True, verdicts:
     if rep is None:
         print(NO_RUNS)
         return
-    from nmtkit.course.rubric import RUBRIC
+    from nmtkit.course.instructor.rubric import RUBRIC
     for run in rep.runs:
         a = verdicts[run.name] if verdicts else rep.answers[run.name][number - 1]
         body = a.answer if a.answered else f"**Not answered.** {a.answer}"
@@ -221,7 +220,7 @@ def show_verdict(rep: Report | None, number: int, rubric: bool = True, verdicts:
 def translation_box(translate, placeholder: str = "Type an English sentence and press Enter"):
     """A text box: type a sentence, press Enter, read the translation below it.
 
-    `translate` is any fn(list[str]) -> list[str] (a Translator's .translate, or nmtkit.export.load(path)). The
+    `translate` is any fn(list[str]) -> list[str] (a Translator's .translate, or nmtkit.serving.load(path)). The
     widget only reacts to typing, so running the cell never blocks (nbval runs it fine)."""
     box = widgets.Text(placeholder=placeholder, layout=widgets.Layout(width="80%"), continuous_update=False)
     out = widgets.HTML()

@@ -10,7 +10,6 @@ directory over (an orphan from a killed driver then stops instead of writing ove
 """
 from __future__ import annotations
 
-
 import fcntl
 import json
 import os

@@ -10,7 +10,7 @@
     <run>/monitor/<host>-rank<R>.jsonl   sampler records (nmtkit.monitor)
     <run>/checkpoints/           tf.train.CheckpointManager files (rank 0); best/ holds the best by dev BLEU
     <run>/checkpoints/data/rank<R>/   every rank's input position (tf.data iterator checkpoint data-<step>,
-                                 saved with each model checkpoint; nmtkit.train.checkpoints.DataPosition)
+                                 saved with each model checkpoint; nmtkit.training.checkpoints.DataPosition)
     <run>/translations/          decoded dev/test output
     <run>/run.json               status: {"status": "running"|"finished"|"stopped"|"failed", "step", "ranks", ...}
     <run>/.lock                  one job per run directory: flock + owner {"pid","host","since","token"}; nmtkit.runlock

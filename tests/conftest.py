@@ -3,8 +3,7 @@ import pytest
 
 import nmtkit  # noqa: F401  (Keras 2 API before TensorFlow)
 
-
-# --- model / training (nmtkit.model, nmtkit.train, nmtkit.export) ----------------------------------------
+# --- model / training (nmtkit.model, nmtkit.training, nmtkit.serving) ----------------------------------------
 
 def small_config(**overrides):
     """A tiny-profile config shrunk for tests: fast steps, small evals, no monitor thread."""
@@ -52,8 +51,9 @@ def trained_run(nmt_data, tmp_path_factory):
     per session (on its own copy of nmt_data's corpus); each worker gets its own copy of the run."""
     import json
     import shutil
+
     from nmtkit.data.prepare import prepare
-    from nmtkit.train.loop import train
+    from nmtkit.training.loop import train
     # float32 whatever the host: `auto` would train another model on a bf16 CPU. lr_scale 0.5, the tiny profile's:
     # at 0.3 the model scored greedy BLEU 19 after 400 steps, too weak for beam vs greedy to mean anything
     cfg = small_config(**{"train.steps": 400, "train.warmup_steps": 100, "train.lr_scale": 0.5, "model.dropout": 0.0,

@@ -15,13 +15,15 @@ import numpy as np
 import pytest
 
 import nmtkit  # noqa: F401
-from nmtkit import config as config_mod, runs
-from nmtkit.analysis import evidence, load_run, report
-from nmtkit.course import judgments, verdicts as questions
-from nmtkit.analysis.logs import checkpoint_info, load_scalars, variable_kind
+from nmtkit import config as config_mod
+from nmtkit import runs
+from nmtkit.analysis import evidence, load_run
+from nmtkit.analysis.logs import load_scalars, variable_kind
+from nmtkit.course.instructor import judgments
+from nmtkit.course.instructor import verdicts as questions
 from nmtkit.data.stats import DataStats
-from nmtkit.files import append_jsonl, atomic_write_json
 from nmtkit.errors import AnalysisError
+from nmtkit.files import append_jsonl, atomic_write_json
 
 T0 = 1_700_000_000.0
 WARMUP, D_MODEL, LR_SCALE = 200, 128, 2.0
@@ -219,6 +221,7 @@ def test_answer_texts_explain_and_render(tmp_path, checkpoint_dir):
 
 def test_step_time_figure_keeps_the_steady_steps_in_view(tmp_path):
     from matplotlib.figure import Figure
+
     from nmtkit.analysis.figures import _clip_outliers
     ax = Figure().subplots()
     y = np.r_[np.full(200, 145.0), 10_000.0, 26_000.0]
@@ -357,7 +360,7 @@ def test_learning_rate_prediction_follows_the_rank_scaling(tmp_path):
 
 
 def test_importing_the_analysis_leaves_tensorflow_out():
-    code = ("import sys, nmtkit.analysis, nmtkit.course.verdicts, nmtkit.runs; "
+    code = ("import sys, nmtkit.analysis, nmtkit.course.instructor.verdicts, nmtkit.runs; "
             "print('tensorflow' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
@@ -394,7 +397,7 @@ def test_q2_bleu_tolerance_stays_above_the_runs_own_bleu_noise():
     """BLEU on a few dev sentences is noisy: the plateau rule's BLEU tolerance is at least twice the bootstrap
     standard deviation of the run's last evaluation, measured from its translations and dev references."""
     from nmtkit.analysis import reference_run
-    from nmtkit.course.decisions import q2
+    from nmtkit.course.instructor.decisions import q2
     run = load_run(reference_run())
     noise = evidence.bleu_noise(run)
     assert noise["bleu_bootstrap_sentences"] == run.config.eval.dev_sentences and noise["bleu_bootstrap_std"] > 0.5
@@ -410,6 +413,7 @@ def test_q2_bleu_tolerance_stays_above_the_runs_own_bleu_noise():
 def test_bleu_bootstrap_from_sentence_statistics_equals_corpus_bleu_on_each_resample():
     import numpy as np
     import sacrebleu
+
     from nmtkit.analysis import reference_run
     run = load_run(reference_run())
     d = run.path / "translations"

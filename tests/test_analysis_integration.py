@@ -9,10 +9,11 @@ import json
 
 import pytest
 
-from conftest import small_config
 from nmtkit import runs
 from nmtkit.analysis import load_run, write_report
-from nmtkit.course.verdicts import Options, answer_all
+from nmtkit.course.instructor.verdicts import Options, answer_all
+
+from conftest import small_config
 
 pytestmark = pytest.mark.slow
 
@@ -23,7 +24,7 @@ SHORT = {"train.steps": 24, "train.warmup_steps": 8, "train.log_every": 4, "trai
 
 @pytest.fixture(scope="module")
 def baseline(nmt_data, tmp_path_factory):
-    from nmtkit.train.loop import train
+    from nmtkit.training.loop import train
     run = tmp_path_factory.mktemp("analysis_runs") / "baseline"
     summary = train(small_config(**SHORT), run, data_dir=nmt_data, progress=False)
     assert summary["status"] == "finished"
@@ -93,7 +94,7 @@ def test_a_verdict_shows_the_figure_the_report_drew_without_drawing_it_again(bas
     """Notebook 04's instructor cells: rep.verdict(n) states the course's verdict per run with the figure the
     report drew for that question (drawing it again cost 0.3-0.8 s a cell)."""
     from nmtkit import notebook as nb
-    from nmtkit.course.verdicts import answer
+    from nmtkit.course.instructor.verdicts import answer
     run, _ = baseline
     rep = nb.analyse([run], tmp_path / "report")
     drawn = rep.report.answers[run.name][1].figure  # question 2's plateau figure

@@ -21,7 +21,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from test_tensorboard import HOMEWORK_TAGS, get_json, tensorboard_server, write_events
 
 ROOT = Path(__file__).resolve().parents[1]

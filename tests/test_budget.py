@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from nmtkit import runs
-from nmtkit.train.budget import Budget, Plateau, Projection, measured_step_s
-from conftest import small_config
 from nmtkit.errors import ConfigError
+from nmtkit.training.budget import Budget, Plateau, Projection, measured_step_s
 
+from conftest import small_config
 
 # --- the decisions, without training ------------------------------------------------------------------------
 
@@ -85,7 +85,7 @@ def _weights(run):
 @pytest.mark.slow
 def test_a_budget_stops_at_a_checkpoint_and_a_larger_one_resumes_to_the_straight_runs_weights(nmt_data, tmp_path,
                                                                                              capsys, monkeypatch):
-    from nmtkit.train.loop import train
+    from nmtkit.training.loop import train
     base = {"train.steps": 60, "train.ckpt_every": 10, "train.log_every": 2, "eval.dev_sentences": 4,
             "eval.test_sentences": 4, "eval.beam_size": 1}
     straight = train(small_config(**base), tmp_path / "straight", data_dir=nmt_data, progress=False)
@@ -120,7 +120,7 @@ def test_a_budget_stops_at_a_checkpoint_and_a_larger_one_resumes_to_the_straight
 
 @pytest.mark.slow
 def test_early_stopping_stops_after_the_kth_flat_evaluation(nmt_data, tmp_path):
-    from nmtkit.train.loop import train
+    from nmtkit.training.loop import train
     cfg = small_config(**{"train.steps": 1000, "train.log_every": 5, "eval.every": 5, "eval.early_stopping": 2,
                           "eval.min_improvement": 100, "eval.dev_sentences": 4, "eval.test_sentences": 4,
                           "eval.beam_size": 1})

@@ -3,7 +3,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -37,7 +36,7 @@ def test_prepare_train_report_export(tmp_path):
     line = next(l for l in r.stdout.splitlines() if l.startswith("step 6/6"))
     for part in ("loss", "lr", "ms/step", "tok/s", "MFU"):
         assert part in line, line
-    assert "test BLEU" in r.stdout and f"run finished at step 6" in r.stdout
+    assert "test BLEU" in r.stdout and "run finished at step 6" in r.stdout
     cfg = json.loads((run / "config.json").read_text())
     assert cfg["train"]["steps"] == 6 and cfg["model"]["d_model"] == 32
 

@@ -9,7 +9,6 @@ import sys
 
 import pytest
 
-import nmtkit
 from nmtkit import config
 from nmtkit.config import ClusterConfig
 
@@ -19,7 +18,6 @@ from horovod.runner.common.util.hosts import SlotInfo, get_host_assignments  # n
 from nmtkit import cluster as cl  # noqa: E402  (needs horovod.runner)
 from nmtkit.cluster import plan, preflight, remote  # noqa: E402
 from nmtkit.errors import ClusterError
-
 
 # --- pure: hosts, slots, environment, listen address ---------------------------------------------------------------
 

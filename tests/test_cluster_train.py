@@ -7,20 +7,18 @@ import importlib.util
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 import uuid
 
 import psutil
 import pytest
+from test_cli_cluster import start, tagged, wait_for
+from test_train_resume import checkpoint_difference
 
 from nmtkit import config
 from nmtkit.cluster import Cluster
-from nmtkit.files import read_jsonl
-from test_cli_cluster import start, tagged, wait_for
-from test_train_resume import checkpoint_difference
 from nmtkit.errors import RankFailedError
+from nmtkit.files import read_jsonl
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not importlib.util.find_spec("horovod"), reason="Horovod is not installed")]
@@ -161,8 +159,8 @@ def test_two_ranks_lower_the_loss_with_identical_weights(cluster, cfg, tmp_path)
     # the ranks shared the evaluations (each decodes every 2nd batch): the translations one process makes
     from nmtkit.data.pipeline import read_split
     from nmtkit.model.decode import Translator
-    from nmtkit.train.checkpoints import load_model
-    from nmtkit.train.evaluate import evaluate_translations
+    from nmtkit.training.checkpoints import load_model
+    from nmtkit.training.evaluate import evaluate_translations
     last = load_model(run, "latest")
     src, ref = (x[:cfg.eval.test_sentences] for x in read_split(cfg.data.dir, "test"))
     alone = evaluate_translations(Translator(last.model, last.tokenizer, cfg.eval.beam_size, cfg.eval.length_penalty,
@@ -191,7 +189,7 @@ def test_one_rank_then_two_with_accumulated_gradients_fused_or_per_gradient_allr
     # CPU ranks average all gradients in one flattened allreduce; GPU ranks (NCCL) one allreduce per gradient.
     # Run the per-gradient path here too: with 2 ranks both sum a+b per element, so the weights are bit-identical.
     def fused(on):  # on every engine: Horovod() asks dist.fuse_gradients (Horovod's decision: auto or never)
-        cluster.client[:].execute("import nmtkit.train.dist as d\n"
+        cluster.client[:].execute("import nmtkit.training.dist as d\n"
                                   "d._auto = d.__dict__.get('_auto', d.fuse_gradients)\n"
                                   f"d.fuse_gradients = d._auto if {on} else (lambda gpus, nccl: False)", block=True)
     fused(False)

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 
 from nmtkit import config
-from nmtkit.lr import SCALINGS
 from nmtkit.cli import main as cli_main
-from nmtkit.errors import NmtkitError, ConfigError
+from nmtkit.errors import ConfigError, NmtkitError
+from nmtkit.lr import SCALINGS
 
 
 def test_default_profile_is_tiny_and_env_selects_another():

@@ -215,8 +215,7 @@ def test_crash_inside_a_step_leaves_it_undone(prepared, cfg, monkeypatch):
 
 
 def test_unknown_source(tmp_path, cfg):
-    from nmtkit.errors import DataError
-    from nmtkit.errors import ConfigError
+    from nmtkit.errors import ConfigError, DataError
     with pytest.raises(ConfigError, match="data.source='nope': choose one of synthetic, wmt16"):
         cfg.with_overrides({"data.source": "nope"})
     bad = cfg.with_overrides({})

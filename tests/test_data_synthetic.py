@@ -3,6 +3,7 @@ import re
 
 import pytest
 
+from nmtkit.data import lexicon
 from nmtkit.data import synthetic as syn
 
 
@@ -60,9 +61,9 @@ def test_article_case_agreement(corpus):
 
 def test_subordinate_clauses_are_verb_final(corpus):
     finite = set()
-    for v in syn.TRANSITIVE + syn.INTRANSITIVE:
+    for v in lexicon.TRANSITIVE + lexicon.INTRANSITIVE:
         finite.update(v.de[1:6])
-    for forms in list(syn.AUX.values()) + list(syn.BE_DE.values()):
+    for forms in list(lexicon.AUX.values()) + list(lexicon.BE_DE.values()):
         finite.update(forms.values())
     subs = [(en, de) for en, de in corpus["train"] if " that " in en]
     assert len(subs) > 100
@@ -93,4 +94,4 @@ def test_negation_uses_kein_for_indefinites(corpus):
 
 
 def _noun(en):
-    return next(n for n in syn.NOUNS if n.en == en)
+    return next(n for n in lexicon.NOUNS if n.en == en)

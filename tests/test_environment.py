@@ -3,10 +3,10 @@ import re
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 import yaml
 
 from nmtkit import doctor
@@ -57,7 +57,7 @@ def test_doctor_verified_versions_match_the_pins():
 
 def test_tensorflow_text_moves_with_tensorflow():
     """tensorflow-text's ops are compiled for one TensorFlow minor release; export names the same pin in its error."""
-    from nmtkit.export import TF_TEXT_PIN
+    from nmtkit.serving import TF_TEXT_PIN
     pins = _pyproject_pins()
     series = lambda spec: spec.removeprefix("==").rsplit(".", 1)[0]  # noqa: E731
     assert series(pins["tensorflow-text"]) == series(pins["tensorflow"]) == "2.18"

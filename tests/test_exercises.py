@@ -6,13 +6,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import nbformat
+import pytest
 
 from nmtkit import config as config_mod
 from nmtkit.analysis import report
-from nmtkit.course.exercises import check, check_lr, check_plan
 from nmtkit.analysis.reference import reference_run
+from nmtkit.course.exercises import check, check_lr, check_plan
 from nmtkit.course.student import is_instructor
 from nmtkit.errors import ExerciseError
 
@@ -82,8 +82,8 @@ def test_a_wrong_answer_fails_nbval(tmp_path):
 
 
 def test_q3_eval_mode_losses_say_why_the_reference_run_cannot_give_them():
-    from nmtkit.train.heldout import describe, eval_mode_losses
     from nmtkit.errors import TrainError
+    from nmtkit.training.heldout import describe, eval_mode_losses
     with pytest.raises(TrainError, match="no checkpoint weights"):
         eval_mode_losses(reference_run())
     assert describe(reference_run()).startswith("eval-mode losses: cannot measure: rehearsal-200mbit: no checkpoint")

@@ -9,10 +9,10 @@ import unicodedata
 import pytest
 
 from nmtkit.data.pipeline import read_split
-from nmtkit.export import MARKER, _check_out, export, latency, load, translate_in_fresh_process
-from nmtkit.model.decode import Translator
-from nmtkit.train.checkpoints import load_model
 from nmtkit.errors import ExportError
+from nmtkit.model.decode import Translator
+from nmtkit.serving import MARKER, _check_out, export, latency, load, translate_in_fresh_process
+from nmtkit.training.checkpoints import load_model
 
 pytestmark = pytest.mark.slow
 
@@ -89,7 +89,7 @@ def test_exported_translations_equal_the_translator_on_unseen_words(exported, tr
 
 
 def test_export_module_imports_tensorflow_text_lazily():
-    code = "import sys, nmtkit.export; sys.exit('tensorflow_text' in sys.modules)"
+    code = "import sys, nmtkit.serving; sys.exit('tensorflow_text' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 

@@ -181,5 +181,5 @@ def test_each_front_door_name_says_which_notebook_introduces_it():
                     first.setdefault(m.group(1), path.stem)
     assert {n: nb for n, nb in first.items() if n in nmtkit.__all__} == nmtkit.INTRODUCED
     for name in nmtkit.__all__:
-        doc = nmtkit.__getattr__(name).__doc__ or ""  # (nmtkit.train may be the package once a test imported it)
+        doc = nmtkit.__getattr__(name).__doc__ or ""  # (nmtkit.training may be the package once a test imported it)
         assert (f"notebook {first[name]}" in doc) if name in first else "Used by no notebook" in doc, name

@@ -13,11 +13,12 @@ pytestmark = [pytest.mark.slow,
 
 
 def test_rank_check_then_a_job_pinned_before_the_first_collective(tmp_path_factory):
+    from test_cluster_train import TINY
+
     from nmtkit.cluster import Cluster
     from nmtkit.cluster.remote import rank_check
     from nmtkit.data.prepare import prepare
-    from nmtkit.train.dist import thread_counts
-    from test_cluster_train import TINY
+    from nmtkit.training.dist import thread_counts
     data = tmp_path_factory.mktemp("data") / "tiny"
     cfg = config.load("tiny", dict(TINY, **{"data.dir": str(data), "train.steps": 6, "train.precision": "float32"}))
     prepare(cfg, progress=False)

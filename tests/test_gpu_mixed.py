@@ -8,9 +8,10 @@ import math
 import numpy as np
 import pytest
 
-from conftest import small_config
 from nmtkit import config
 from nmtkit.files import read_jsonl
+
+from conftest import small_config
 
 pytestmark = pytest.mark.slow
 
@@ -30,7 +31,7 @@ def _final_state(run):
 
 @pytest.mark.parametrize("precision", ["mixed_float16", "mixed_bfloat16"])
 def test_mixed_precision_trains_checkpoints_and_resumes_exactly(precision, nmt_data, tmp_path):
-    from nmtkit.train.loop import train
+    from nmtkit.training.loop import train
     cfg = small_config(**MIXED, **{"train.precision": precision})
     straight = train(cfg, tmp_path / "straight", data_dir=nmt_data, progress=False)
     assert straight["precision"] == precision
@@ -55,9 +56,9 @@ def test_the_wire_carries_loss_scaled_gradients(nmt_data):
     gradients (unscaled ones underflow in fp16), unscaled only after the allreduce."""
     from nmtkit.data.pipeline import make_dataset
     from nmtkit.keras2 import import_tf
-    from nmtkit.train.dist import Single
-    from nmtkit.train.trainer import Trainer, loss_scale_variables
     from nmtkit.model.transformer import smoothed_loss
+    from nmtkit.training.dist import Single
+    from nmtkit.training.trainer import Trainer, loss_scale_variables
     tf = import_tf()
     seen = []
 
@@ -92,9 +93,10 @@ def test_the_wire_carries_loss_scaled_gradients(nmt_data):
 
 @pytest.mark.skipif(not importlib.util.find_spec("horovod"), reason="Horovod is not installed")
 def test_two_ranks_mixed_float16_equal_weights_with_and_without_fp16_compression(tmp_path_factory):
+    from test_cluster_train import TINY
+
     from nmtkit.cluster import Cluster
     from nmtkit.data.prepare import prepare
-    from test_cluster_train import TINY
     data = tmp_path_factory.mktemp("data") / "tiny"
     cfg = config.load("tiny", dict(TINY, **{"data.dir": str(data), "train.steps": 12, "model.dropout": 0.0,
                                             "train.precision": "mixed_float16", "data.batch_sentences": 16}))

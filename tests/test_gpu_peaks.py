@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from nmtkit.train import peaks
+from nmtkit.training import peaks
 
 
 @pytest.mark.parametrize("name, model", [

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from nmtkit.train.dist import compute_threads, pin_devices, towers
 from nmtkit.errors import NmtkitError, StackError
+from nmtkit.training.dist import compute_threads, pin_devices, towers
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,17 @@ import json
 
 import pytest
 
-from nmtkit.train.precision import (BF16_RECORD, BF16_SPEED, bf16_quality, bf16_speed, cpu_flags, decide_precision,
-                                   use_xla, write_bf16_speed)
 from nmtkit.errors import ConfigError
+from nmtkit.training.precision import (
+    BF16_RECORD,
+    BF16_SPEED,
+    bf16_quality,
+    bf16_speed,
+    cpu_flags,
+    decide_precision,
+    use_xla,
+    write_bf16_speed,
+)
 
 
 def record(tmp_path, fp32, bf16):

@@ -42,7 +42,7 @@ def _sdist(tmp: Path) -> Path:
 def gpu_vm(tmp_path):
     """A venv whose python sees a fake tensorflow dist-info and a fake nvidia.nccl wheel; nvidia-smi and nvcc."""
     site = tmp_path / "site"
-    info = site / f"tensorflow-2.18.1.dist-info"
+    info = site / "tensorflow-2.18.1.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tensorflow\nVersion: 2.18.1\n")
     (info / "RECORD").write_text("tensorflow/__init__.py,sha256=one,1\n")

@@ -1,15 +1,15 @@
 """`nmtkit grade`: the instructor's checks run whatever the student did to theirs, a wrong figure fails with a hint
 in words, and notebook 04 grades from the shipped reference run without training, in under 2 minutes."""
 import copy
-import shutil
 import re
+import shutil
 import time
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from nmtkit.course.grade import SKIP_TAG, assemble, grade
+from nmtkit.course.instructor.grade import SKIP_TAG, assemble, grade
 from nmtkit.course.student import NOTEBOOKS_DIR, exercises, grade_id, is_instructor, student_notebook
 
 NB04 = NOTEBOOKS_DIR / "04_monitoring_analysis.ipynb"
@@ -60,8 +60,8 @@ def test_hints_point_in_words_and_never_give_code_or_the_value():
 
 def test_a_wrong_figure_fails_with_a_hint_that_holds_no_code_and_no_answer():
     from nmtkit.analysis import load_run, reference_run
-    from nmtkit.course.decisions import decide
     from nmtkit.course.exercises import check
+    from nmtkit.course.instructor.decisions import decide
     from nmtkit.errors import ExerciseError
     ref = load_run(reference_run())
     rep = type("Rep", (), {"runs": [ref]})
@@ -111,11 +111,12 @@ def test_a_student_copy_left_as_handed_out_scores_nothing(tmp_path):
 
 def test_the_students_report_holds_evidence_and_the_instructors_adds_verdicts_and_rubric(tmp_path):
     import json
+
     from nmtkit.analysis import reference_run
     from nmtkit.analysis.report import write_report
-    from nmtkit.course.rubric import RUBRIC
+    from nmtkit.course.instructor.rubric import RUBRIC
     student = write_report([reference_run()], tmp_path / "student").read_text()
-    from nmtkit.course.verdicts import write_instructor_report
+    from nmtkit.course.instructor.verdicts import write_instructor_report
     staff = write_instructor_report([reference_run()], tmp_path / "staff").read_text()
     verdict_words = ("Yes.", "No:", "the network does hold steps back", "No cost")
     assert "evidence" in student and not any(w in student for w in verdict_words) and "Rubric" not in student
@@ -127,7 +128,7 @@ def test_the_students_report_holds_evidence_and_the_instructors_adds_verdicts_an
 @pytest.mark.slow
 def test_a_submission_without_its_workspace_is_graded_without_training_and_says_no_run(tmp_path):
     """Notebook 05's training cell carries grade-skip: with no run handed in, its run-dependent check says so."""
-    from nmtkit.course.grade import NO_RUN, SKIP_TAG
+    from nmtkit.course.instructor.grade import NO_RUN, SKIP_TAG
     from nmtkit.course.student import NOTEBOOKS_DIR
     nb05 = NOTEBOOKS_DIR / "05_inference_export.ipynb"
     assert any(SKIP_TAG in c.metadata.get("tags", []) for c in nbformat.read(nb05, as_version=4).cells)

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from nmtkit.analysis.lab import lab_runs, link_samples, shipped
-from nmtkit.course import hidden
-from nmtkit.course.decisions import NEAR, lab
+from nmtkit.course.instructor import hidden
+from nmtkit.course.instructor.decisions import NEAR, lab
 from nmtkit.errors import ExerciseError
 from nmtkit.files import read_json
 
@@ -111,6 +111,7 @@ def test_the_labs_cells_run_on_a_students_own_runs_and_say_a_fit_needs_more(caps
     predict and measure, and say that a fit needs more runs."""
     import matplotlib
     import nbformat
+
     from nmtkit.analysis.reference import default_dir
     from nmtkit.course.student import NOTEBOOKS_DIR, role
     matplotlib.use("Agg")

@@ -99,7 +99,7 @@ def test_the_check_catches_an_upward_import(tmp_path, monkeypatch):
 def test_every_horovod_line_of_the_seam_is_tagged():
     # one grep shows where training touches Horovod, as in Horovod's own examples: `# Horovod:` on the line or above
     untagged = []
-    for rel in ("nmtkit/train/dist.py", "nmtkit/cluster/remote.py"):
+    for rel in ("nmtkit/training/dist.py", "nmtkit/cluster/remote.py"):
         lines = (ROOT / rel).read_text().splitlines()
         in_doc = False
         for i, line in enumerate(lines):

@@ -100,6 +100,7 @@ def test_nic_counters_see_a_loopback_transfer():
 
 def test_the_link_cell_reads_the_nic_that_routes_to_a_peer_not_loopback(monkeypatch):
     from horovod.runner.common.util.hosts import HostInfo
+
     from nmtkit.cluster import plan
     hosts = [HostInfo("vm1", 2), HostInfo("vm2", 2)]
     monkeypatch.setattr(plan.socket, "gethostbyname", lambda h: {"vm1": "10.0.0.5", "vm2": "10.0.0.6"}[h])

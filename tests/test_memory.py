@@ -100,6 +100,7 @@ def test_the_projection_meets_the_memory_measured_on_this_cpu_at_a_small_shape()
 
 def test_preflight_names_the_process_holding_a_gpu_before_the_job_starts(monkeypatch):
     import types
+
     from nmtkit import doctor
     from nmtkit.cluster.preflight import held_gpu_memory, preflight_problems
     proc = lambda pid, gib: types.SimpleNamespace(pid=pid, usedGpuMemory=int(gib * 2**30))  # noqa: E731

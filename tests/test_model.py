@@ -8,11 +8,21 @@ import pytest
 
 import nmtkit  # noqa: F401
 from nmtkit import config
-from nmtkit.model.decode import Searcher, search
-from nmtkit.model.transformer import (BOS, EOS, PAD, Attention, Dropout, LayerNorm, build, count_params,
-                                      positional_encoding, smoothed_loss)
-from nmtkit.train.metrics import train_flops
 from nmtkit.keras2 import import_tf
+from nmtkit.model.decode import Searcher, search
+from nmtkit.model.transformer import (
+    BOS,
+    EOS,
+    PAD,
+    Attention,
+    Dropout,
+    LayerNorm,
+    build,
+    count_params,
+    positional_encoding,
+    smoothed_loss,
+)
+from nmtkit.training.metrics import train_flops
 
 tf = import_tf()
 VOCAB = 50

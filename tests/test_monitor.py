@@ -8,8 +8,8 @@ import pytest
 
 import nmtkit  # noqa: F401
 from nmtkit import monitor
-from nmtkit.files import read_jsonl
 from nmtkit.errors import TrainError
+from nmtkit.files import read_jsonl
 
 
 class FakeNVMLError(Exception):

@@ -9,7 +9,7 @@ import pytest
 import nmtkit as nk
 from nmtkit import config, lr
 from nmtkit.course import practice, prose
-from nmtkit.errors import NmtkitError, CourseError, ExerciseError
+from nmtkit.errors import CourseError, ExerciseError, NmtkitError
 
 
 def trials(step_none=160.3, step_fp16=351.0, params=1_054_208, ranks=2):

@@ -15,8 +15,8 @@ from nmtkit.analysis import load_run, reference_run
 from nmtkit.analysis.logs import Run, checkpoint_info
 from nmtkit.analysis.machines import link_iface
 from nmtkit.analysis.reference import FORBIDDEN, manifest
+from nmtkit.errors import AnalysisError, NmtkitError
 from nmtkit.files import sha256_file
-from nmtkit.errors import NmtkitError, AnalysisError
 
 ROOT = Path(__file__).resolve().parents[1]
 REF = reference_run()
@@ -25,8 +25,8 @@ REF = reference_run()
 ANALYSE = """
 import json, sys
 from nmtkit.analysis import analyse, reference_run
-from nmtkit.course.rubric import RUBRIC
-from nmtkit.course.verdicts import answer_all
+from nmtkit.course.instructor.rubric import RUBRIC
+from nmtkit.course.instructor.verdicts import answer_all
 rep = analyse([reference_run()], out_dir=sys.argv[1], answers=answer_all, rubric=RUBRIC)  # the instructor's
 assert "tensorflow" not in sys.modules, "the analysis imported TensorFlow"
 answers = [{"number": a.number, "answered": a.answered, "answer": a.answer, "missing": a.missing,

@@ -65,9 +65,9 @@ def test_link_measured_within_15_percent_of_tc_rate(net, rate, mbit):
 
 @pytest.fixture(scope="module")
 def cluster(net, work):
+    from nmtkit import config
     from tools.rehearsal.run import CODE_ROOT, TINY
     from tools.rehearsal.ssh import launcher_traits, start_cluster
-    from nmtkit import config
     # the rehearsal's model (d_model 256, so gradients dominate the link's bytes) at a quarter of its width: the
     # tests check where bytes go and who runs, not the fp16 ratio, and a smaller model traces and steps faster
     small = {"model.d_model": 64, "model.d_ff": 128, "model.num_heads": 2}
@@ -150,8 +150,8 @@ def test_short_4_rank_run_with_the_data_pushed(net, cluster, work):
 @needs_horovod
 def test_remote_kill_named_within_60_s_and_the_relaunch_resumes(net, cluster, work):
     from nmtkit import runs
-    from nmtkit.errors import RankFailedError
     from nmtkit.data.prepare import prepare
+    from nmtkit.errors import RankFailedError
     from nmtkit.files import read_jsonl
     from tools.rehearsal.run import last_checkpoint
     data, run = work / "node" / "data", work / "run"

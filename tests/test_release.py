@@ -16,12 +16,13 @@ import nbformat
 import pytest
 
 from nmtkit.analysis import load_run, reference_run
-from nmtkit.course import release, student
 from nmtkit.analysis.lab import shipped
-from nmtkit.course.decisions import decide, lab
+from nmtkit.course import student
 from nmtkit.course.exercises import TARGETS
-from nmtkit.course.rubric import RUBRIC
-from nmtkit.course.verdicts import NCCL_WAIT, NVML_MEANING
+from nmtkit.course.instructor import release
+from nmtkit.course.instructor.decisions import decide, lab
+from nmtkit.course.instructor.rubric import RUBRIC
+from nmtkit.course.instructor.verdicts import NCCL_WAIT, NVML_MEANING
 
 ROOT = Path(__file__).resolve().parents[1]
 NB04 = "04_monitoring_analysis.ipynb"
@@ -189,7 +190,8 @@ def test_the_releases_check_is_formative_and_cannot_be_bisected(kit):
 
 def test_notebook_04_of_the_release_runs_with_the_solutions_and_grades_here(kit, figures, tmp_path, monkeypatch):
     from nbclient import NotebookClient
-    from nmtkit.course.grade import grade
+
+    from nmtkit.course.instructor.grade import grade
     instructor = student.read_notebook(ROOT / "notebooks" / NB04)
     answers = {student.grade_id(c): c.source for c in instructor.cells if (student.role(c) or ("", "", ""))[2] != "check"
                and student.grade_id(c)}

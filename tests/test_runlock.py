@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from nmtkit.runlock import RunLock, read_owner, still_ours
 from nmtkit.errors import RunDirError
+from nmtkit.runlock import RunLock, read_owner, still_ours
 
 HOLD = """
 import sys, time

@@ -16,7 +16,7 @@ from nmtkit import config
 from nmtkit.cluster.plan import device_indices
 from nmtkit.cluster.slurm import SlurmEngineSet, SlurmJob, parse_time_left
 from nmtkit.errors import ClusterError, ConfigError
-from nmtkit.train.budget import DEADLINE_MARGIN_S, outlives
+from nmtkit.training.budget import DEADLINE_MARGIN_S, outlives
 
 
 @pytest.mark.parametrize("hosts, visible, expected", [
@@ -35,10 +35,11 @@ def test_an_engine_with_its_own_gpu_pins_it_though_its_host_runs_two_ranks(monke
     """Slurm's --gpus-per-task: two ranks on a node, each sees one GPU (CUDA_VISIBLE_DEVICES 0 and 1): each pins
     the first it sees, where the kit's own rule (local rank among the host's GPUs) would refuse 2 ranks on 1 GPU."""
     from test_gpu_pinning import FakeConfig
+
     from nmtkit.cluster.plan import assign_slots, bound_hosts, rank_env
     from nmtkit.cluster.remote import engine_identity, pin_args
     from nmtkit.errors import StackError
-    from nmtkit.train.dist import pin_devices
+    from nmtkit.training.dist import pin_devices
     idents = []
     for gpu in ("0", "1"):  # what each engine reports, under the environment Slurm gave it
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", gpu)
@@ -79,8 +80,8 @@ def test_until_an_evaluation_is_timed_the_finish_is_reserved_at_the_first_steps_
     keeps the first step's time for a dev evaluation that may fall due (the budget twice: the final dev + test)."""
     import types
 
-    from nmtkit.train.budget import Budget, Plateau
-    from nmtkit.train.loop import Spend
+    from nmtkit.training.budget import Budget, Plateau
+    from nmtkit.training.loop import Spend
     t = types.SimpleNamespace(ckpt_every=10, steps=1000)
     p = types.SimpleNamespace(step=20)
     now = time.time()
@@ -211,10 +212,10 @@ def test_train_without_np_inside_an_allocation_stops_at_a_checkpoint_before_its_
     """`salloc -t 5 nmtkit train ...` (one process, no launcher): the loop asks squeue for the job's time left."""
     import json
 
+    from nmtkit.training.budget import DEADLINE_ENV, allocation_end
+    from nmtkit.training.loop import train
+
     from conftest import small_config
-    from nmtkit.train.budget import allocation_end
-    from nmtkit.train.budget import DEADLINE_ENV
-    from nmtkit.train.loop import train
     bin_ = tmp_path / "bin"
     bin_.mkdir()
     (bin_ / "squeue").write_text('#!/bin/sh\n[ "$3" = 99 ] && [ "$5" = "%L" ] && echo 0:18 || exit 1\n')

@@ -3,13 +3,14 @@ complete after the buffered writes, one traced step function, XLA only in one pr
 import pytest
 from tensorflow.python.framework import ops
 
-from conftest import small_config
 from nmtkit import runs
 from nmtkit.files import read_jsonl
-from nmtkit.train.dist import thread_counts
-from nmtkit.train.loop import train
-from nmtkit.train.precision import use_xla
-from nmtkit.train.trainer import Trainer
+from nmtkit.training.dist import thread_counts
+from nmtkit.training.loop import train
+from nmtkit.training.precision import use_xla
+from nmtkit.training.trainer import Trainer
+
+from conftest import small_config
 
 
 def test_no_host_sync_between_log_intervals(nmt_data, tmp_path, monkeypatch):
@@ -48,11 +49,11 @@ def test_xla_only_in_one_process():
 
 
 def test_xla_on_a_cpu_is_refused_in_one_line_unless_a_benchmark_asks_for_it(nmt_data, tmp_path):
-    import pytest
+
+    from nmtkit.errors import ConfigError
+    from nmtkit.training.loop import train
 
     from conftest import small_config
-    from nmtkit.errors import ConfigError
-    from nmtkit.train.loop import train
     with pytest.raises(ConfigError, match=r"^train\.xla=true: on a CPU the XLA-compiled step trains slower"):
         use_xla(True, 1, gpu=False, env={})
     assert use_xla(False, 1, gpu=False, env={}) is False
@@ -100,8 +101,9 @@ def test_pad_to_bucket_bounds_the_shapes(nmt_data):
 def test_fused_adam_matches_keras_adam_dense_and_sparse():
     """FusedAdam (ResourceApplyAdam) follows Keras's Adam step for step, dense and IndexedSlices gradients."""
     import numpy as np
+
     from nmtkit.keras2 import import_tf
-    from nmtkit.train.schedule import FusedAdam
+    from nmtkit.training.schedule import FusedAdam
     tf = import_tf()
     init = [np.random.RandomState(0).randn(7, 5).astype("float32"), np.ones(5, "float32")]
     ours, theirs = [tf.Variable(x) for x in init], [tf.Variable(x) for x in init]
@@ -124,8 +126,9 @@ def test_fused_adam_builds_the_steps_scalars_once_per_dtype_in_a_traced_step():
     """In a tf.function with the Transformer schedule: the same values as Keras's Adam, and the rate and the two
     powers built once for all variables (per-variable scalars made the tiny traced step ~1,000 ops larger)."""
     import numpy as np
+
     from nmtkit.keras2 import import_tf
-    from nmtkit.train.schedule import FusedAdam, TransformerSchedule
+    from nmtkit.training.schedule import FusedAdam, TransformerSchedule
     tf = import_tf()
     init = [np.random.RandomState(0).randn(7, 5).astype("float32"), np.ones(5, "float32"), np.zeros(3, "float32")]
     ours, theirs = [tf.Variable(x) for x in init], [tf.Variable(x) for x in init]

@@ -1,12 +1,13 @@
-"""Towers: a micro-batch's sentences cut in parts that run side by side (nmtkit.train.trainer `_micro_step`) give
+"""Towers: a micro-batch's sentences cut in parts that run side by side (nmtkit.training.trainer `_micro_step`) give
 the micro-batch's own loss and gradient, whatever the cut, with a part that holds no sentence too."""
 import numpy as np
 import pytest
 
-from conftest import small_config
 from nmtkit.data.bpe import Tokenizer
 from nmtkit.data.pipeline import make_dataset
-from nmtkit.train.trainer import Trainer
+from nmtkit.training.trainer import Trainer
+
+from conftest import small_config
 
 
 def _stepped(cfg, vocab, towers, batch):

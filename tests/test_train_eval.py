@@ -4,9 +4,10 @@ import shutil
 
 import pytest
 
-from conftest import small_config
 from nmtkit.data.prepare import TEXT_FILES, Manifest, prepare
-from nmtkit.train.loop import train
+from nmtkit.training.loop import train
+
+from conftest import small_config
 
 pytestmark = pytest.mark.slow
 

@@ -1,10 +1,10 @@
-"""The shape of nmtkit.train the issue asked for: a short train(), and the TF-free ground modules stay TF-free."""
+"""The shape of nmtkit.training the issue asked for: a short train(), and the TF-free ground modules stay TF-free."""
 import inspect
 import subprocess
 import sys
 
 from nmtkit.errors import NmtkitError
-from nmtkit.train import loop
+from nmtkit.training import loop
 
 
 def test_train_function_is_short():
@@ -19,7 +19,7 @@ def test_runs_and_lr_do_not_import_tensorflow():
 
 
 def test_train_names_are_importable_where_notebooks_look():
-    from nmtkit.lr import transformer_lr  # noqa: F401
-    from nmtkit.train.checkpoints import checkpoint_files, load_model  # noqa: F401
     from nmtkit.errors import TrainError
+    from nmtkit.lr import transformer_lr  # noqa: F401
+    from nmtkit.training.checkpoints import checkpoint_files, load_model  # noqa: F401
     assert issubclass(TrainError, NmtkitError)  # checkpoints raise the training wing's one class

@@ -8,13 +8,14 @@ import signal
 import numpy as np
 import pytest
 
-from conftest import small_config
 from nmtkit import runs
+from nmtkit.errors import TrainError
 from nmtkit.files import read_jsonl
 from nmtkit.keras2 import import_tf
-from nmtkit.train.checkpoints import checkpoint_files, load_model
-from nmtkit.train.loop import train
-from nmtkit.errors import TrainError
+from nmtkit.training.checkpoints import checkpoint_files, load_model
+from nmtkit.training.loop import train
+
+from conftest import small_config
 
 tf = import_tf()
 pytestmark = pytest.mark.slow
@@ -58,7 +59,7 @@ def test_the_log_lines_mfu_runs_json_and_q4_are_one_count(trained_run):
     window of rank-log records, run.json's over the steps it names, and question 4's derivation (within 1%)."""
     from nmtkit.analysis import load_run
     from nmtkit.analysis.evidence import Options
-    from nmtkit.course.decisions import q4
+    from nmtkit.course.instructor.decisions import q4
     from nmtkit.model.flops import steady_mfu
     run_dir, _ = trained_run
     run = load_run(run_dir)
@@ -93,7 +94,7 @@ def test_ranks_share_an_evaluation_batch_by_batch_with_one_process_translations(
     each decodes every 2nd length-sorted batch, and both get one process's translations, in order."""
     from nmtkit.data.pipeline import read_split
     from nmtkit.model.decode import Translator
-    from nmtkit.train.evaluate import translate_shared
+    from nmtkit.training.evaluate import translate_shared
     r = load_model(trained_run[0])
     tr = Translator(r.model, r.tokenizer, beam_size=2, batch_size=4)
     src = read_split(nmt_data, "dev")[0][:18]  # 5 batches: 4, 4, 4, 4, 2 sentences
@@ -123,7 +124,7 @@ def test_ranks_share_an_evaluation_batch_by_batch_with_one_process_translations(
 def test_beam_search_vs_greedy_on_trained_model(trained_run, nmt_data):
     from nmtkit.data.pipeline import read_split
     from nmtkit.model.decode import Translator
-    from nmtkit.train.evaluate import evaluate_translations
+    from nmtkit.training.evaluate import evaluate_translations
     run, _ = trained_run
     model, tok, cfg, _ = (r := load_model(run)).model, r.tokenizer, r.config, r.checkpoint
     src, ref = read_split(nmt_data, "test")
@@ -214,7 +215,9 @@ def test_interrupted_saves_cleaned_and_free_disk_checked(nmt_data, tmp_path, mon
     for name in ("ckpt-30_temp", "best/best-20_temp", "mine_temp"):
         (run / runs.CHECKPOINTS / name).mkdir(parents=True)
         (run / runs.CHECKPOINTS / name / "part-00000-of-00001").write_bytes(b"x")
-    from nmtkit.train import checkpoints as ck  # not `import nmtkit.train.checkpoints`: nk.train, once used, is the function
+    from nmtkit.training import (
+        checkpoints as ck,  # not `import nmtkit.training.checkpoints`: nk.train, once used, is the function
+    )
     monkeypatch.setattr(ck.shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10 ** 9, 10 ** 9 - 1000, 1000))
     cfg = small_config(**{"train.steps": 3, "train.ckpt_every": 1})
     with pytest.raises(TrainError, match=r"checkpoints: not enough free disk .*bytes needed, 1,000 free"):

@@ -8,14 +8,15 @@ import time
 import numpy as np
 import pytest
 
-from conftest import small_config
-from nmtkit.data.pipeline import make_dataset
 from nmtkit import runs
+from nmtkit.data.pipeline import make_dataset
 from nmtkit.keras2 import import_tf
-from nmtkit.train.checkpoints import DataPosition
-from nmtkit.train.dist import Single
-from nmtkit.train.loop import train
-from nmtkit.train.trainer import Trainer
+from nmtkit.training.checkpoints import DataPosition
+from nmtkit.training.dist import Single
+from nmtkit.training.loop import train
+from nmtkit.training.trainer import Trainer
+
+from conftest import small_config
 
 tf = import_tf()
 
@@ -146,7 +147,7 @@ def test_a_second_run_of_the_same_graph_reuses_the_trainer_and_trains_the_same_w
     """A run after another of the same graph in this process (a notebook's second run, an in-process resume)
     reuses its Trainer, traced step and searches with every variable put back to its first value: the same
     checkpoint as a run in a fresh process (the straight run, or one trained on a freshly built Trainer)."""
-    from nmtkit.train import trainer as trainers
+    from nmtkit.training import trainer as trainers
     cfg = small_config(**RESUME)
     trainers._kept.clear()  # the first run builds a new Trainer
     assert train(cfg, tmp_path / "first", data_dir=nmt_data, progress=False)["status"] == "finished"

@@ -5,11 +5,11 @@ import pytest
 
 import nmtkit  # noqa: F401
 from nmtkit import config
-from nmtkit.train.dist import Single
-from nmtkit.train.precision import decide_precision
-from nmtkit.train.schedule import TransformerSchedule, make_optimizer, make_schedule, rank_factor, transformer_lr
-from nmtkit.keras2 import import_tf
 from nmtkit.errors import ConfigError
+from nmtkit.keras2 import import_tf
+from nmtkit.training.dist import Single
+from nmtkit.training.precision import decide_precision
+from nmtkit.training.schedule import TransformerSchedule, make_optimizer, make_schedule, rank_factor, transformer_lr
 
 tf = import_tf()
 
@@ -72,7 +72,7 @@ def test_single_dist_is_identity():
 
 
 def test_gradients_fused_into_one_allreduce_except_on_nccl_gpus():
-    from nmtkit.train.dist import fuse_gradients
+    from nmtkit.training.dist import fuse_gradients
     assert fuse_gradients(gpus=0, nccl_built=False) and fuse_gradients(gpus=0, nccl_built=True)
     assert fuse_gradients(gpus=1, nccl_built=False)  # a GPU without NCCL: the allreduce still runs on the CPU
     assert not fuse_gradients(gpus=1, nccl_built=True)
@@ -80,8 +80,9 @@ def test_gradients_fused_into_one_allreduce_except_on_nccl_gpus():
 
 def test_gradient_compression_choice():
     import horovod.tensorflow as hvd
-    from nmtkit.train.dist import compressor
+
     from nmtkit.errors import StackError
+    from nmtkit.training.dist import compressor
     assert compressor(hvd, "fp16") is hvd.Compression.fp16 and compressor(hvd, "none") is hvd.Compression.none
     with pytest.raises(StackError, match="train.compression"):
         compressor(hvd, "int8")

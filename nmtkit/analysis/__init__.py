@@ -11,10 +11,10 @@
     live.py       a run followed from its files while it trains (the notebooks' panel, nmtkit.notebook.attach)
 
 The verdicts in words, the decisions they rest on and the rubric are the course's (nmtkit.course). Never imports
-nmtkit.train or TensorFlow (only checkpoint_info's variable listing does, when called): a run directory copied
+nmtkit.training or TensorFlow (only checkpoint_info's variable listing does, when called): a run directory copied
 from any machine is enough.
 """
 from nmtkit.analysis.logs import Run, load_run, load_runs  # noqa: F401
-from nmtkit.analysis.reference import reference_run  # noqa: F401
 from nmtkit.analysis.questions import Answer, Options, evidence_all  # noqa: F401
+from nmtkit.analysis.reference import reference_run  # noqa: F401
 from nmtkit.analysis.report import Report, analyse, write_report  # noqa: F401

@@ -3,10 +3,9 @@
 
 Each `measure_*` returns the evidence (a flat dict that goes into report.json) and, where a figure needs them, the
 frames or arrays it was computed from; it raises `AnalysisError` saying what the logs lack. Words are in
-nmtkit.course.verdicts, drawings in nmtkit.analysis.figures.
+nmtkit.course.instructor.verdicts, drawings in nmtkit.analysis.figures.
 """
 from __future__ import annotations
-
 
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,6 +113,7 @@ def bleu_noise(run: Run, resamples: int = 200, seed: int = 0) -> dict | None:
 
 def _bootstrap(run: Run, resamples: int, seed: int) -> dict | None:
     import sacrebleu
+
     from nmtkit import runs
     d = run.path / runs.TRANSLATIONS
     steps = sorted(int(p.name.split(".")[1]) for p in d.glob("dev.*.de") if p.name.split(".")[1].isdigit())
@@ -161,7 +161,7 @@ def _dev_references(run: Run, saved: Path, n: int) -> list[str] | None:
 
 def measure_plateau(run: Run, o: Options) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
     """What the plateau rule reads: the evaluations of dev BLEU and of eval loss (how much the last k improved on
-    those before is the student's figure, and the course's: nmtkit.course.judgments)."""
+    those before is the student's figure, and the course's: nmtkit.course.instructor.judgments)."""
     k = o.plateau_k
     bleu, loss = run.series("Eval_BLEU_Score"), run.series("eval_loss")
     if len(bleu) <= k and len(loss) <= k:
@@ -303,7 +303,7 @@ def params_from_checkpoint(run: Run) -> tuple[int | None, str]:
 
 def measure_step_time(run: Run, o: Options) -> tuple[dict, np.ndarray]:
     """The spread of the steady step time (all ranks): how many, percentiles, standard deviation; and the times (s).
-    The mean, question 10's figure, is the student's (and the course's: nmtkit.course.judgments.step_time)."""
+    The mean, question 10's figure, is the student's (and the course's: nmtkit.course.instructor.judgments.step_time)."""
     x, source, _ = step_times(run, o)
     ev = {"source": source, "n": int(len(x)), "std_ms": float(x.std(ddof=1) * 1000) if len(x) > 1 else 0.0,
           "p10_ms": float(np.percentile(x, 10) * 1000), "p90_ms": float(np.percentile(x, 90) * 1000)}

@@ -12,13 +12,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from nmtkit.analysis.evidence import Options, bytes_per_param, steady_steps
 from nmtkit.analysis.logs import Run, load_run
-from nmtkit.analysis.machines import first_rank_steps, in_window, link_iface, net_busiest_direction, per_host, \
-    while_stepping
+from nmtkit.analysis.machines import (
+    first_rank_steps,
+    in_window,
+    link_iface,
+    net_busiest_direction,
+    per_host,
+    while_stepping,
+)
 from nmtkit.analysis.reference import MANIFEST, default_dir
 from nmtkit.errors import AnalysisError
 from nmtkit.files import read_json

@@ -6,7 +6,6 @@ under nohup, another kernel, this kernel before a restart). The same interface a
 """
 from __future__ import annotations
 
-
 import time
 from pathlib import Path
 

@@ -1,10 +1,9 @@
 """Load what a run left behind (see nmtkit/runs.py) into pandas DataFrames.
 
-Reads files only, never nmtkit.train: logs copied from any machine, or from a run still going or killed
+Reads files only, never nmtkit.training: logs copied from any machine, or from a run still going or killed
 half-way, load the same way. `load_run(dir)` is the entry point; `load_runs([...])` puts several side by side.
 """
 from __future__ import annotations
-
 
 import re
 from dataclasses import dataclass, field
@@ -15,9 +14,8 @@ import pandas as pd
 from nmtkit import runs
 from nmtkit.config import Config
 from nmtkit.data.stats import DataStats
+from nmtkit.errors import AnalysisError, ConfigError, DataError, RunDirError
 from nmtkit.files import atomic_write_json, read_json, read_jsonl
-from nmtkit.errors import ConfigError, DataError, RunDirError, AnalysisError
-
 
 EVENTS_GLOB = "events.out.tfevents.*"
 # A checkpoint's listing in place of its files (a frozen run ships this, not megabytes of values): written by
@@ -283,7 +281,7 @@ def variable_kind(name: str) -> str:
 
 
 def checkpoint_info(run_dir: str | Path, with_variables: bool = True) -> CheckpointInfo:
-    """The files of the latest checkpoint and, through tf.train (not nmtkit.train), the weights/optimizer split."""
+    """The files of the latest checkpoint and, through tf.train (not nmtkit.training), the weights/optimizer split."""
     run_dir = Path(run_dir)
     ckpt_dir = run_dir / runs.CHECKPOINTS
     prefix = latest_checkpoint_prefix(ckpt_dir) if ckpt_dir.is_dir() else None
@@ -307,6 +305,7 @@ def checkpoint_info(run_dir: str | Path, with_variables: bool = True) -> Checkpo
 
 def _split_variables(info: CheckpointInfo) -> None:
     import numpy as np
+
     from nmtkit.keras2 import import_tf
     tf = import_tf()
     reader = tf.train.load_checkpoint(str(info.prefix))

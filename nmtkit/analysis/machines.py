@@ -10,7 +10,6 @@ from nmtkit.analysis.evidence import Options, params_from_checkpoint, steady_ste
 from nmtkit.analysis.logs import Run
 from nmtkit.errors import AnalysisError
 
-
 # --- monitor frames, shared with the figures ------------------------------------------------------------
 
 def per_host(mon: pd.DataFrame) -> pd.DataFrame:
@@ -154,7 +153,7 @@ def link_capacity(run: Run, o: Options) -> tuple[float | None, str]:
 def measure_network(run: Run, o: Options) -> dict:
     """What each node's link carried while steps ran (bytes/s, the busier direction), beside the link's capacity
     and the parameter count: the measurements question 5 starts from (the bound and its verdict are the
-    student's; the course's are in nmtkit.course.judgments)."""
+    student's; the course's are in nmtkit.course.instructor.judgments)."""
     n = run.n_ranks
     mon = in_window(per_host(run.monitor), run)
     if n <= 1:  # no gradient exchange: only say what the busiest interface carried

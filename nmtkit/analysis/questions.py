@@ -2,7 +2,7 @@
 
 `measured(number, run, fig_dir, o) -> (evidence, figure)` and `evidence_all(run, fig_dir, o) -> [Answer]` (the
 answers' text left empty). The worded verdicts, and the decisions they rest on, are the course's
-(nmtkit.course.verdicts), which builds on these; the plain report and a student see only this.
+(nmtkit.course.instructor.verdicts), which builds on these; the plain report and a student see only this.
 """
 from __future__ import annotations
 

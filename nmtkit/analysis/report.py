@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from nmtkit import runs as rundir
 import nmtkit.analysis.figures as figures
+from nmtkit import runs as rundir
 from nmtkit.analysis.evidence import Options, steady_steps, tokens_per_s
 from nmtkit.analysis.logs import Run, load_runs
 from nmtkit.analysis.questions import Answer, evidence_all
-from nmtkit.files import atomic_write_text
 from nmtkit.errors import AnalysisError
+from nmtkit.files import atomic_write_text
 
 FIGURES_DIR = "figures"
 
@@ -35,7 +35,7 @@ class Report:
     def markdown(self, instructor: bool = False) -> str:
         """The report; the kit's verdicts and the rubric only for instructors (students get the evidence)."""
         if instructor and self.rubric is None:
-            raise AnalysisError("an instructor's report needs the course's verdicts: nmtkit.course.verdicts."
+            raise AnalysisError("an instructor's report needs the course's verdicts: nmtkit.course.instructor.verdicts."
                                 "write_instructor_report, or `nmtkit report --instructor` in the instructor's kit")
         rel = lambda p: os.path.relpath(p, self.out_dir)  # noqa: E731  links that survive moving the folder
         names = ", ".join(r.name for r in self.runs)
@@ -205,7 +205,7 @@ def write_report(runs, out_dir: str | Path | None = None, options: Options | Non
                  instructor: bool = False, answers=evidence_all, rubric: dict[int, str] | None = None) -> Path:
     """Write report.md (and report.json, the answers as data) for one or more run directories; returns report.md.
     Both hold the evidence; the verdicts and the rubric only with `instructor`, where the course passes its
-    `answers` and `rubric` (nmtkit.course.verdicts.write_instructor_report)."""
+    `answers` and `rubric` (nmtkit.course.instructor.verdicts.write_instructor_report)."""
     if isinstance(runs, (str, Path)):
         runs = [runs]
     if not runs:

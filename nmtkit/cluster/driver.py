@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import TextIO
 
 from nmtkit.cluster.plan import parse_hosts
-from nmtkit.runs import RunDir
-from nmtkit.train.signals import caught
 from nmtkit.errors import ClusterError
+from nmtkit.runs import RunDir
+from nmtkit.training.signals import caught
 
 
 class _Echo:

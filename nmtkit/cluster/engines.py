@@ -17,15 +17,35 @@ import pandas as pd
 from nmtkit.cluster.connfiles import connection_files, engine_command, secure
 from nmtkit.cluster.jobs import Job
 from nmtkit.cluster.lifeline import Lifeline, hold
-from nmtkit.cluster.plan import (Engine, assign_slots, bound_hosts, check_iface, check_launcher, check_listen,
-                                 controller_ip, device_indices, engine_env, iface_for, parse_hosts, rank_env)
-from nmtkit.cluster.preflight import gather_facts, link_status, measure_link, preflight_problems, copy_to_node, preflight_table, reachability_listener
+from nmtkit.cluster.plan import (
+    Engine,
+    assign_slots,
+    bound_hosts,
+    check_iface,
+    check_launcher,
+    check_listen,
+    controller_ip,
+    device_indices,
+    engine_env,
+    iface_for,
+    parse_hosts,
+    rank_env,
+)
+from nmtkit.cluster.preflight import (
+    copy_to_node,
+    gather_facts,
+    link_status,
+    measure_link,
+    preflight_problems,
+    preflight_table,
+    reachability_listener,
+)
 from nmtkit.cluster.remote import engine_identity, rank_check, rank_main, train_rank
 from nmtkit.cluster.rendezvous import Rendezvous
 from nmtkit.cluster.slurm import SlurmJob
 from nmtkit.config import ClusterConfig, Config, choices
-from nmtkit.runs import RunDir
 from nmtkit.errors import ClusterError
+from nmtkit.runs import RunDir
 
 LAUNCHERS = choices("cluster.launcher")
 

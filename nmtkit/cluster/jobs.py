@@ -16,9 +16,9 @@ import pandas as pd
 
 from nmtkit.cluster.plan import Engine
 from nmtkit.cluster.rendezvous import Rendezvous
+from nmtkit.errors import RankFailedError
 from nmtkit.runlock import pid_alive
 from nmtkit.runs import RunDir, projection_text
-from nmtkit.errors import RankFailedError
 
 
 class EngineControl(Protocol):

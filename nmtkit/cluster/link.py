@@ -181,9 +181,10 @@ def compression_trials(cluster, cfg, run_root, compressions=("none", "fp16"), *,
     sees every rank's sends, N x 2(N-1)/N x gradient bytes, and anything else this machine sends over loopback in
     the window; on a node's own NIC it sees one ring edge: one rank's share (questions 5 and 11 explain why)."""
     import pandas as pd
+
     from nmtkit import runs
-    from nmtkit.files import read_jsonl
     from nmtkit.cluster.plan import link_iface
+    from nmtkit.files import read_jsonl
     iface = iface or link_iface(cluster.iface, cluster.hosts, cluster.launcher)
     rows = []
     for comp in compressions:

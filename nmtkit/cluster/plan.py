@@ -6,7 +6,6 @@ HOROVOD_* variables, and NCCL_SOCKET_IFNAME next to the Gloo interface). Pure Py
 """
 from __future__ import annotations
 
-
 import ipaddress
 import os
 import re
@@ -20,6 +19,7 @@ import psutil
 from horovod.runner.common.util.hosts import HostInfo, SlotInfo, get_host_assignments
 from horovod.runner.common.util.hosts import parse_hosts as horovod_parse_hosts
 from horovod.runner.gloo_run import create_run_env_vars, create_slot_env_vars
+
 import nmtkit
 from nmtkit.errors import ClusterError
 

@@ -18,8 +18,8 @@ import pandas as pd
 
 import nmtkit.cluster.link as link
 from nmtkit.cluster.remote import DATA_MARKERS, node_facts, write_file_chunk
-from nmtkit.runs import workspace
 from nmtkit.errors import ClusterError
+from nmtkit.runs import workspace
 
 TABLE_COLUMNS = ["node", "host", "host_addr", "engine", "pid", "python", "nmtkit", "tensorflow", "tf_cuda", "horovod",
                  "horovod_build", "gpus", "data_ok", "data_dir", "rendezvous_ok", "iface", "link"]

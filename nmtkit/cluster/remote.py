@@ -1,5 +1,5 @@
 """The functions that run on the engines. Module level, so ipyparallel sends them by reference (each engine
-imports this module). TensorFlow, horovod.tensorflow and nmtkit.train are imported inside them, so the driver,
+imports this module). TensorFlow, horovod.tensorflow and nmtkit.training are imported inside them, so the driver,
 which imports this module too, never loads TensorFlow."""
 from __future__ import annotations
 
@@ -11,19 +11,18 @@ import time
 from pathlib import Path
 from typing import Callable
 
-import psutil
-
 import horovod
+import psutil
 from ipyparallel.datapub import publish_data
 
 import nmtkit
 from nmtkit.cluster.plan import iface_for
 from nmtkit.config import Config
 from nmtkit.doctor import gpu_holders
-from nmtkit.runs import RunHandle
+from nmtkit.errors import ClusterError
 from nmtkit.files import sha256_file
 from nmtkit.keras2 import import_tf
-from nmtkit.errors import ClusterError
+from nmtkit.runs import RunHandle
 
 # The data files a prepared data directory must hold on every node (see docs/architecture.md).
 DATA_MARKERS = ("manifest.json", "spm.model")
@@ -144,7 +143,7 @@ def rank_main(env: dict, fn: Callable, args: tuple, kwargs: dict) -> dict:
     """Set this rank's environment, hvd.init(), call fn. Returns {'rank', 'host', 'pid', 'value'}."""
     os.environ.update(env)
     import_tf()  # TensorFlow with the Keras 2 API before Horovod loads it
-    from nmtkit.train.dist import pin_devices  # the TensorFlow layer: engines only
+    from nmtkit.training.dist import pin_devices  # the TensorFlow layer: engines only
     # this rank's GPU, memory growth and threads before anything (rank_check's allreduce included) runs an op;
     # raises if an earlier call on this engine initialised TensorFlow with other devices
     started = _tf_started()
@@ -191,9 +190,9 @@ def train_rank(cfg_dict: dict, run: RunHandle, data_dir: str | None, resume: boo
     """Run through rank_main: train() with Horovod, publishing each log record to the driver (Job.progress).
     `run`: the driver's session of the run directory (path and token, as an argument: never the environment);
     rank 0 stops if another job takes the directory over."""
-    # nmtkit.train is the TensorFlow layer: imported on the engines only
-    from nmtkit.train.dist import Horovod
-    from nmtkit.train.loop import train
+    # nmtkit.training is the TensorFlow layer: imported on the engines only
+    from nmtkit.training.dist import Horovod
+    from nmtkit.training.loop import train
 
     def on_log(record: dict) -> None:
         publish_data({"record": {k: v for k, v in record.items() if isinstance(v, (int, float, str, bool))},

@@ -13,8 +13,8 @@ from http import HTTPStatus
 
 from horovod.runner.common.util.hosts import SlotInfo
 from horovod.runner.http.http_server import RendezvousHandler, RendezvousHTTPServer
-from nmtkit.errors import ClusterError
 
+from nmtkit.errors import ClusterError
 
 
 class StoreOnlyHandler(RendezvousHandler):

@@ -6,7 +6,7 @@ Only what Slurm alone knows lives here: the job's id, whether it waits in the qu
 node, its time limit), and when its time runs out. The rank plan, pinning, rendezvous, lifeline and fault handling
 are the Cluster's, as for the local and SSH launchers. Two hooks reach the rest of the kit:
 - `rank_env()` gives each rank NMTKIT_DEADLINE (the allocation's end, epoch seconds): rank 0's budget stops the run at
-  a checkpoint before it (nmtkit.train.budget.outlives, reason "time limit");
+  a checkpoint before it (nmtkit.training.budget.outlives, reason "time limit");
 - `cause()` and `ended()` name the job and its state in the one line a fault gives (Job's RankFailedError, and the
   driver's line when the ranks stopped because Slurm signalled them).
 """
@@ -25,7 +25,7 @@ from traitlets import List, Unicode
 from nmtkit.cluster.plan import controller_ip
 from nmtkit.config import ClusterConfig
 from nmtkit.errors import ClusterError
-from nmtkit.train.budget import DEADLINE_ENV, parse_time_left
+from nmtkit.training.budget import DEADLINE_ENV, parse_time_left
 
 INSTALL = "run on the cluster's login node with Slurm's commands on PATH (e.g. `module load slurm`)"
 # job states that end a job, and what each means in the line the driver prints

@@ -1,5 +1,5 @@
 """Exercise checks: the student computes the figures that decide a question from the loaded logs. In the
-instructor's kit `check` compares them with the kit's own (nmtkit.course.hidden, on nmtkit.course.decisions) and
+instructor's kit `check` compares them with the kit's own (nmtkit.course.instructor.hidden, on nmtkit.course.instructor.decisions) and
 raises with a hint that points at the mistake, so a wrong answer fails grading; in a student's release (nmtkit
 release), which carries neither, it checks their form only and never a direction or a value.
 
@@ -11,21 +11,20 @@ The figures, their tolerances and hints are in nmtkit.course.targets. TensorFlow
 """
 from __future__ import annotations
 
-
 import math
 
 import numpy as np
 
+from nmtkit.course import INSTRUCTOR_KIT
 from nmtkit.course.targets import EXACT, FORMULA, FRACTIONS, MEAN, TARGETS, YES_NO, runs_of  # noqa: F401
 from nmtkit.errors import ExerciseError
 
 
 def _hidden():
-    """The instructor's graded comparison (nmtkit.course.hidden), or None in a student's release."""
-    try:
-        from nmtkit.course import hidden
-    except ImportError:
+    """The instructor's graded comparison (nmtkit.course.instructor.hidden), or None in a student's release."""
+    if not INSTRUCTOR_KIT:
         return None
+    from nmtkit.course.instructor import hidden
     return hidden
 
 

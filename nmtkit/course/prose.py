@@ -14,9 +14,8 @@ TensorFlow-free: parameter counts come from the caller (notebook 02/03 build the
 from __future__ import annotations
 
 import re
+
 from nmtkit.errors import CourseError
-
-
 
 
 def wmt16_facts() -> str:
@@ -40,6 +39,7 @@ def measured_link(run_dir=None) -> tuple[float, str]:
     """(Gbit/s, where it was measured) of the link preflight timed between the shipped reference run's hosts
     (its run.json), or of `run_dir`'s run: a measured link, never an assumed one."""
     from pathlib import Path
+
     from nmtkit.analysis.reference import reference_run
     from nmtkit.files import read_json
     status = read_json(Path(run_dir or reference_run()) / "run.json", CourseError)
@@ -145,6 +145,7 @@ def draw_ring(trials, compression: str = "none"):
     """The ring of the trials' ranks: each sends its right neighbour 2(N-1) chunks of G/N per step (N-1 in the
     reduce-scatter, N-1 in the allgather), labelled with the figures ring_derivation reads from the measurement."""
     import math
+
     import matplotlib.pyplot as plt
     d = ring_derivation(trials, compression)
     n = d["ranks"]

@@ -161,6 +161,7 @@ def check_outputs(executed_dir: Path, directory: Path = NOTEBOOKS_DIR) -> list[s
     Outputs are compared after notebooks/sanitize.cfg (timings, addresses, paths), as nbval does; [] = all match.
     """
     import re
+
     import nbformat
     from nbval.plugin import find_comment_markers, get_sanitize_patterns
     patterns = get_sanitize_patterns((directory / "sanitize.cfg").read_text()) \

@@ -1,6 +1,6 @@
 """What notebook 04's exercises ask for: per question, the figures by name, each with the tolerance it is graded
 at and a hint in words (units, the idea; never a value or a direction). Shared by the formative checks of a
-student's release (nmtkit.course.exercises) and the instructor's graded ones (nmtkit.course.hidden).
+student's release (nmtkit.course.exercises) and the instructor's graded ones (nmtkit.course.instructor.hidden).
 
 Each figure's tolerance is set by what it decides: exact for a yes/no or a list of files, 1% for a formula
 evaluated on exact inputs, 2% for a mean the student may compute over slightly different steps, 10% for bytes

@@ -8,8 +8,6 @@ import TensorFlow:
 """
 from __future__ import annotations
 
-
-
 # (`prepare` is not re-exported: nmtkit.data.prepare is the module of that name.)
 _LAZY = {"Tokenizer": "nmtkit.data.bpe", "make_dataset": "nmtkit.data.pipeline",
          "read_split": "nmtkit.data.pipeline", "DataStats": "nmtkit.data.stats"}

@@ -10,8 +10,8 @@ import random
 from pathlib import Path
 from typing import Sequence
 
-from nmtkit.files import atomic_write_bytes, atomic_write_text, sha256_file
 from nmtkit.errors import DataError
+from nmtkit.files import atomic_write_bytes, atomic_write_text, sha256_file
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 MODEL = "spm.model"

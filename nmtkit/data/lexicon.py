@@ -4,7 +4,6 @@ holds the grammar that uses it)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 
 @dataclass(frozen=True)

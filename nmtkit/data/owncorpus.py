@@ -20,8 +20,8 @@ from pathlib import Path
 
 from nmtkit.data.clean import clean_pairs
 from nmtkit.data.text import read_lines
-from nmtkit.files import sha256_file, write_lines_atomic
 from nmtkit.errors import DataError
+from nmtkit.files import sha256_file, write_lines_atomic
 
 ROLES = ("train_src", "train_tgt", "dev_src", "dev_tgt", "test_src", "test_tgt")
 FLAGS = {r: "--" + r.replace("_", "-") for r in ROLES}

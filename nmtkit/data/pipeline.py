@@ -12,8 +12,8 @@ import numpy as np
 
 from nmtkit.data.bpe import BOS, EOS, MODEL
 from nmtkit.data.text import read_parallel
-from nmtkit.files import atomic_path, atomic_write_json, read_json, sha256_file
 from nmtkit.errors import DataError
+from nmtkit.files import atomic_path, atomic_write_json, read_json, sha256_file
 
 SRC, TGT = "en", "de"
 SPLITS = ("train", "dev", "test")
@@ -178,7 +178,7 @@ def make_dataset(data_dir, split: str, data_cfg, *, rank: int = 0, size: int = 1
         return tf.concat([src, eos], 0), tf.concat([bos, tgt, eos], 0)
 
     if shuffle:  # each epoch a whole-epoch order from (seed, epoch) alone: no shuffle buffer, so a checkpoint of
-        # the iterator (nmtkit.train resumes from one) holds a position, not the epoch's indices
+        # the iterator (nmtkit.training resumes from one) holds a position, not the epoch's indices
         order = tf.constant(mine)
         ds = tf.data.Dataset.range(2 ** 62 if repeat else 1).flat_map(lambda epoch: tf.data.Dataset.from_tensor_slices(
             tf.random.experimental.stateless_shuffle(order, seed=tf.stack([tf.constant(seed, tf.int64), epoch]))))

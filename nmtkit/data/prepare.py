@@ -24,8 +24,8 @@ from nmtkit.data.clean import clean_pairs
 from nmtkit.data.stats import FILE as STATS_FILE
 from nmtkit.data.stats import DataStats
 from nmtkit.data.text import read_lines, read_parallel
-from nmtkit.files import atomic_write_json, read_json, sha256_file, write_lines_atomic
 from nmtkit.errors import DataError
+from nmtkit.files import atomic_write_json, read_json, sha256_file, write_lines_atomic
 
 MANIFEST = pipeline.MANIFEST
 STEPS = ["corpus", "bpe", "encode", "stats"]

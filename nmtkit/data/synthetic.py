@@ -16,9 +16,7 @@ import random
 from dataclasses import dataclass
 from typing import Optional
 
-from nmtkit.data.lexicon import (  # noqa: F401  (the lexicon's names are part of this module's API)
-    ADJECTIVES, AUX, BE_DE, BE_EN, CONJUNCTIONS, CONTRACTIONS, EMBEDDING, INTRANSITIVE, NOUNS, NUMBERS, Noun,
-    PREDICATIVE, PREPOSITIONS, PRONOUNS, TIMES, TRANSITIVE, Verb, WH)
+from nmtkit.data import lexicon
 
 # --- German inflection -------------------------------------------------------------------------------
 
@@ -43,7 +41,7 @@ def _adj_de(stem: str, ending: str) -> str:
 
 @dataclass
 class NP:
-    noun: Noun
+    noun: lexicon.Noun
     plural: bool = False
     det: str = "the"            # "the", "a", "my", "no" (rendered "a" in English, "kein" in German), number, "" (bare)
     adj: Optional[str] = None
@@ -76,10 +74,10 @@ class NP:
             ending = _MIXED[case][g]
         else:  # a number or no article: plural, strong endings
             if self.det:
-                words.append(NUMBERS[self.det])
+                words.append(lexicon.NUMBERS[self.det])
             ending = _STRONG_PL[case]
         if self.adj:
-            words.append(_adj_de(ADJECTIVES[self.adj], ending))
+            words.append(_adj_de(lexicon.ADJECTIVES[self.adj], ending))
         words.append(self.noun.de_form(self.plural, case))
         return " ".join(words)
 
@@ -112,16 +110,16 @@ class PP:
         return f"{self.prep} {self.np.en()}"
 
     def de(self) -> str:
-        de_prep, case, _ = PREPOSITIONS[self.prep]
+        de_prep, case, _ = lexicon.PREPOSITIONS[self.prep]
         words = self.np.de(case).split(" ", 1)
-        short = CONTRACTIONS.get((de_prep, words[0])) if self.np.det == "the" and len(words) > 1 else None
+        short = lexicon.CONTRACTIONS.get((de_prep, words[0])) if self.np.det == "the" and len(words) > 1 else None
         return f"{short} {words[1]}" if short else f"{de_prep} {' '.join(words)}"
 
 
 @dataclass
 class Clause:
     subj: Subject
-    verb: Optional[Verb]          # None: copula "be" + predicative adjective
+    verb: Optional[lexicon.Verb]          # None: copula "be" + predicative adjective
     tense: str                    # "present", "past", "perfect", "future"
     obj: Optional[NP] = None
     pp: Optional[PP] = None
@@ -135,7 +133,7 @@ class Clause:
         """(words before the subject, words after it): the verb group with do-support and negation."""
         p, neg = self.subj.person, ["not"] if self.neg else []
         if self.verb is None:
-            be = BE_EN[self.tense][p]
+            be = lexicon.BE_EN[self.tense][p]
             return ([be], neg) if question else ([], [be] + neg)
         base, s3, past, part = self.verb.en
         if self.tense == "perfect":
@@ -178,12 +176,12 @@ class Clause:
         """(finite verb, right bracket): the participle or infinitive goes to the end of the clause."""
         p = self.subj.person
         if self.verb is None:
-            return BE_DE[self.tense][p], []
+            return lexicon.BE_DE[self.tense][p], []
         inf, s1, s3, pl, past_sg, past_pl, part = self.verb.de
         if self.tense == "perfect":
-            return AUX[self.verb.aux][p], [part]
+            return lexicon.AUX[self.verb.aux][p], [part]
         if self.tense == "future":
-            return AUX["werden"][p], [inf]
+            return lexicon.AUX["werden"][p], [inf]
         if self.tense == "past":
             return (past_pl if p == "pl" else past_sg), []
         return {"1sg": s1, "3sg": s3, "pl": pl}[p], []
@@ -192,7 +190,7 @@ class Clause:
         """The middle field: time, object, nicht, prepositional phrase, predicative adjective."""
         words, neg = [], self.neg
         if self.time and not self.front_time:
-            words.append(TIMES[self.time][0])
+            words.append(lexicon.TIMES[self.time][0])
         if self.obj is not None and with_obj:
             if neg and self.obj.det == "a":  # "does not see a dog" -> "sieht keinen Hund"
                 words.append(NP(self.obj.noun, self.obj.plural, "no", self.obj.adj).de("acc"))
@@ -204,13 +202,13 @@ class Clause:
         if self.pp:
             words.append(self.pp.de())
         if self.pred:
-            words.append(ADJECTIVES[self.pred] if self.pred in ADJECTIVES else self.pred)
+            words.append(lexicon.ADJECTIVES[self.pred] if self.pred in lexicon.ADJECTIVES else self.pred)
         return words
 
     def de(self) -> str:  # main clause, verb second
         fin, right = self._de_verb()
         if self.time and self.front_time:
-            head = [TIMES[self.time][0], fin, self.subj.de()]
+            head = [lexicon.TIMES[self.time][0], fin, self.subj.de()]
         else:
             head = [self.subj.de(), fin]
         return " ".join(head + self._de_middle() + right)
@@ -226,7 +224,7 @@ class Clause:
                        time=self.time)
             fin, right = c._de_verb()
             return " ".join(["wer", fin] + c._de_middle() + right)
-        lead = {"what": ["was"]}.get(wh) or ([WH[wh]] if wh else [])
+        lead = {"what": ["was"]}.get(wh) or ([lexicon.WH[wh]] if wh else [])
         return " ".join(lead + [fin, self.subj.de()] + self._de_middle(wh != "what") + right)
 
 
@@ -238,10 +236,10 @@ _TENSES = ("present", "past", "perfect", "future")
 class _Sampler:
     def __init__(self, rng: random.Random):
         self.r = rng
-        self.by_kind: dict[str, list[Noun]] = {}
-        for n in NOUNS:
+        self.by_kind: dict[str, list[lexicon.Noun]] = {}
+        for n in lexicon.NOUNS:
             self.by_kind.setdefault(n.kind, []).append(n)
-        self.animate = [n for n in NOUNS if n.animate]
+        self.animate = [n for n in lexicon.NOUNS if n.animate]
 
     def np(self, kinds, *, allow_plural=True, dets=("the", "the", "a", "my", "num", "bare")) -> NP:
         r = self.r
@@ -249,7 +247,7 @@ class _Sampler:
         noun = r.choice(pool)
         det = r.choice(dets)
         if det == "num":
-            det, plural = r.choice(list(NUMBERS)), True
+            det, plural = r.choice(list(lexicon.NUMBERS)), True
         elif det == "bare":
             det, plural = "", True
         elif det == "a":
@@ -258,14 +256,14 @@ class _Sampler:
             plural = allow_plural and r.random() < 0.3
         if not allow_plural and plural:
             det, plural = "the", False
-        adj = r.choice(list(ADJECTIVES)) if r.random() < 0.35 else None
+        adj = r.choice(list(lexicon.ADJECTIVES)) if r.random() < 0.35 else None
         return NP(noun, plural, det, adj)
 
     def subject(self, coordinate_ok=True, kinds=("person", "animal")) -> Subject:
         r = self.r
         x = r.random()
         if x < 0.3:
-            return Subject(pronoun=r.choice(PRONOUNS))
+            return Subject(pronoun=r.choice(lexicon.PRONOUNS))
         if coordinate_ok and x < 0.36:
             a = self.np(kinds, dets=("the", "a", "my"))
             b = self.np(kinds, dets=("the", "a", "my"))
@@ -282,24 +280,24 @@ class _Sampler:
             time = None
             if allow_time and r.random() < 0.3:
                 time = "today" if tense == "present" else "yesterday"
-            return Clause(subj, None, tense, neg=neg, pred=r.choice(PREDICATIVE), time=time,
+            return Clause(subj, None, tense, neg=neg, pred=r.choice(lexicon.PREDICATIVE), time=time,
                           front_time=bool(time) and r.random() < 0.5)
         transitive = r.random() < 0.65
         obj = None
         if transitive:
-            verb = r.choice(TRANSITIVE)
+            verb = r.choice(lexicon.TRANSITIVE)
             # Negated objects take the/a/my so that "nicht"/"kein" placement stays one rule.
             dets = ("the", "a", "my") if neg else ("the", "the", "a", "my", "num", "bare")
             obj = self.np(verb.objects, dets=dets)
         else:
-            verb = r.choice(INTRANSITIVE)
+            verb = r.choice(lexicon.INTRANSITIVE)
         pp = None
         if allow_pp and r.random() < (0.3 if transitive else 0.6):
-            prep = r.choice(list(PREPOSITIONS))
-            pp = PP(prep, self.np(PREPOSITIONS[prep][2], dets=("the", "the", "a", "my", "num")))
+            prep = r.choice(list(lexicon.PREPOSITIONS))
+            pp = PP(prep, self.np(lexicon.PREPOSITIONS[prep][2], dets=("the", "the", "a", "my", "num")))
         time = None
         if allow_time and r.random() < 0.3:
-            time = r.choice([t for t, (_, tenses) in TIMES.items() if tense in tenses])
+            time = r.choice([t for t, (_, tenses) in lexicon.TIMES.items() if tense in tenses])
         return Clause(subj, verb, tense, obj, pp, neg, time, front_time=bool(time) and r.random() < 0.5)
 
     def sentence(self) -> tuple[str, str]:
@@ -309,16 +307,16 @@ class _Sampler:
             c = self.clause()
             return _finish(c.en(), "."), _finish(c.de(), ".")
         if x < 0.65:  # "X knows that ..." (verb-final subordinate clause)
-            main = Clause(self.subject(False, ("person",)), r.choice(EMBEDDING), r.choice(("present", "past")))
+            main = Clause(self.subject(False, ("person",)), r.choice(lexicon.EMBEDDING), r.choice(("present", "past")))
             sub = self.clause(allow_pp=r.random() < 0.5)
             return (_finish(f"{main.en()} that {sub.en()}", "."),
                     _finish(f"{main.de()}, dass {sub.de_sub()}", "."))
         if x < 0.77:  # "X ..., because Y ..."
-            conj = r.choice(list(CONJUNCTIONS))
+            conj = r.choice(list(lexicon.CONJUNCTIONS))
             a = self.clause(allow_pp=False, allow_time=False)
             b = self.clause(allow_pp=r.random() < 0.4)
             return (_finish(f"{a.en()} {conj} {b.en()}", "."),
-                    _finish(f"{a.de()}, {CONJUNCTIONS[conj]} {b.de_sub()}", "."))
+                    _finish(f"{a.de()}, {lexicon.CONJUNCTIONS[conj]} {b.de_sub()}", "."))
         if x < 0.89:  # yes/no question: the finite verb comes first
             c = self.clause(allow_neg=False)
             c.front_time = False
@@ -331,7 +329,7 @@ class _Sampler:
         elif r.random() < 0.3:
             wh = "who"
         else:
-            wh = r.choice(list(WH))
+            wh = r.choice(list(lexicon.WH))
             if wh == "where":
                 c.pp = None  # "where" asks for the place
         if wh == "when":
@@ -388,5 +386,6 @@ def lemmas() -> int:
     """How many lemmas the grammar uses (both languages' content and function words, counted once)."""
     function = ("the a an my not do does did has have will am is are was were that and who what "
                 "I he she we they").split()
-    return (len(NOUNS) + len(ADJECTIVES) + len(NUMBERS) + len(TRANSITIVE) + len(INTRANSITIVE) + len(EMBEDDING)
-            + len(CONJUNCTIONS) + len(PREPOSITIONS) + len(TIMES) + len(WH) + len(function))
+    lists = (lexicon.NOUNS, lexicon.ADJECTIVES, lexicon.NUMBERS, lexicon.TRANSITIVE, lexicon.INTRANSITIVE,
+             lexicon.CONJUNCTIONS, lexicon.PREPOSITIONS, lexicon.TIMES, lexicon.WH, function)
+    return sum(len(x) for x in lists)

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from nmtkit.errors import DataError
 
+from nmtkit.errors import DataError
 
 
 def read_lines(path: str | os.PathLike, *, allow_empty: bool = False, hint: str = "") -> list[str]:

@@ -28,8 +28,8 @@ from typing import Optional
 
 from nmtkit.data.clean import clean_pairs
 from nmtkit.data.text import read_lines, read_parallel
-from nmtkit.files import atomic_path, write_lines_atomic
 from nmtkit.errors import DataError
+from nmtkit.files import atomic_path, write_lines_atomic
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from nmtkit.model.transformer import BOS, EOS, NEG_INF, PAD, Transformer
 from nmtkit.keras2 import import_tf
+from nmtkit.model.transformer import BOS, EOS, NEG_INF, PAD, Transformer
 
 tf = import_tf()
 

@@ -7,8 +7,18 @@ import subprocess
 import sys
 
 import nmtkit.cluster.link as _link
-from nmtkit.cluster.link import (NBYTES, NicCounters, best_of, counter_at, listen, measure_engines, receive,  # noqa: F401
-                                 ring_bytes, send, steady_traffic)
+from nmtkit.cluster.link import (  # noqa: F401
+    NBYTES,
+    NicCounters,
+    best_of,
+    counter_at,
+    listen,
+    measure_engines,
+    receive,
+    ring_bytes,
+    send,
+    steady_traffic,
+)
 
 LINK_PY = _link.__file__  # run by path: the ends import only the standard library
 

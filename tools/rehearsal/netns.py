@@ -32,9 +32,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import tools.rehearsal.probes as probes
 from nmtkit.cluster.link import counter_at
 from nmtkit.errors import NmtkitError
-import tools.rehearsal.probes as probes
 
 SSHD = "/usr/sbin/sshd"
 INSTALL = "apt-get install -y openssh-server iproute2"

@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 
 from nmtkit import config, runs
-from nmtkit.analysis import logs, reference as shipped
+from nmtkit.analysis import logs
+from nmtkit.analysis import reference as shipped
 from nmtkit.files import atomic_write_json, atomic_write_text, read_json, sha256_file
 from tools.rehearsal.netns import RehearsalError
 from tools.rehearsal.run import CODE_ROOT, TINY, Options, Rehearsal, rehearse

@@ -18,11 +18,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from nmtkit import config, runs
-from nmtkit.files import atomic_write_json, atomic_write_text, read_jsonl
-from nmtkit.cluster.link import ring_bytes, steady_traffic
 import tools.rehearsal.link as link
 import tools.rehearsal.probes as probes
+from nmtkit import config, runs
+from nmtkit.cluster.link import ring_bytes, steady_traffic
+from nmtkit.files import atomic_write_json, atomic_write_text, read_jsonl
 from tools.rehearsal.netns import DATA_IFACE, CounterLog, TwoHosts
 from tools.rehearsal.ssh import launcher_traits, start_cluster
 

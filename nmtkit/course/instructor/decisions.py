@@ -15,9 +15,9 @@ from nmtkit import lr
 from nmtkit.analysis.evidence import Options, bleu_tolerance, bytes_per_param, steady_steps
 from nmtkit.analysis.logs import Run, checkpoint_info
 from nmtkit.config import profile
-from nmtkit.course.judgments import plateau_rule
-from nmtkit.model.flops import record_flops
+from nmtkit.course.instructor.judgments import plateau_rule
 from nmtkit.errors import AnalysisError
+from nmtkit.model.flops import record_flops
 
 HOMEWORK = "wmt16-base"  # the homework's configuration: transformer-base, 300,000 steps, warm-up 8,000
 MB, MIB = 1e6, 2 ** 20
@@ -83,7 +83,7 @@ def q4(run: Run, o: Options) -> dict:
 
 
 def measured_bytes_per_step(run: Run, o: Options) -> float:
-    from nmtkit.course.judgments import network
+    from nmtkit.course.instructor.judgments import network
     hosts = network(run, o).get("hosts") or []
     if not hosts:
         raise AnalysisError("network counters of a run with two or more nodes")

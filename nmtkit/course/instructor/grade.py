@@ -26,10 +26,18 @@ import tempfile
 import time
 from pathlib import Path
 
-from nmtkit.files import atomic_write_json, atomic_write_text
-from nmtkit.course.student import (MARKDOWN_STUB, NOTEBOOKS_DIR, cell_source, exercises, grade_id, is_instructor,
-                                   kernel_name, read_notebook)
+from nmtkit.course.student import (
+    MARKDOWN_STUB,
+    NOTEBOOKS_DIR,
+    cell_source,
+    exercises,
+    grade_id,
+    is_instructor,
+    kernel_name,
+    read_notebook,
+)
 from nmtkit.errors import CourseError
+from nmtkit.files import atomic_write_json, atomic_write_text
 
 SKIP_TAG = "grade-skip"
 AFTER_SKIP = "nmtkit_after_grade_skip"  # a graded notebook's cell that follows a skipped one
@@ -55,6 +63,7 @@ def figures(nb) -> dict:
 def assemble(student: dict, instructor: dict, name: str = "notebook") -> dict:
     """The notebook to run: the student's cells, the instructor's check cells (by grade id), no skipped cells."""
     import copy
+
     import nbformat
     ex = exercises(instructor, name)
     checks = {grade_id(instructor.cells[c["check"]]): instructor.cells[c["check"]] for c in ex.values()}
@@ -82,7 +91,7 @@ def assemble(student: dict, instructor: dict, name: str = "notebook") -> dict:
         cells.insert(at, copy.deepcopy(checks[gid]))
         if skipped and (at == len(cells) - 1 or cells[at - 1].metadata.get(AFTER_SKIP)):
             cells[at].metadata[AFTER_SKIP] = True
-    if ex:  # the student's figures, read back for the class report (nmtkit.course.classgrade)
+    if ex:  # the student's figures, read back for the class report (nmtkit.course.instructor.classgrade)
         cells.append(nbformat.v4.new_code_cell(FIGURES_CELL, metadata={"tags": [FIGURES_TAG]}))
     for c in cells:
         if c.cell_type == "code":

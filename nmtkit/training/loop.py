@@ -3,7 +3,7 @@
     summary = train(cfg, "runs/baseline")                          # one process
     summary = train(cfg, run, dist=Horovod(), on_log=publish)     # every Horovod rank (nmtkit.cluster)
 
-Single process and Horovod differ only in `dist` (nmtkit.train.dist). Rank 0 ("chief") writes checkpoints,
+Single process and Horovod differ only in `dist` (nmtkit.training.dist). Rank 0 ("chief") writes checkpoints,
 TensorBoard events, scalars.jsonl, translations and BLEU; every rank decodes its share of each evaluation and
 writes its own ranks/rank<R>.jsonl step times. The run directory and its run.json belong to nmtkit.runs.RunDir.
 The pieces: trainer.py (the step), reporter.py (the log line and rank log), checkpoints.py, evaluate.py,
@@ -20,18 +20,17 @@ from pathlib import Path
 from typing import Callable
 
 from nmtkit.config import Config
+from nmtkit.errors import RunDirError, TrainError
 from nmtkit.model.transformer import count_params
 from nmtkit.runs import MONITOR_DIR, RunDir
-from nmtkit.train.budget import (DEADLINE_ENV, Budget, Plateau, Projection, allocation_end, measured_step_s,
-                                 outlives)
-from nmtkit.train.checkpoints import Checkpoints, DataPosition, _check_resumable, copy_data_files, finished_summary
-from nmtkit.train.dist import Single, set_threads
-from nmtkit.train.evaluate import Evaluator
-from nmtkit.train.metrics import Scalars, peak_flops
-from nmtkit.train.reporter import Reporter
-from nmtkit.train.signals import stop_on_signals
-from nmtkit.train.trainer import Trainer, trainer_for
-from nmtkit.errors import RunDirError, TrainError
+from nmtkit.training.budget import DEADLINE_ENV, Budget, Plateau, Projection, allocation_end, measured_step_s, outlives
+from nmtkit.training.checkpoints import Checkpoints, DataPosition, _check_resumable, copy_data_files, finished_summary
+from nmtkit.training.dist import Single, set_threads
+from nmtkit.training.evaluate import Evaluator
+from nmtkit.training.metrics import Scalars, peak_flops
+from nmtkit.training.reporter import Reporter
+from nmtkit.training.signals import stop_on_signals
+from nmtkit.training.trainer import Trainer, trainer_for
 
 
 def train(cfg: Config, run_dir: str | os.PathLike | RunDir, *, data_dir: str | os.PathLike | None = None, dist=None,

@@ -2,7 +2,7 @@
 
 Every answer is an `Answer` (nmtkit.analysis.questions): its number, the question, the answer in words, the numbers
 it rests on (evidence: the run's measurements, nmtkit.analysis.questions.measured, plus the deciding figures of
-nmtkit.course.decisions), a figure, and, when the logs cannot answer, answered=False with `missing` saying what
+nmtkit.course.instructor.decisions), a figure, and, when the logs cannot answer, answered=False with `missing` saying what
 would be needed. Nothing here guesses: no figure from the config stands in for one that should have been measured.
 Students' copies of the kit leave this module out; the plain report shows only the evidence.
 """
@@ -10,14 +10,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import nmtkit.course.decisions as D
-import nmtkit.course.judgments as J
 import nmtkit.analysis.evidence as E
+import nmtkit.analysis.questions as Q
+import nmtkit.course.instructor.decisions as D
+import nmtkit.course.instructor.judgments as J
 from nmtkit.analysis.evidence import Options  # noqa: F401  Options is part of this module's API
 from nmtkit.analysis.logs import Run
-import nmtkit.analysis.questions as Q
 from nmtkit.analysis.questions import TITLES, Answer, guarded, missing  # noqa: F401  part of the API
 from nmtkit.errors import AnalysisError
+
 
 def q1_time_and_cost(run: Run, fig_dir, o: Options) -> Answer:
     ev, fig = Q.measured(1, run, fig_dir, o)
@@ -316,7 +317,7 @@ def answer(run: Run, number: int, fig_dir: str | Path | None = None, options: Op
 
 def lab_verdict(paths=None, options: Options | None = None) -> str:
     """The kit's reading of the bottleneck lab's runs (the shipped ones by default), in Markdown, from the figures
-    its checks grade against (nmtkit.course.decisions.lab)."""
+    its checks grade against (nmtkit.course.instructor.decisions.lab)."""
     from nmtkit.analysis.lab import shipped
     d = D.lab(list(paths or shipped()), options)
     out = []
@@ -355,7 +356,7 @@ def _hms(seconds: float) -> str:
 def write_instructor_report(runs, out_dir: str | Path | None = None, options: Options | None = None) -> Path:
     """report.md and report.json with the kit's verdicts and the rubric (`nmtkit report --instructor`)."""
     from nmtkit.analysis.report import write_report
-    from nmtkit.course.rubric import RUBRIC
+    from nmtkit.course.instructor.rubric import RUBRIC
     from nmtkit.files import atomic_write_text
     md = write_report(runs, out_dir, options, instructor=True, answers=answer_all, rubric=RUBRIC)
     try:  # notebook 04's lab reads the shipped lab runs, whichever runs this report is about

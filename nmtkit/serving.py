@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Sequence
 
 from nmtkit import runs
+from nmtkit.errors import ExportError
 from nmtkit.files import atomic_write_json
+from nmtkit.keras2 import import_tf
 from nmtkit.model.decode import search
 from nmtkit.model.transformer import BOS, EOS, PAD
-from nmtkit.keras2 import import_tf
-from nmtkit.errors import ExportError
 
 tf = import_tf()
 
@@ -113,8 +113,9 @@ def export(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None,
     anything else, the run directory and other places inside it are refused with ExportError."""
     import shutil
     import tempfile
-    from nmtkit.train.checkpoints import load_model
+
     from nmtkit.errors import TrainError
+    from nmtkit.training.checkpoints import load_model
     run = Path(run_dir)
     if not (run / runs.CONFIG).exists():
         raise ExportError(f"{run}/{runs.CONFIG}: not a run directory (train first, or pass the run's --logdir)")

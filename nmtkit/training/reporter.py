@@ -14,8 +14,8 @@ from nmtkit import runs
 from nmtkit.config import Config
 from nmtkit.files import append_jsonl
 from nmtkit.model.flops import SKIP_STEPS, record_flops
-from nmtkit.train.metrics import Scalars, Window
-from nmtkit.train.trainer import Trainer, tf
+from nmtkit.training.metrics import Scalars, Window
+from nmtkit.training.trainer import Trainer, tf
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Single process vs Horovod: the only place the training code touches Horovod.
 
-The loop in `nmtkit.train.loop` calls these and nothing else, so one step function serves both:
+The loop in `nmtkit.training.loop` calls these and nothing else, so one step function serves both:
 
     rank, size, local_rank, local_size, is_chief   who am I
     mean_all(grads)                    average a step's gradients over ranks
@@ -17,13 +17,11 @@ from __future__ import annotations
 
 import os
 import socket
-
 import sys
 
 from nmtkit.config import choices
-from nmtkit.keras2 import import_tf
 from nmtkit.errors import StackError
-
+from nmtkit.keras2 import import_tf
 
 MAX_TOWERS = 2  # measured on 2-core hosts only (bench/README.md): more towers would each get a smaller batch
 

@@ -6,7 +6,6 @@ A TF checkpoint is `checkpoint` (a text index naming the latest), `<prefix>.inde
 """
 from __future__ import annotations
 
-
 import os
 import re
 import shutil
@@ -15,9 +14,9 @@ from pathlib import Path
 
 from nmtkit import runs
 from nmtkit.config import Config
+from nmtkit.errors import ConfigError, RunDirError, TrainError
 from nmtkit.keras2 import import_tf
 from nmtkit.model.transformer import build
-from nmtkit.errors import ConfigError, RunDirError, TrainError
 
 tf = import_tf()
 

@@ -1,5 +1,5 @@
 """The Keras side of the learning-rate policy (nmtkit.lr holds the formula and the multi-rank factor) and the
-optimizer (the precision and XLA decisions: nmtkit.train.precision).
+optimizer (the precision and XLA decisions: nmtkit.training.precision).
 
 With N ranks the effective batch is N times larger; train.lr_scaling chooses what the learning rate does about
 it: "none" (the homework: unchanged), "sqrt" (x sqrt(N)) or "linear" (x N). See nmtkit.lr.

@@ -25,10 +25,9 @@ from nmtkit.course import student
 from nmtkit.errors import CourseError
 from nmtkit.files import atomic_write_json, atomic_write_text, read_json
 
-ROOT = Path(__file__).resolve().parents[2]  # the instructor's kit (its checkout)
+ROOT = Path(__file__).resolve().parents[3]  # the instructor's kit (its checkout)
 INSTRUCTOR_MODULES = ("decisions", "hidden", "judgments", "verdicts", "rubric", "grade", "classgrade", "release")
-INSTRUCTOR_PATHS = tuple(f"nmtkit/course/{m}.py" for m in INSTRUCTOR_MODULES) + (
-    "docs/instructors.md", "docs/rehearsal.md", "tools/")
+INSTRUCTOR_PATHS = ("nmtkit/course/instructor/", "docs/instructors.md", "docs/rehearsal.md", "tools/")
 # a test that names one of these exercises the instructor's half: it does not apply to the release
 INSTRUCTOR_WORDS = re.compile(r"course[. ]+(?:import\s+[\w, ]*)?\b(?:%s)\b|tools\.rehearsal|instructor|BEGIN SOLUTION"
                               % "|".join(INSTRUCTOR_MODULES))

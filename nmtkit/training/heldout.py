@@ -10,8 +10,8 @@ TensorFlow, the checkpoint's weights and the prepared data (the shipped referenc
 from __future__ import annotations
 
 from pathlib import Path
-from nmtkit.errors import TrainError
 
+from nmtkit.errors import TrainError
 
 
 def eval_mode_losses(run, data_dir: str | Path | None = None, batches: int = 10) -> dict:
@@ -20,9 +20,9 @@ def eval_mode_losses(run, data_dir: str | Path | None = None, batches: int = 10)
     import nmtkit  # noqa: F401  Keras 2 before TensorFlow
     from nmtkit import runs
     from nmtkit.data.pipeline import make_dataset
-    from nmtkit.model.transformer import smoothed_loss
-    from nmtkit.train.checkpoints import load_model
     from nmtkit.keras2 import import_tf
+    from nmtkit.model.transformer import smoothed_loss
+    from nmtkit.training.checkpoints import load_model
     tf = import_tf()
     run = Path(getattr(run, "path", run))
     if not list((run / runs.CHECKPOINTS).glob("*.index")):

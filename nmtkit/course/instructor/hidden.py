@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from nmtkit.course.decisions import decide
+from nmtkit.course.instructor.decisions import decide
 from nmtkit.course.targets import TARGETS, runs_of
 from nmtkit.errors import ExerciseError
 
@@ -50,7 +50,7 @@ def wrong(value, want, tol) -> str | None:
 
 def expected_lab(table, question: str) -> tuple[dict | None, str | None]:
     """The kit's lab figures for `question` on the runs of the student's lab table (its attrs["paths"])."""
-    from nmtkit.course.decisions import lab
+    from nmtkit.course.instructor.decisions import lab
     paths = tuple(table.attrs.get("paths") or ())
     if not paths:
         raise ExerciseError(f"{question}: give the table nk.lab_runs() returned (it knows its runs)")

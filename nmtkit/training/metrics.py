@@ -12,8 +12,8 @@ from nmtkit import runs
 from nmtkit.files import append_jsonl
 from nmtkit.keras2 import import_tf
 from nmtkit.model.flops import train_flops  # noqa: F401  the one count; re-exported for the loop
-from nmtkit.train import peaks
-from nmtkit.train.dist import compute_threads, towers
+from nmtkit.training import peaks
+from nmtkit.training.dist import compute_threads, towers
 
 tf = import_tf()
 
@@ -24,7 +24,7 @@ def peak_flops(precision: str = "float32") -> tuple[float, str]:
     """(peak FLOP/s, where the figure comes from) of one device in the compute dtype `precision` uses, cached per
     process: MFU of a mixed_bfloat16 run is measured against bf16, of a float32 run on an A100 against TF32.
 
-    GPU: the vendor's dense figure for the device model (nmtkit.train.peaks). CPU, or a GPU not in the table:
+    GPU: the vendor's dense figure for the device model (nmtkit.training.peaks). CPU, or a GPU not in the table:
     a matmul in that dtype timed once on this machine (nanoGPT uses a spec sheet; a laptop has none we trust).
     """
     if precision in _PEAK:

@@ -1,7 +1,7 @@
-"""The model, its optimizer and the step functions. `nmtkit.train.loop.train()` drives a Trainer; the pieces
+"""The model, its optimizer and the step functions. `nmtkit.training.loop.train()` drives a Trainer; the pieces
 are public so the cluster code and tests wrap them rather than copy them.
 
-Single process and Horovod differ only in `dist` (nmtkit.train.dist): it averages the step's gradients over
+Single process and Horovod differ only in `dist` (nmtkit.training.dist): it averages the step's gradients over
 ranks and broadcasts rank 0's variables before the first step.
 """
 from __future__ import annotations
@@ -10,14 +10,14 @@ import dataclasses
 import json
 
 from nmtkit.config import Config
+from nmtkit.doctor import gpu_memory
 from nmtkit.keras2 import import_tf
 from nmtkit.model.decode import Searcher
-from nmtkit.model.transformer import build, smoothed_loss
-from nmtkit.train.dist import Single, towers
-from nmtkit.doctor import gpu_memory
 from nmtkit.model.memory import fit
-from nmtkit.train.precision import decide_precision, use_xla
-from nmtkit.train.schedule import make_optimizer, make_schedule
+from nmtkit.model.transformer import build, smoothed_loss
+from nmtkit.training.dist import Single, towers
+from nmtkit.training.precision import decide_precision, use_xla
+from nmtkit.training.schedule import make_optimizer, make_schedule
 
 tf = import_tf()
 

@@ -81,6 +81,7 @@ def write_bf16_speed(path: Path, shapes: dict, command: str, flags=None) -> Path
     --record-bf16). The other classes' records in the file stay."""
     import platform
     from datetime import date
+
     from nmtkit.files import atomic_write_json
     flags = cpu_flags() if flags is None else set(flags)
     kind = cpu_class(flags) or "no native bf16"

@@ -101,7 +101,7 @@ def cache_path() -> Path:
 def timed_matmul(tf, dtype: str, n: int | None = None, reps: int = 3, trials: int = 4, parts: int = 1) -> float:
     """Best FLOP/s of an n x n matmul in `dtype` (a tf.function), best of a few trials: the machine may be busy.
     Without n: the largest of 512/1024/2048 whose matmul stays under ~0.1 s (fp16 is emulated, slow, on CPUs).
-    `parts` matmuls side by side, as a step of that many towers runs (nmtkit.train.dist.towers): with one thread
+    `parts` matmuls side by side, as a step of that many towers runs (nmtkit.training.dist.towers): with one thread
     an op, one matmul would time one core of the cores the step uses."""
     mm = tf.function(lambda ab: tf.add_n([tf.reduce_sum(tf.cast(tf.matmul(a, b), tf.float32)) for a, b in ab]))
 

@@ -1,7 +1,7 @@
 """The kit's yes/no judgments on the evidence: the rules that turn a run's measurements into a verdict (plateaued,
 overfitting, busy, bottleneck). The course's half: the plain report and a student's release carry the measurements
-(nmtkit.analysis) and leave the judging to the student; the instructor's verdicts (nmtkit.course.verdicts) and
-decisions (nmtkit.course.decisions) add these.
+(nmtkit.analysis) and leave the judging to the student; the instructor's verdicts (nmtkit.course.instructor.verdicts) and
+decisions (nmtkit.course.instructor.decisions) add these.
 """
 from __future__ import annotations
 
@@ -12,7 +12,15 @@ import pandas as pd
 
 import nmtkit.analysis.machines as M
 from nmtkit import monitor
-from nmtkit.analysis.evidence import Options, bleu_tolerance, bytes_per_param, loss_gap_table, steady_steps, step_times, tokens_per_s
+from nmtkit.analysis.evidence import (
+    Options,
+    bleu_tolerance,
+    bytes_per_param,
+    loss_gap_table,
+    steady_steps,
+    step_times,
+    tokens_per_s,
+)
 from nmtkit.analysis.logs import Run
 
 

@@ -2,7 +2,7 @@
 
 DIR holds one sub-directory per student (its name is the student's), each with the student's NN_*.ipynb and, when
 they handed it in, their `workspace/` (its runs are then graded instead of the reference run). Each submission is
-graded by `nmtkit.course.grade.grade` in a process of its own (`--jobs`, default the cores); one that fails (no
+graded by `nmtkit.course.instructor.grade.grade` in a process of its own (`--jobs`, default the cores); one that fails (no
 notebooks, a file that is not a notebook) gets one line in the table and never stops the others. OUTDIR receives:
 
     grades.csv         one row per student: points per exercise (columns <nb>-<q>), total, manual, error
@@ -33,7 +33,7 @@ def submissions(class_dir: Path) -> list[Path]:
 
 def grade_one(sub: Path, out_dir: Path, only: tuple = ()) -> dict:
     """One student's grades, or the one line that says why there are none (the traceback goes to a log)."""
-    from nmtkit.course.grade import grade
+    from nmtkit.course.instructor.grade import grade
     students = out_dir / "students"
     ws = sub / WORKSPACE if (sub / WORKSPACE / "runs").is_dir() else None
     try:
@@ -119,7 +119,7 @@ def expected_figures() -> dict:
     """The kit's figures on what a default grading reads: the reference run's questions, the lab's shipped runs."""
     from nmtkit.analysis import load_run, reference_run
     from nmtkit.analysis.lab import shipped
-    from nmtkit.course.decisions import decide, lab
+    from nmtkit.course.instructor.decisions import decide, lab
     out = {q: v for q, v in decide(load_run(reference_run())).items() if q != "missing"}
     out.update({q: v for q, v in lab(shipped()).items() if q.startswith("lab_")})
     return out
