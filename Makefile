@@ -27,7 +27,7 @@ UNIT_WORKERS ?= 3
 # the venv's tools (tensorboard, ipengine, jupyter) for kernels and engines, without activating it
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: setup demo test unit notebooks lab trust student doctor bench clean rehearsal gpu-check
+.PHONY: setup demo test test-all unit notebooks lab trust student doctor bench clean rehearsal gpu-check
 
 # Records a non-default env for the next make (atomically: temp file + rename); the default .venv clears the record.
 setup:
@@ -43,11 +43,15 @@ demo: setup
 test: setup
 	@bash scripts/test.sh
 
+# what CI runs: `make test`, then the heavy suites in tests/heavy/ (Docker images, the release's set-up, GPU-mode build)
+test-all: setup
+	@PY='$(PY)' bash scripts/test-all.sh
+
 # UNIT_WORKERS workers (3 on 2 cores: while one waits on a deadline or a launch, the others keep both cores busy; 2
 # left a core idle ~15% of the run), a test file per worker at a time (module fixtures and a file's order hold);
 # the slowest 15 listed
 unit:
-	$(PY) -m pytest tests/ -q -n $(UNIT_WORKERS) --dist loadfile --durations=15 --junitxml=.test-logs/unit.xml
+	$(PY) -m pytest tests/ --ignore=tests/heavy -q -n $(UNIT_WORKERS) --dist loadfile --durations=15 --junitxml=.test-logs/unit.xml
 
 # Grading mode: every notebook runs in order; NBVAL_CHECK_OUTPUT cells must match their committed outputs.
 notebooks:
