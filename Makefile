@@ -27,7 +27,7 @@ UNIT_WORKERS ?= 3
 # the venv's tools (tensorboard, ipengine, jupyter) for kernels and engines, without activating it
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: setup demo test test-all unit notebooks lab trust student doctor bench clean rehearsal gpu-check
+.PHONY: setup demo test test-all unit notebooks lab trust student doctor bench clean rehearsal gpu-check image image-save
 
 # Records a non-default env for the next make (atomically: temp file + rename); the default .venv clears the record.
 setup:
@@ -87,6 +87,26 @@ bench: setup
 # The two-VM path on one machine (root, openssh-server): two SSH-reached hosts, 4 ranks; see docs/rehearsal.md.
 rehearsal: setup
 	$(PY) -m tools.rehearsal
+
+# The course as one container image (Dockerfile; README.md says how students run it). Built from the kit it is the
+# instructor's image; from a release (`nmtkit release --out DIR`, then `make image` in DIR) the students'. Needs
+# Debian's docker.io (DOCKER=/usr/bin/docker: BuildKit) and the base image (scripts/base-image.sh: pulled, or made
+# from Debian's packages where no registry is reachable); the Python packages come from wheelhouse/, filled here.
+DOCKER ?= /usr/bin/docker
+KIND := $(if $(wildcard nmtkit/course/instructor/__init__.py),instructor,students)
+IMAGE ?= nmtkit-$(KIND):latest
+KIT_COMMIT ?= $(shell cat COMMIT 2>/dev/null || git rev-parse HEAD 2>/dev/null || echo unknown)
+image:
+	DOCKER=$(DOCKER) bash scripts/base-image.sh
+	PY=$(if $(wildcard $(PY)),$(PY),python3) bash scripts/wheelhouse.sh
+	printf 'FROM scratch\nCOPY . /\n' | DOCKER_BUILDKIT=1 $(DOCKER) build -q -t nmtkit-wheelhouse:latest -f - wheelhouse
+	DOCKER_BUILDKIT=1 $(DOCKER) build --network host --build-arg KIT_COMMIT=$(KIT_COMMIT) --build-arg KIT_KIND=$(KIND) \
+		-t $(IMAGE) .
+
+# The image as one file to hand out (USB stick, course page): `docker load -i nmtkit-image.tar.gz` on the laptop
+IMAGE_FILE ?= nmtkit-image.tar.gz
+image-save:
+	$(DOCKER) save $(IMAGE) | gzip -1 > $(IMAGE_FILE).tmp && mv $(IMAGE_FILE).tmp $(IMAGE_FILE)
 
 clean:
 	rm -rf notebooks/workspace runs .pytest_cache student

@@ -26,9 +26,16 @@ if [ ! -x "$VENV/bin/python" ]; then
   Install it: sudo apt-get install -y python3.11 python3.11-venv python3.11-dev   (or set PYTHON=/path/to/python3.11)"
   "$PY" -c 'import venv, ensurepip' 2>/dev/null || die "$PY lacks venv/ensurepip: sudo apt-get install -y python3.11-venv"
 fi
-command -v c++ >/dev/null 2>&1 || command -v g++ >/dev/null 2>&1 ||
-  die "no C++ compiler (Horovod is compiled at install time): sudo apt-get install -y g++ make"
-command -v make >/dev/null 2>&1 || die "make not found: sudo apt-get install -y make"
+# Wheel given (the image's final stage, Dockerfile): NMTKIT_HOROVOD_WHEEL names a Horovod wheel built for this
+# TensorFlow pin and Python (the builder stage's); it is installed as it is, so no compiler or make is needed.
+HVD_WHEEL=${NMTKIT_HOROVOD_WHEEL:-}
+if [ -n "$HVD_WHEEL" ]; then
+  [ -f "$HVD_WHEEL" ] || die "NMTKIT_HOROVOD_WHEEL=$HVD_WHEEL: no such wheel (unset it to compile Horovod here)"
+else
+  command -v c++ >/dev/null 2>&1 || command -v g++ >/dev/null 2>&1 ||
+    die "no C++ compiler (Horovod is compiled at install time): sudo apt-get install -y g++ make"
+  command -v make >/dev/null 2>&1 || die "make not found: sudo apt-get install -y make"
+fi
 
 # GPU nodes (the real homework): TensorFlow with its CUDA libraries and Horovod with NCCL operations.
 # NMTKIT_GPU=auto (default) means: a GPU node when nvidia-smi lists a GPU.
@@ -237,11 +244,17 @@ say "$TF_PIN $TFK_PIN (first: Horovod compiles against it)"
 # RECORD, not only its version), and on GPU nodes the NCCL files, the CUDA toolkit and the GPUs' architectures.
 # A wheel built under any other configuration is never reused; the venv's stamp holds the key it was built for.
 horovod_plan
-if [ "${NMTKIT_REBUILD_HOROVOD:-0}" = 1 ]; then
+if [ -n "$HVD_WHEEL" ]; then  # wheel given: installed as it is (the caller built it for this configuration)
+  say "Horovod from the given wheel $(basename "$HVD_WHEEL") (no compiler needed)"
+  "${PIP[@]}" install --force-reinstall --no-deps "$HVD_WHEEL"
+  echo "$HVD_KEY" > "$VENV/.horovod-tf"
+elif [ "${NMTKIT_REBUILD_HOROVOD:-0}" = 1 ]; then
   say "NMTKIT_REBUILD_HOROVOD=1: dropping the cached wheel $CACHE"
   rm -rf "$CACHE" "$VENV/.horovod-tf"
 fi
-if hvd_ok && [ -f "$VENV/.horovod-tf" ] && [ "$(cat "$VENV/.horovod-tf")" = "$HVD_KEY" ]; then
+if [ -n "$HVD_WHEEL" ]; then
+  :
+elif hvd_ok && [ -f "$VENV/.horovod-tf" ] && [ "$(cat "$VENV/.horovod-tf")" = "$HVD_KEY" ]; then
   say "Horovod $HVD_VER already built for this configuration ($HVD_KEY)"
 else
   if ls "$CACHE"/horovod-*.whl >/dev/null 2>&1 && [ "$(cat "$CACHE/configuration.txt" 2>/dev/null)" = "$HVD_DESC" ]; then
@@ -256,7 +269,8 @@ fi
 say "nmtkit and its pinned dependencies (pyproject.toml [dev])"
 # The horovod extra is satisfied by the wheel installed above (--no-deps); naming it here brings in Horovod's
 # own dependencies (cloudpickle, pyyaml, ...) without rebuilding it.
-"${PIP[@]}" install -e ".[dev,build,horovod]"
+# NMTKIT_EXTRAS adds extras of pyproject.toml (the image: hub, for jupyterhub-singleuser)
+"${PIP[@]}" install -e ".[dev,build,horovod${NMTKIT_EXTRAS:+,$NMTKIT_EXTRAS}]"
 
 # --- verify the build: TensorFlow and Gloo present, else a clear error ------------------------------------
 NMTKIT_GPU=$GPU "$VPY" - <<'PY' || die "Horovod is installed but not usable (see above). Force a rebuild: NMTKIT_REBUILD_HOROVOD=1 make setup"

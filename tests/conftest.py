@@ -67,3 +67,20 @@ def trained_run(nmt_data, tmp_path_factory):
     run = tmp_path_factory.mktemp("trained") / "run"
     shutil.copytree(shared / "run", run)
     return run, json.loads((shared / "summary.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def checkpoint_dir(tmp_path_factory):
+    """A real TF checkpoint (model + Adam, one step applied) and the model's parameter count."""
+    from nmtkit.keras2 import import_tf
+    tf = import_tf()
+    model = tf.keras.Sequential([tf.keras.layers.Dense(64, input_shape=(32,)), tf.keras.layers.Dense(16)])
+    opt = tf.keras.optimizers.Adam()
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(model(tf.ones((2, 32))))
+    opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    d = tmp_path_factory.mktemp("ckpt") / "checkpoints"
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model, optimizer=opt), str(d), max_to_keep=2)
+    manager.save()
+    manager.save()
+    return d, model.count_params()

@@ -27,27 +27,12 @@ def _corpus_that_cleans_to_nothing(d):
             "--train-tgt", str(d / "tr.de"), "--dev-src", str(d / "dv.en"), "--dev-tgt", str(d / "dv.de")]
 
 
-def _bad_notebook(d):
-    (d / "sub").mkdir()
-    (d / "sub" / "04_monitoring_analysis.ipynb").write_text("{not json")
-    return ["grade", "--submission", str(d / "sub")]
-
-
-def _notebook_that_is_a_directory(d):
-    (d / "sub" / "04_monitoring_analysis.ipynb").mkdir(parents=True)
-    return ["grade", "--submission", str(d / "sub")]
-
-
 CASES = {  # name -> (make the input in tmp dir d -> argv, words the one line must hold)
     "prepare --data FILE": (lambda d: (d / "f").write_text("x") and ["prepare", "--profile", "tiny", "--data", str(d / "f")],
                             ["a file where the data directory belongs"]),
     "prepare --data FILE/sub": (lambda d: (d / "f").write_text("x") and ["prepare", "--profile", "tiny", "--data",
                                                                           str(d / "f" / "sub")],
                                 ["a file where a directory belongs"]),
-    "grade a non-JSON notebook": (_bad_notebook, ["04_monitoring_analysis.ipynb", "not a notebook"]),
-    "grade a notebook that is a directory": (_notebook_that_is_a_directory, ["a directory where a file belongs"]),
-    "grade --submission FILE": (lambda d: (d / "f").write_text("x") and ["grade", "--submission", str(d / "f")],
-                                ["not a directory"]),
     "report --run FILE": (lambda d: (d / "f").write_text("x") and ["report", "--run", str(d / "f")], ["f"]),
     "train --logdir FILE": (lambda d: (d / "f").write_text("x") and ["train", "--profile", "tiny", "--logdir",
                                                                      str(d / "f")], ["f"]),
@@ -88,26 +73,6 @@ def test_a_full_disk_names_the_file_and_the_fix(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 1 and len(err) == 1 and "internal error" not in err[0], err
     assert "No space left on device" in err[0] and "free disk space" in err[0] and str(tmp_path / "data") in err[0]
-
-
-def test_an_unreadable_notebook_names_the_file(tmp_path, monkeypatch, capsys):
-    from nmtkit.course.student import NOTEBOOKS_DIR
-    sub = tmp_path / "sub"
-    sub.mkdir()
-    (sub / "04_monitoring_analysis.ipynb").write_text((NOTEBOOKS_DIR / "04_monitoring_analysis.ipynb").read_text())
-    import io
-    real_open = io.open
-
-    def no_permission(file, *a, **k):  # as root nothing is unreadable: a patched open stands in for chmod 000
-        if str(file).startswith(str(sub)):
-            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(file))
-        return real_open(file, *a, **k)
-    monkeypatch.setattr("builtins.open", no_permission)
-    monkeypatch.setattr(io, "open", no_permission)
-    rc = cli.main(["grade", "--submission", str(sub)])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert rc == 1 and len(err) == 1 and "internal error" not in err[0], err
-    assert "Permission denied" in err[0] and "04_monitoring_analysis.ipynb" in err[0]
 
 
 def test_the_clean_counts_say_why_each_pair_went(tmp_path):

@@ -6,12 +6,9 @@ Range requests, and can cut a response short once to simulate an interrupted dow
 import dataclasses
 import hashlib
 import io
-import re
 import tarfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
-from unittest import mock
 
 import pytest
 
@@ -105,7 +102,8 @@ def _archives(bad_europarl_de: bytes | None = None):
     ep, cc, nc, dev, test = pairs[:120], pairs[120:240], pairs[240:300], pairs[300:350], pairs[350:400]
     ep_en = [e for e, _ in ep] + ["", "word " * 90, "a b c d e f g h i j k"]   # empty, too long, ratio
     ep_de = [d for _, d in ep] + ["leer", "Wort " * 90, "x"]
-    crlf = lambda data: data.replace(b"\n", b"\r\n")
+    def crlf(data):
+        return data.replace(b"\n", b"\r\n")
     return {
         "training-parallel-europarl-v7.tgz": _tgz({"training/europarl-v7.de-en.en": _text(ep_en),
                                                    "training/europarl-v7.de-en.de": bad_europarl_de or _text(ep_de),
@@ -336,19 +334,3 @@ def test_local_directory_as_base_url(tmp_path):
     path = wmt.download(str(src / "f.tgz"), tmp_path / "out" / "f.tgz", size=300, progress=False)
     assert path.read_bytes() == b"abc" * 100
 
-
-def test_the_docs_quote_the_one_computed_disk_need():
-    assert wmt.disk_need_bytes() == int(wmt.DISK_FACTOR * sum(s.approx_bytes for s in wmt.SOURCES))
-    assert 1e9 < wmt.download_bytes() < wmt.disk_need_bytes()  # the pins sum to GBs; preparing needs more than that
-    assert wmt.DISK_NEED_GB == round(wmt.disk_need_bytes() / 1e9, 1)
-    root = Path(__file__).resolve().parents[1]
-    for doc in ("data/README.md", "docs/instructors.md"):
-        text = " ".join((root / doc).read_text().split())  # a figure may be wrapped across lines
-        need = re.findall(r"([\d.]+) GB (?:of )?free", text)
-        downloads = re.findall(r"downloads ([\d.]+) GB|([\d.]+) GB of downloads", text)
-        assert need and {float(x) for x in need} == {wmt.DISK_NEED_GB}, (doc, need)
-        assert downloads and {float(a or b) for a, b in downloads} == {wmt.DOWNLOAD_GB}, (doc, downloads)
-    # prepare's refusal, with nothing downloaded yet, names the same figure
-    with mock.patch.object(wmt, "disk_free", return_value=0), \
-            pytest.raises(DataError, match=f"needs about {wmt.DISK_NEED_GB:.1f} GB free"):
-        wmt.check_disk(root / "no-such-dir", wmt.SOURCES)

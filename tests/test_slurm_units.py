@@ -1,7 +1,7 @@
 """The Slurm launcher's decisions without a Slurm: which GPU each engine pins (faked CUDA_VISIBLE_DEVICES), Slurm's
 time formats, the allocation's end as a stop rule, the batch script ipyparallel's launcher writes from the config,
 the srun step inside an allocation, the config's rules and one-line errors, and the lifeline's scancel on the
-driver's death. tests/test_slurm.py runs the real thing."""
+driver's death. tests/instructor/test_slurm.py runs the real thing."""
 from __future__ import annotations
 
 import os

@@ -24,7 +24,7 @@ from nmtkit.course.instructor.decisions import decide, lab
 from nmtkit.course.instructor.rubric import RUBRIC
 from nmtkit.course.instructor.verdicts import NCCL_WAIT, NVML_MEANING
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NB04 = "04_monitoring_analysis.ipynb"
 NUMBER = re.compile(r"(?<![\w.])[-+]?\d[\d,_]*\.?\d*(?:[eE][-+]?\d+)?")
 # the reference run's own logs, as the run wrote them (they hold its measurements, as a student's run would)

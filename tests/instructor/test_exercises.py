@@ -16,7 +16,7 @@ from nmtkit.course.exercises import check, check_lr, check_plan
 from nmtkit.course.student import is_instructor
 from nmtkit.errors import ExerciseError
 
-NB = Path(__file__).resolve().parents[1] / "notebooks"
+NB = Path(__file__).resolve().parents[2] / "notebooks"
 
 
 def reference_analysis(out_dir):

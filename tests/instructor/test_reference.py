@@ -18,7 +18,7 @@ from nmtkit.analysis.reference import FORBIDDEN, manifest
 from nmtkit.errors import AnalysisError, NmtkitError
 from nmtkit.files import sha256_file
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 REF = reference_run()
 
 # Analyse the reference run in a fresh process and print every answer as JSON (figures too, into argv[1]).

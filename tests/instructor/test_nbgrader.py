@@ -14,7 +14,7 @@ from nmtkit.course.student import NOTEBOOKS_DIR, grade_id, nbgrader_source
 
 nbgrader = pytest.importorskip("nbgrader", reason="nbgrader is not installed (pip install -e .[dev] brings it)")
 NB04 = "04_monitoring_analysis.ipynb"
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def nbgrader_cmd(course: Path, *args, env=None):

@@ -12,7 +12,7 @@ import pytest
 from nmtkit import notebook as nb
 from nmtkit.analysis.report import NO_RUNS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def committed_stream(notebook: str, first_line: str) -> str:

@@ -1,0 +1,58 @@
+# The course in one image, for any laptop with Docker (macOS, Windows, Linux; linux/amd64 and linux/arm64) and for a
+# class's hub. Two images from this one file: the instructor's, built from the kit, and the students', built from a
+# release (`nmtkit release --out DIR`, then `make image` there). `make image` fills wheelhouse/ first
+# (scripts/wheelhouse.sh) and makes it an image: the build installs from it with --no-index, offline, and needs BuildKit
+# (DOCKER_BUILDKIT=1) for its bind mounts. The only install path is scripts/setup.sh, with pyproject.toml's pins.
+ARG BASE=debian:bookworm-slim
+# wheelhouse/ as an image (`make image` makes it: FROM scratch, the wheels at /): read through bind mounts, never
+# copied into a layer
+ARG WHEELHOUSE=nmtkit-wheelhouse:latest
+FROM ${WHEELHOUSE} AS wheelhouse
+
+# --- the builder: a compiler, and Horovod built against the pinned TensorFlow (or set-up's cached wheel) -------------
+FROM ${BASE} AS builder
+RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      python3 python3-venv python3-dev g++ make && rm -rf /var/lib/apt/lists/*
+WORKDIR /opt/nmtkit
+COPY pyproject.toml ./
+COPY scripts/setup.sh scripts/
+COPY nmtkit/ nmtkit/
+# set-up's Horovod wheel cache, filled on the host (wheelhouse/nmtkit-wheels/): a wheel built for the same
+# configuration is reused, else set-up compiles it here
+RUN --mount=type=bind,from=wheelhouse,target=/wheelhouse \
+    { cp -r /wheelhouse/nmtkit-wheels /tmp/wheels 2>/dev/null || mkdir -p /tmp/wheels; } && \
+    PIP_NO_INDEX=1 PIP_FIND_LINKS=/wheelhouse NMTKIT_WHEEL_CACHE=/tmp/wheels NMTKIT_GPU=0 VENV=/opt/venv \
+      bash scripts/setup.sh && mkdir -p /horovod && cp /tmp/wheels/horovod-*/horovod-*.whl /horovod/
+
+# --- the image students get: no compiler, Horovod's wheel only ------------------------------------------------------
+FROM ${BASE}
+ARG NB_USER=jovyan
+ARG NB_UID=1000
+ARG KIT_COMMIT=unknown
+ARG KIT_KIND=instructor
+LABEL org.opencontainers.image.title="nmtkit" org.opencontainers.image.revision="${KIT_COMMIT}" \
+      nmtkit.kind="${KIT_KIND}"
+RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      python3 python3-venv make procps iproute2 && rm -rf /var/lib/apt/lists/* && \
+    useradd --create-home --shell /bin/bash --uid "${NB_UID}" "${NB_USER}"
+ENV NB_USER=${NB_USER} NB_UID=${NB_UID} HOME=/home/${NB_USER} VENV=/opt/venv PATH=/opt/venv/bin:${PATH} \
+    TF_USE_LEGACY_KERAS=1 NMTKIT_PROFILE=tiny NMTKIT_COPY_NOTEBOOKS=1
+WORKDIR /opt/nmtkit
+# the install layers first (the package and its pins): a notebook change rebuilds only the layers after them
+COPY pyproject.toml ./
+COPY scripts/setup.sh scripts/
+COPY nmtkit/ nmtkit/
+COPY --from=builder /horovod/ /tmp/horovod/
+RUN --mount=type=bind,from=wheelhouse,target=/wheelhouse \
+    w=$(ls /tmp/horovod/horovod-*.whl) && \
+    PIP_NO_INDEX=1 PIP_FIND_LINKS=/wheelhouse NMTKIT_HOROVOD_WHEEL="$w" NMTKIT_EXTRAS=hub NMTKIT_GPU=0 \
+      VENV=/opt/venv bash scripts/setup.sh && rm -rf /tmp/horovod /root/.cache
+# the course itself: everything else of the kit (or the release)
+COPY . /opt/nmtkit/
+RUN echo "${KIT_COMMIT}" > /opt/nmtkit/COMMIT && \
+    install -m 755 docker/start.sh /usr/local/bin/nmtkit-start && chmod -R a+rX /opt/nmtkit
+USER ${NB_UID}
+WORKDIR /home/${NB_USER}
+EXPOSE 8888
+ENTRYPOINT ["/usr/local/bin/nmtkit-start"]
+CMD ["jupyter", "lab", "--ip=0.0.0.0", "--port=8888", "--no-browser", "--ServerApp.root_dir=/home/jovyan/work"]
