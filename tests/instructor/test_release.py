@@ -4,6 +4,7 @@ formative and cannot be searched; its notebook 04 runs with the instructor's sol
 submission grades in this kit with the hidden checks."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -85,6 +86,13 @@ def test_the_release_holds_no_solution_verdict_rubric_or_expected_figure(kit, fi
     assert not names & {f"{m}.py" for m in release.INSTRUCTOR_MODULES}, names
     assert {"exercises.py", "student.py"} <= names
     assert not (kit / "docs" / "instructors.md").exists() and not (kit / "tools").exists()
+    # the one list of what the release leaves out (release.LEFT_OUT): none of it is in the release, all of it is here
+    assert {"nmtkit/course/instructor/", "tests/instructor/", "docs/instructors.md", "docs/rehearsal.md",
+            "tools/"} <= set(release.LEFT_OUT)
+    for rel in release.LEFT_OUT:
+        assert (ROOT / rel).exists() and not (kit / rel).exists(), rel
+    assert not [t for t in (kit / "tests").rglob("*.py") if re.search(r"nmtkit\.course\.instructor|tools\.rehearsal|"
+                                                                      r"\"grade\"|nmtkit grade", t.read_text())]
     instructor = student.read_notebook(ROOT / "notebooks" / NB04)
     model_answers = [line.strip() for c in instructor.cells if (student.role(c) or ("", "", ""))[2] == "verdict"
                      for line in re.findall(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", c.source, re.S)[0].split("\n")
@@ -253,3 +261,32 @@ def test_q4_fails_with_every_weight_on_both_sides_and_passes_per_side(tmp_path):
     from nmtkit.model.flops import steady_mfu
     assert steady_mfu(named.to_dict("records"), m, vocab, peak) == pytest.approx(flops / step_s / peak, rel=0.01)
     assert s["mfu"] == pytest.approx(flops / step_s / peak, rel=0.01)
+
+
+def test_the_manifests_checksums_match_the_files_the_release_ships(kit):
+    manifests = sorted((kit / "nmtkit" / "reference").glob("*/manifest.json"))
+    assert len(manifests) >= 10
+    wrong = []
+    for m in manifests:
+        for rel, want in json.loads(m.read_text())["files"].items():
+            data = (m.parent / rel).read_bytes()
+            if (len(data), hashlib.sha256(data).hexdigest()) != (want["bytes"], want["sha256"]):
+                wrong.append(f"{m.parent.name}/{rel}")
+    assert not wrong, wrong
+
+
+# what the release names that it lacks: the instructor's docs and tools, `nmtkit grade`, the instructor's tests
+LACKS = re.compile(r"instructors\.md|rehearsal\.md|nmtkit grade|tools/rehearsal|tools\.rehearsal|tests/instructor/|"
+                   r"make rehearsal|make student\b|nmtkit release")
+
+
+def test_no_doc_in_the_release_names_a_file_or_command_it_lacks(kit):
+    readme = (kit / "README.md").read_text()
+    assert "docker run --rm -p 127.0.0.1:8888:8888 -v nmtkit-work:/home/jovyan/work" in readme
+    assert "make setup" in readme and "5 GB" in readme and (kit / "Dockerfile").is_file()
+    assert (kit / "COMMIT").read_text().strip() and release.kit_commit(ROOT).split("+")[0] in (kit / "COMMIT").read_text()
+    named = [(p.relative_to(kit).as_posix(), n, line.strip()[:100]) for p in sorted(kit.rglob("*.md"))
+             if not RUN_LOGS.search(p.relative_to(kit).as_posix())
+             for n, line in enumerate(p.read_text().splitlines(), 1) if LACKS.search(line)]
+    assert not named, named
+

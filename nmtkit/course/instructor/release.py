@@ -2,18 +2,20 @@
 source/release split makes an assignment's release: the same set-up, package, tests that apply and student docs,
 with the student copies of the notebooks in notebooks/, and without anything that holds or computes an answer.
 
-Left out: the instructor's notebooks (replaced by their student copies: solutions stubbed, instructor cells and
-outputs gone), the course's decisions, hidden checks, judgments, verdicts, rubric and grader (INSTRUCTOR_MODULES;
-the release's `nk.check` then checks the form of a figure only), the instructor's docs and tools (the rehearsal
-that makes reference runs), and the tests that exercise those. The shipped reference runs keep their logs as the
-runs wrote them; their manifests and READMEs are reduced to how each run was made (the instructor's manifest also
-holds checks and derived figures such as the ring model's bytes).
+Left out (LEFT_OUT, the one list): the instructor's notebooks (replaced by their student copies: solutions
+stubbed, instructor cells and outputs gone), the course's decisions, hidden checks, judgments, verdicts, rubric and
+grader (INSTRUCTOR_MODULES; the release's `nk.check` then checks the form of a figure only), the instructor's docs
+and tools (the rehearsal that makes reference runs), and the tests that need those (tests/instructor/). The README
+is the students' (docs/students-readme.md). The shipped reference runs keep their logs as the runs wrote them; their
+manifests and READMEs are reduced to how each run was made (the instructor's manifest also holds checks and derived
+figures such as the ring model's bytes), the manifests' checksums those of the files shipped.
 
 The full kit stays the instructor's: `nmtkit grade` runs there, with the hidden checks. Nothing is written into a
 directory that exists and is not empty.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -27,15 +29,18 @@ from nmtkit.files import atomic_write_json, atomic_write_text, read_json
 
 ROOT = Path(__file__).resolve().parents[3]  # the instructor's kit (its checkout)
 INSTRUCTOR_MODULES = ("decisions", "hidden", "judgments", "verdicts", "rubric", "grade", "classgrade", "release")
-INSTRUCTOR_PATHS = ("nmtkit/course/instructor/", "docs/instructors.md", "docs/rehearsal.md", "tools/")
-# a test that names one of these exercises the instructor's half: it does not apply to the release
-INSTRUCTOR_WORDS = re.compile(r"course[. ]+(?:import\s+[\w, ]*)?\b(?:%s)\b|tools\.rehearsal|instructor|BEGIN SOLUTION"
-                              % "|".join(INSTRUCTOR_MODULES))
+# What the release leaves out, the one list (tests/instructor/test_release.py reads it too): the instructor's two
+# folders (the modules above; every test that needs them, the instructor's notebooks or tools/), the instructor's
+# docs (the terminal lab's runs on the rehearsal's hosts), tools/ (the rehearsal that makes reference runs), the
+# students' README's source (it becomes README.md), and
+# the fields of a reference run's manifest that hold the rehearsal's checks and derived figures (the ring model's
+# bytes, their ratio to the counted bytes: question 5's answer).
+LEFT_OUT = ("nmtkit/course/instructor/", "tests/instructor/", "docs/instructors.md", "docs/rehearsal.md", "tools/",
+            "docs/students-readme.md", "docs/terminal-lab.md")
+MANIFEST_DROPS = ("checks", "bytes_per_step_by_counters")
+STUDENT_README = "docs/students-readme.md"  # the release's README.md
 SKIP_DIRS = {".git", ".venv", "workspace", "student", "__pycache__", ".ipynb_checkpoints", "nmtkit.egg-info",
              ".pytest_cache", "build", "dist"}
-# a reference run's manifest keeps how the run was made: the rehearsal's checks and its derived figures (the ring
-# model's bytes, their ratio to the counted bytes: question 5's answer) stay with the instructor
-MANIFEST_DROPS = ("checks", "bytes_per_step_by_counters")
 
 
 def kit_files(root: Path = ROOT) -> list[str]:
@@ -54,23 +59,39 @@ def kit_files(root: Path = ROOT) -> list[str]:
     return sorted(found)
 
 
-def instructor_only(rel: str, text: str | None) -> bool:
-    """Whether a kit file stays with the instructor."""
-    if any(rel == p or (p.endswith("/") and rel.startswith(p)) for p in INSTRUCTOR_PATHS):
-        return True
-    if rel.startswith("notebooks/") and rel.endswith(".ipynb"):
-        return False  # replaced by its student copy
-    return rel.startswith("tests/") and rel.endswith(".py") and text is not None and bool(INSTRUCTOR_WORDS.search(text))
+def instructor_only(rel: str) -> bool:
+    """Whether a kit file stays with the instructor (LEFT_OUT)."""
+    return any(rel == p or (p.endswith("/") and rel.startswith(p)) for p in LEFT_OUT)
 
 
-def reduced_manifest(manifest: dict) -> dict:
-    return {k: v for k, v in manifest.items() if k not in MANIFEST_DROPS}
+def reduced_manifest(manifest: dict, readme: str | None = None) -> dict:
+    """The manifest without the instructor's fields; given the reduced README's text, its listed size and checksum
+    are that file's (the manifest lists every file of the run)."""
+    out = {k: v for k, v in manifest.items() if k not in MANIFEST_DROPS}
+    if readme is not None and "README.md" in out.get("files", {}):
+        data = readme.encode()
+        out["files"] = {**out["files"], "README.md": {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}}
+    return out
+
+
+def kit_commit(root: Path = ROOT) -> str:
+    """The kit's commit the release is made from (`+changes` when the checkout differs from it)."""
+    def git(*args):
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
+    head = git("rev-parse", "HEAD")
+    if head.returncode != 0:
+        return "unknown"
+    dirty = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
+    return head.stdout.strip() + ("+changes" if dirty else "")
 
 
 def reduced_readme(name: str, manifest: dict) -> str:
-    how = json.dumps(manifest, indent=1, sort_keys=True)
-    return (f"# Reference run {name}\n\nA run shipped with the kit so that the questions about machines and the network "
-            f"can be answered on a real link. Its logs are as the run wrote them; what follows is how it was "
+    """The run's README in the release: how it was made (the manifest, without the README's own entry: the manifest
+    lists the README's checksum, which the README cannot hold)."""
+    files = {k: v for k, v in manifest.get("files", {}).items() if k != "README.md"}
+    how = json.dumps({**manifest, "files": files} if "files" in manifest else manifest, indent=1, sort_keys=True)
+    return (f"# Reference run {name}\n\nA run shipped with the kit so that the questions about machines and the "
+            f"network can be answered on a real link. Its logs are as the run wrote them; what follows is how it was "
             f"made (manifest.json). What it shows is yours to measure.\n\n```json\n{how}\n```\n")
 
 
@@ -84,11 +105,7 @@ def build(out: str | os.PathLike, root: Path = ROOT) -> Path:
     kept = 0
     for rel in files:
         src = root / rel
-        try:
-            text = src.read_text() if rel.endswith((".py", ".md", ".json")) else None
-        except UnicodeDecodeError:
-            text = None
-        if instructor_only(rel, text):
+        if instructor_only(rel):
             continue
         dest = out / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -98,15 +115,20 @@ def build(out: str | os.PathLike, root: Path = ROOT) -> Path:
             copy_, _ = student.student_notebook(student.read_notebook(src), name=parts[-1])
             atomic_write_text(dest, nbformat.writes(copy_) + "\n")
         elif parts[:2] == ("nmtkit", "reference") and parts[-1] == "manifest.json":
-            atomic_write_json(dest, reduced_manifest(read_json(src, CourseError)))
+            manifest = read_json(src, CourseError)
+            atomic_write_json(dest, reduced_manifest(manifest, reduced_readme(parts[2], reduced_manifest(manifest))))
         elif parts[:2] == ("nmtkit", "reference") and parts[-1] == "README.md" and len(parts) == 4:
             atomic_write_text(dest, reduced_readme(parts[2], reduced_manifest(read_json(src.parent / "manifest.json",
                                                                                       CourseError))))
+        elif rel == "README.md":
+            atomic_write_text(dest, (root / STUDENT_README).read_text())
         else:
             shutil.copy2(src, dest)
         kept += 1
-    atomic_write_text(out / "RELEASE.md", f"# The student release of nmtkit\n\nMade by `nmtkit release` from the "
-                      f"instructor's kit: {kept} files. The notebooks are the student copies; the checks in them "
-                      f"check the form of a figure (units, shape), and the grader's checks run in the instructor's "
-                      f"kit (`nmtkit grade`).\n")
+    commit = kit_commit(root)
+    atomic_write_text(out / "COMMIT", commit + "\n")  # `make image` labels the students' image with it
+    atomic_write_text(out / "RELEASE.md", f"# The student release of nmtkit\n\nMade by the release command from the "
+                      f"instructor's kit at commit {commit}: {kept} files. The notebooks are the student copies; the "
+                      f"checks in them check the form of a figure (units, shape); your instructor grades the "
+                      f"notebooks you hand in.\n")
     return out
