@@ -96,10 +96,11 @@ DOCKER ?= /usr/bin/docker
 KIND := $(if $(wildcard nmtkit/course/instructor/__init__.py),instructor,students)
 IMAGE ?= nmtkit-$(KIND):latest
 KIT_COMMIT ?= $(shell cat COMMIT 2>/dev/null || git rev-parse HEAD 2>/dev/null || echo unknown)
+WHEELHOUSE ?= wheelhouse
 image:
 	DOCKER=$(DOCKER) bash scripts/base-image.sh
-	PY=$(if $(wildcard $(PY)),$(PY),python3) bash scripts/wheelhouse.sh
-	printf 'FROM scratch\nCOPY . /\n' | DOCKER_BUILDKIT=1 $(DOCKER) build -q -t nmtkit-wheelhouse:latest -f - wheelhouse
+	WHEELHOUSE='$(WHEELHOUSE)' PY=$(if $(wildcard $(PY)),$(PY),python3) bash scripts/wheelhouse.sh
+	printf 'FROM scratch\nCOPY . /\n' | DOCKER_BUILDKIT=1 $(DOCKER) build -q -t nmtkit-wheelhouse:latest -f - '$(WHEELHOUSE)'
 	DOCKER_BUILDKIT=1 $(DOCKER) build --network host --build-arg KIT_COMMIT=$(KIT_COMMIT) --build-arg KIT_KIND=$(KIND) \
 		-t $(IMAGE) .
 

@@ -284,9 +284,10 @@ def test_no_doc_in_the_release_names_a_file_or_command_it_lacks(kit):
     readme = (kit / "README.md").read_text()
     assert "docker run --rm -p 127.0.0.1:8888:8888 -v nmtkit-work:/home/jovyan/work" in readme
     assert "make setup" in readme and "5 GB" in readme and (kit / "Dockerfile").is_file()
-    assert (kit / "COMMIT").read_text().strip() and release.kit_commit(ROOT).split("+")[0] in (kit / "COMMIT").read_text()
+    commit = (kit / "COMMIT").read_text()
+    assert commit.strip() and release.kit_commit(ROOT).split("+")[0] in commit
     named = [(p.relative_to(kit).as_posix(), n, line.strip()[:100]) for p in sorted(kit.rglob("*.md"))
-             if not RUN_LOGS.search(p.relative_to(kit).as_posix())
+             if not p.relative_to(kit).as_posix().startswith("nmtkit/reference/")  # how each run was made: a record
              for n, line in enumerate(p.read_text().splitlines(), 1) if LACKS.search(line)]
     assert not named, named
 
