@@ -110,7 +110,8 @@ def test_nothing_of_the_instructors_kit_in_the_image(image, net, tmp_path):
     names = {f"{m}.py" for m in INSTRUCTOR_MODULES}
     leaks = [str(p) for p in (kit / "nmtkit").rglob("*.py") if p.name in names]
     where = [str(kit), str(fs / "home")] + ([str(site / "nmtkit")] if (site / "nmtkit").exists() else [])
-    grep = subprocess.run(["grep", "-rlI", "### BEGIN SOLUTION", *where], capture_output=True, text=True)
+    marker = "### BEGIN " + "SOLUTION"  # spelt apart: this file ships in the release, which holds no marker
+    grep = subprocess.run(["grep", "-rlI", marker, *where], capture_output=True, text=True)
     leaks += grep.stdout.split()
     assert not leaks, leaks[:10]
 
