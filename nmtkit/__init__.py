@@ -4,7 +4,8 @@ Students reach the kit through one name, `import nmtkit as nk`:
 
     set-up       nk.setup(run_name=...) -> (cfg, run), nk.workspace(), nk.profile(name), nk.config_table(cfg, ...)
     data         nk.prepare(cfg), nk.read_split(dir, split), nk.Tokenizer, nk.make_dataset(dir, split, cfg.data)
-    model        nk.build_model(cfg.model, vocab), nk.count_params(model | cfg.model, vocab), nk.transformer_lr(step, d_model, ...)
+    model        nk.build_model(cfg.model, vocab), nk.count_params(model | cfg.model, vocab),
+                 nk.transformer_lr(step, d_model, ...)
     training     nk.train(cfg, run) -> summary, nk.restore(run) -> Restored(model, tokenizer, config, checkpoint),
                  nk.checkpoint_files(run), nk.Translator(model, tokenizer, beam_size=...)
     many nodes   nk.Cluster(cfg).start() (.preflight, .check_ranks, .launch -> Job, .stop), nk.panel(job),
@@ -13,8 +14,8 @@ Students reach the kit through one name, `import nmtkit as nk`:
                  .verdict for instructors), nk.check(rep, "qN", **figures), nk.check_plan(plan)
     bottleneck   nk.lab_runs() (one row per run: the shipped lab runs, or yours), nk.link_samples(run) (notebook 04)
     exercises    nk.check_file_size (01), nk.check_schedule (02), nk.check_link_share (03), nk.check_batching (05)
-    prose        nk.wmt16_facts(), nk.link_table(trials, gbps), nk.measured_link(), nk.homework_exchange(), nk.draw_ring(trials): the
-                 figures the notebooks' text states, computed
+    prose        nk.wmt16_facts(), nk.link_table(trials, gbps), nk.measured_link(), nk.homework_exchange(),
+                 nk.draw_ring(trials): the figures the notebooks' text states, computed
     serving      nk.export(run) -> path, nk.load_export(path), nk.translate_in_fresh_process(path, sentences),
                  nk.latency(fn, sentences), nk.translation_box(fn)
     errors       nk.NmtkitError: the root of every error the kit raises on purpose
@@ -50,7 +51,8 @@ _FRONT = {
     "Translator": ("nmtkit.model.decode", "Translator"),
     "Cluster": ("nmtkit.cluster.engines", "Cluster"), "panel": ("nmtkit.notebook", "panel"),
     "attach": ("nmtkit.notebook", "attach"), "assign_slots": ("nmtkit.cluster.plan", "assign_slots"),
-    "rank_env": ("nmtkit.cluster.plan", "rank_env"), "compression_trials": ("nmtkit.cluster.link", "compression_trials"),
+    "rank_env": ("nmtkit.cluster.plan", "rank_env"),
+    "compression_trials": ("nmtkit.cluster.link", "compression_trials"),
     "analyse": ("nmtkit.notebook", "analyse"), "check": ("nmtkit.course.exercises", "check"),
     "check_plan": ("nmtkit.course.exercises", "check_plan"),
     "lab_runs": ("nmtkit.analysis.lab", "lab_runs"), "link_samples": ("nmtkit.analysis.lab", "link_samples"),
@@ -70,34 +72,14 @@ _FRONT = {
     "draw_ring": ("nmtkit.course.prose", "draw_ring"),
 }
 __all__ = sorted(_FRONT)
-
-# name -> the notebook whose cells first use it (as d2l's "Defined in"); each name's docstring says so.
-# tests/test_front_door.py checks this table against the notebooks.
-_INTRODUCED = {
-    "01_data_prep_bpe": ("setup", "config_table", "prepare", "read_split", "Tokenizer", "make_dataset",
-                         "check_file_size", "wmt16_facts"),
-    "02_single_gpu_baseline": ("profile", "build_model", "count_params", "transformer_lr", "train", "restore",
-                               "checkpoint_files", "Translator", "analyse", "check_schedule"),
-    "03_horovod_multinode": ("Cluster", "panel", "assign_slots", "rank_env", "compression_trials", "check_plan",
-                             "check_link_share", "link_table", "measured_link", "homework_exchange", "draw_ring"),
-    "04_monitoring_analysis": ("check", "workspace", "lab_runs", "link_samples"),
-    "05_inference_export": ("export", "load_export", "translate_in_fresh_process", "latency", "translation_box",
-                            "check_batching"),
-}
-INTRODUCED = {name: nb for nb, names in _INTRODUCED.items() for name in names}
+# Each name's docstring, in its source, says which notebook introduces it (as d2l's "Defined in");
+# tests/test_front_door.py checks it against the notebooks' first use.
 
 
 def __getattr__(name: str):
     if name in _FRONT:
         module, attr = _FRONT[name]
         value = getattr(importlib.import_module(module), attr)
-        where = (f"Introduced in notebook {INTRODUCED[name]}." if name in INTRODUCED else
-                 "Used by no notebook's cells (the kit's own and the CLI's); listed in nmtkit's docstring.")
-        try:
-            if where not in (value.__doc__ or ""):
-                value.__doc__ = (value.__doc__ or "").rstrip() + f"\n\n{where}"
-        except (AttributeError, TypeError):  # a built-in's docstring cannot be set
-            pass
         globals()[name] = value  # the next lookup is a plain attribute
         return value
     raise AttributeError(f"module 'nmtkit' has no attribute {name!r}")

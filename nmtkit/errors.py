@@ -8,7 +8,9 @@ of its own (OpenNMT-tf gets by with a few plain errors that carry advice).
 
 
 class NmtkitError(Exception):
-    """An error the kit raised on purpose; its message names the file, line or key and what to do."""
+    """An error the kit raised on purpose; its message names the file, line or key and what to do.
+
+    Used by no notebook's cells (the kit's own and the CLI's)."""
 
 
 class StackError(NmtkitError, RuntimeError):

@@ -15,7 +15,9 @@ SCALINGS = ("none", "sqrt", "linear")
 
 
 def transformer_lr(step, d_model: int, warmup_steps: int, scale: float = 2.0, factor: float = 1.0, minimum=None):
-    """The formula for a step >= 1: a float, a NumPy array (minimum=np.minimum) or a tensor (minimum=tf.minimum)."""
+    """The formula for a step >= 1: a float, a NumPy array (minimum=np.minimum) or a tensor (minimum=tf.minimum).
+
+    Introduced in notebook 02_single_gpu_baseline."""
     if minimum is None:
         minimum = min
         step = max(float(step), 1.0)

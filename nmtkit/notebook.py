@@ -32,7 +32,9 @@ def setup(profile: str | None = None, run_name: str | None = None,
           overrides=None) -> tuple[config.Config, Path | None]:
     """The notebook preamble in one call: the config (`profile`, else $NMTKIT_PROFILE, else tiny; then
     `overrides`) with its data directory in <workspace>/data/<profile>, and the run directory
-    <workspace>/runs/<run_name> (None without a run_name). Prints where they are, relative to the workspace."""
+    <workspace>/runs/<run_name> (None without a run_name). Prints where they are, relative to the workspace.
+
+    Introduced in notebook 01_data_prep_bpe."""
     ws = workspace()
     cfg = config.load(profile, overrides)
     cfg.data.dir = str(ws / "data" / cfg.profile)
@@ -44,7 +46,9 @@ def setup(profile: str | None = None, run_name: str | None = None,
 
 
 def config_table(cfg: config.Config, *sections: str, exclude=("data.dir",)) -> pd.DataFrame:
-    """The config's values in `sections` (e.g. "data", or "model", "train"), one row per key."""
+    """The config's values in `sections` (e.g. "data", or "model", "train"), one row per key.
+
+    Introduced in notebook 01_data_prep_bpe."""
     rows = [r for r in config.table(cfg) if r[0].split(".")[0] in sections and r[0] not in exclude]
     return pd.DataFrame(rows, columns=["key", "value"]).set_index("key")
 
@@ -173,7 +177,9 @@ if INSTRUCTOR_KIT:  # a student's release has no verdicts
 def analyse(runs=("baseline", "horovod"), out_dir: str | Path | None = None, reference: bool = False) -> Analysis:
     """Figures and answers for runs: directories, or names under <workspace>/runs (each said found or MISSING
     with how to make it), and with reference=True the kit's reference run last. Figures go under out_dir
-    (default: the first run)."""
+    (default: the first run).
+
+    Introduced in notebook 02_single_gpu_baseline."""
     names = [r for r in runs if not isinstance(r, Path)]
     found = [Path(r) for r in runs if isinstance(r, Path)] + (report.find_runs(names) if names else [])
     if reference:
@@ -221,7 +227,9 @@ def translation_box(translate, placeholder: str = "Type an English sentence and 
     """A text box: type a sentence, press Enter, read the translation below it.
 
     `translate` is any fn(list[str]) -> list[str] (a Translator's .translate, or nmtkit.serving.load(path)). The
-    widget only reacts to typing, so running the cell never blocks (nbval runs it fine)."""
+    widget only reacts to typing, so running the cell never blocks (nbval runs it fine).
+
+    Introduced in notebook 05_inference_export."""
     box = widgets.Text(placeholder=placeholder, layout=widgets.Layout(width="80%"), continuous_update=False)
     out = widgets.HTML()
 
@@ -236,7 +244,9 @@ def translation_box(translate, placeholder: str = "Type an English sentence and 
 def panel(job, interval: float = 1.0):
     """A cluster Job's live progress (every rank's step, loss and step time), refreshed every `interval` seconds
     from a background thread until the job ends; a failed rank's error appears in red. Outside a notebook kernel:
-    the progress table as text."""
+    the progress table as text.
+
+    Introduced in notebook 03_horovod_multinode."""
     if get_ipython() is None:
         return job.progress().to_string()  # a Job, or a RunWatch (attach)
     box = widgets.HTML(value=panel_html(job))
@@ -254,7 +264,9 @@ def panel_html(job) -> str:
 
 def attach(run, interval: float = 2.0):
     """The live panel of a run from its directory's files: a run started with `nmtkit train --np` (nohup, tmux),
-    in another kernel, or by this notebook before a kernel restart."""
+    in another kernel, or by this notebook before a kernel restart.
+
+    Used by no notebook's cells (the kit's own and the CLI's)."""
     from nmtkit.analysis.live import RunWatch
     return panel(RunWatch(run), interval)
 

@@ -328,6 +328,8 @@ def workspace() -> Path:
     """Where notebooks keep data and runs: $NMTKIT_WORKDIR (the course runner sets it), else ./workspace.
 
     Notebooks run with cwd = notebooks/, so by default they share notebooks/workspace.
+
+    Introduced in notebook 04_monitoring_analysis.
     """
     ws = Path(os.environ.get("NMTKIT_WORKDIR") or "workspace").resolve()
     ws.mkdir(parents=True, exist_ok=True)

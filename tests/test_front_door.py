@@ -8,6 +8,7 @@ import pkgutil
 import re
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -170,16 +171,50 @@ def test_an_error_that_is_not_the_kits_is_called_a_bug_with_its_log(tmp_path, mo
     assert "KeyError: 'oops'" in (tmp_path / "nmtkit-error.log").read_text()
 
 
-def test_each_front_door_name_says_which_notebook_introduces_it():
-    import json as _json
-    import re as _re
+def first_use():
+    """Each front-door name a notebook's code cells use -> the first notebook that does."""
     first = {}
-    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
-        for c in _json.loads(path.read_text())["cells"]:
+    for path in NOTEBOOKS:
+        for c in json.loads(path.read_text())["cells"]:
             if c["cell_type"] == "code":
-                for m in _re.finditer(r"\bnk\.(\w+)", "".join(c["source"])):
+                for m in re.finditer(r"\bnk\.(\w+)", "".join(c["source"])):
                     first.setdefault(m.group(1), path.stem)
-    assert {n: nb for n, nb in first.items() if n in nmtkit.__all__} == nmtkit.INTRODUCED
+    return first
+
+
+def test_each_front_door_name_says_in_its_source_which_notebook_introduces_it():
+    first = first_use()
+    assert len(first) >= 30, sorted(first)
+    bad = []
     for name in nmtkit.__all__:
-        doc = nmtkit.__getattr__(name).__doc__ or ""  # (nmtkit.training may be the package once a test imported it)
-        assert (f"notebook {first[name]}" in doc) if name in first else "Used by no notebook" in doc, name
+        module, attr = nmtkit._FRONT[name]
+        source = inspect.getsource(getattr(importlib.import_module(module), attr))
+        doc = ast.get_docstring(ast.parse(textwrap.dedent(source)).body[0]) or ""
+        want = f"Introduced in notebook {first[name]}." if name in first else "Used by no notebook's cells"
+        if want not in doc or (name not in first and "Introduced in notebook" in doc):
+            bad.append(f"{name}: wants {want!r}")
+    assert not bad, bad
+
+
+def test_no_front_door_name_is_a_submodule_name():
+    """`import nmtkit.X` sets the attribute nmtkit.X to the module: a name X at the front door would be hidden."""
+    submodules = {m.name for m in pkgutil.iter_modules(nmtkit.__path__)}
+    assert {"training", "serving", "cluster"} <= submodules
+    assert not submodules & set(nmtkit.__all__), submodules & set(nmtkit.__all__)
+
+
+def test_architecture_doc_counts_the_front_door_names():
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    counts = re.findall(r"maps\s+(\d+)\s+names", text)
+    assert counts == [str(len(nmtkit.__all__))], (counts, len(nmtkit.__all__))
+
+
+def test_a_submodule_imported_first_does_not_change_what_a_front_door_name_is():
+    """Each kit submodule imported first, then every front-door name resolved: the very object `_FRONT` names.
+
+    tests/fresh_imports.py forks one child per submodule from a parent that loaded only `nmtkit` and the third-party
+    modules (TensorFlow, ...), so each child is a fresh kit at a fraction of a new interpreter's cost."""
+    p = subprocess.run([sys.executable, str(ROOT / "tests" / "fresh_imports.py")], capture_output=True, text=True,
+                       timeout=600, cwd=ROOT)
+    report = json.loads(p.stdout.strip().splitlines()[-1])
+    assert p.returncode == 0 and report["modules"] > 60 and not report["bad"], (report, p.stderr[-2000:])

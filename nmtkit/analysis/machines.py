@@ -202,7 +202,9 @@ PAIR_COLUMNS = ["time", "net_Bps", "step_time", "steps"]
 
 def align_steps_to_network(run: Run, skip: int) -> tuple[pd.DataFrame, str | None, str]:
     """Pairs (net_Bps, step_time): each step is matched to the monitor sample whose interval holds its end, on
-    the node of the lowest rank; steps sharing a sample are averaged (one pair per sample)."""
+    the node of the lowest rank; steps sharing a sample are averaged (one pair per sample).
+
+    Used by no notebook's cells (the kit's own and the CLI's)."""
     st = steady_steps(run, skip)
     mon = per_host(run.monitor)
     if st.empty or mon.empty:

@@ -55,7 +55,9 @@ class Cluster:
     or "ssh" -> engines started over SSH on those hosts; `launcher` "manual" -> only the controller starts,
     students run engine_command() on each node; "slurm" -> `engines` engines as a Slurm job (cluster.slurm). The
     controller and rendezvous listen on `cluster.listen` (or `listen_ip=`), else on 127.0.0.1 for local engines and
-    the one local address that routes to the hosts."""
+    the one local address that routes to the hosts.
+
+    Introduced in notebook 03_horovod_multinode."""
 
     def __init__(self, cfg: Config | ClusterConfig | None = None, *, engines: int | None = None,
                  hosts: str | None = None, launcher: str | None = None, listen_ip: str | None = None,

@@ -179,7 +179,9 @@ def compression_trials(cluster, cfg, run_root, compressions=("none", "fp16"), *,
     nodes, plan.link_iface: cluster.iface, else the route to a peer, lo for local engines), and tabulate per compression: the bytes that crossed it per step in
     steady state, the ring-allreduce model for them, and the step time. On `lo` (engines of one machine) the NIC
     sees every rank's sends, N x 2(N-1)/N x gradient bytes, and anything else this machine sends over loopback in
-    the window; on a node's own NIC it sees one ring edge: one rank's share (questions 5 and 11 explain why)."""
+    the window; on a node's own NIC it sees one ring edge: one rank's share (questions 5 and 11 explain why).
+
+    Introduced in notebook 03_horovod_multinode."""
     import pandas as pd
 
     from nmtkit import runs

@@ -58,6 +58,8 @@ def assign_slots(node_of_engine: list[str]) -> list[SlotInfo]:
 
     Horovod's get_host_assignments plans the nodes in the order they first appear, each with as many slots as it
     has engines; a node's engines then take that node's slots in engine order.
+
+    Introduced in notebook 03_horovod_multinode.
     """
     counts: dict[str, int] = {}
     for node in node_of_engine:
@@ -109,6 +111,8 @@ def rank_env(slot: SlotInfo, *, addr: str, port: int, iface: str, nccl: bool = F
     Gloo is the controller and carries CPU tensors (no MPI: no mpirun, no SSH between nodes). `nccl`: Horovod was
     built with NCCL and this rank has a GPU, so GPU tensors go through NCCL (recorded as HOROVOD_GPU_OPERATIONS);
     NCCL_SOCKET_IFNAME keeps NCCL's own sockets on the Gloo interface, as horovodrun does.
+
+    Introduced in notebook 03_horovod_multinode.
     """
     env = {"TF_USE_LEGACY_KERAS": "1"}
     env.update(create_slot_env_vars(slot))  # HOROVOD_HOSTNAME must equal the host in the rendezvous server's plan

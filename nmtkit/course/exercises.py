@@ -52,7 +52,9 @@ def form_problem(name: str, value, tol) -> str | None:
 def check(rep, question: str, run=None, **values) -> None:
     """Check the student's figures for `question` ("q1".."q11"), given by name. In the instructor's kit (and in
     `nmtkit grade`) against the kit's own figures; in a student's release on their form only (units, shape), with
-    the idea to revisit: the same reply for any value of the right form, so it cannot be searched."""
+    the idea to revisit: the same reply for any value of the right form, so it cannot be searched.
+
+    Introduced in notebook 04_monitoring_analysis."""
     if not question.startswith("lab_") and not runs_of(rep):
         print("no runs to check against: the reference run ships with the kit; reinstall it (pip install -e .)")
         return
@@ -91,7 +93,9 @@ def check_lr(fn, cfg, steps=(1, 10, 100, 1000, 10_000)) -> None:
 
 
 def check_plan(answer: dict, hosts: str = "vm1:2,vm2:2") -> None:
-    """answer = {rank: (local_rank, cross_rank)} for every rank of `hosts`, checked against Horovod's own plan."""
+    """answer = {rank: (local_rank, cross_rank)} for every rank of `hosts`, checked against Horovod's own plan.
+
+    Introduced in notebook 03_horovod_multinode."""
     from nmtkit.cluster.plan import assign_slots, parse_hosts
     slots = assign_slots([h.hostname for h in parse_hosts(hosts) for _ in range(h.slots)])
     want = {s.rank: (s.local_rank, s.cross_rank) for s in slots}

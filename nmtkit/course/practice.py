@@ -37,7 +37,9 @@ def _require(ok: bool, message: str, hint: str) -> None:
 
 
 def check_file_size(name: str, mb: float, mib: float, data_dir) -> None:
-    """The largest of the six text files (train/dev/test x en/de) in `data_dir`, its size in MB and in MiB."""
+    """The largest of the six text files (train/dev/test x en/de) in `data_dir`, its size in MB and in MiB.
+
+    Introduced in notebook 01_data_prep_bpe."""
     sizes = {f: (Path(data_dir) / f).stat().st_size for f in TEXT_FILES if (Path(data_dir) / f).exists()}
     _require(bool(sizes), f"no text files in {data_dir}", "run notebook 01's prepare cell first")
     biggest = max(sizes, key=sizes.get)
@@ -53,7 +55,9 @@ def check_file_size(name: str, mb: float, mib: float, data_dir) -> None:
 
 def check_schedule(peak: float, last: float, kept: float, cfg) -> None:
     """peak, last: the homework's (wmt16-base) lr at its warm-up's end and at its last step; kept: this profile's
-    lr at its last step over its own peak."""
+    lr at its last step over its own peak.
+
+    Introduced in notebook 02_single_gpu_baseline."""
     from nmtkit import config, lr
     hw = config.profile("wmt16-base")
     want_peak, want_last = lr.lr_for(hw, hw.train.warmup_steps), lr.lr_for(hw, hw.train.steps)
@@ -72,7 +76,9 @@ def check_schedule(peak: float, last: float, kept: float, cfg) -> None:
 def check_link_share(break_even, network_bound: bool, trials, gbps: float) -> None:
     """break_even: per compression, the link rate (Gbit/s) at which sending the bytes each rank sent per step takes
     as long as the step measured here (its compute: loopback costs next to nothing); network_bound: whether, with no
-    compression, a `gbps` link would make the exchange take at least as long as the compute."""
+    compression, a `gbps` link would make the exchange take at least as long as the compute.
+
+    Introduced in notebook 03_horovod_multinode."""
     want = link_table(trials, gbps)["break-even link (Gbit/s)"]
     got = dict(break_even.items()) if hasattr(break_even, "items") else {}
     for comp, ref in want.items():
@@ -88,7 +94,9 @@ def check_link_share(break_even, network_bound: bool, trials, gbps: float) -> No
 
 def check_batching(speedup: float, batch_ms: float, lat) -> None:
     """lat: nk.latency's rows at batch 1 and at a larger batch; speedup: ms per sentence at batch 1 over ms per
-    sentence at the larger batch; batch_ms: how long one call with a full larger batch takes."""
+    sentence at the larger batch; batch_ms: how long one call with a full larger batch takes.
+
+    Introduced in notebook 05_inference_export."""
     import pandas as pd
     lat = pd.DataFrame(lat).set_index("batch_size")
     _require(1 in lat.index and len(lat) >= 2, "the latency table needs batch 1 and a larger batch",

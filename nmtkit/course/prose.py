@@ -19,7 +19,9 @@ from nmtkit.errors import CourseError
 
 
 def wmt16_facts() -> str:
-    """One line with the WMT16 figures notebook 01 and docs/instructors.md quote (pins and profile, no guess)."""
+    """One line with the WMT16 figures notebook 01 and docs/instructors.md quote (pins and profile, no guess).
+
+    Introduced in notebook 01_data_prep_bpe."""
     from nmtkit import config
     from nmtkit.data import wmt
     base = config.profile("wmt16-base")
@@ -37,7 +39,9 @@ def ring_bytes(params: int, ranks: int, bytes_per_value: int = 4) -> float:
 
 def measured_link(run_dir=None) -> tuple[float, str]:
     """(Gbit/s, where it was measured) of the link preflight timed between the shipped reference run's hosts
-    (its run.json), or of `run_dir`'s run: a measured link, never an assumed one."""
+    (its run.json), or of `run_dir`'s run: a measured link, never an assumed one.
+
+    Introduced in notebook 03_horovod_multinode."""
     from pathlib import Path
 
     from nmtkit.analysis.reference import reference_run
@@ -53,7 +57,9 @@ def measured_link(run_dir=None) -> tuple[float, str]:
 def link_table(trials, gbps: float):
     """compression_trials' table -> per compression: the step time measured here, the bytes each rank sent
     (measured), the link rate at which sending them would take as long as the step's compute, and on a `gbps` link
-    the exchange's time and its share of a step of compute + exchange."""
+    the exchange's time and its share of a step of compute + exchange.
+
+    Introduced in notebook 03_horovod_multinode."""
     import pandas as pd
     sent = next((c for c in trials.columns if c.startswith("bytes/step on ")), None)
     for col in (sent or "bytes/step on <iface>", "step time (ms)", "ranks"):
@@ -114,7 +120,9 @@ def link_verdict(table) -> str:
 
 def homework_exchange(params: int, ranks: int = 4) -> str:
     """The flat ring's bound on what each of `ranks` sends per step for `params` fp32 gradients, and with fp16
-    compression, and its time on a 1 and a 10 Gbit/s link (no link is assumed to be the homework's)."""
+    compression, and its time on a 1 and a 10 Gbit/s link (no link is assumed to be the homework's).
+
+    Introduced in notebook 03_horovod_multinode."""
     lines = []
     for name, width in (("fp32 gradients", 4), ("fp16 compression", 2)):
         b = ring_bytes(params, ranks, width)
@@ -143,7 +151,9 @@ def ring_derivation(trials, compression: str = "none") -> dict:
 
 def draw_ring(trials, compression: str = "none"):
     """The ring of the trials' ranks: each sends its right neighbour 2(N-1) chunks of G/N per step (N-1 in the
-    reduce-scatter, N-1 in the allgather), labelled with the figures ring_derivation reads from the measurement."""
+    reduce-scatter, N-1 in the allgather), labelled with the figures ring_derivation reads from the measurement.
+
+    Introduced in notebook 03_horovod_multinode."""
     import math
 
     import matplotlib.pyplot as plt

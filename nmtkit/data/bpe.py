@@ -63,7 +63,9 @@ def train_bpe(sentences: Sequence[str], out_dir: str | os.PathLike, vocab_size: 
 
 
 class Tokenizer:
-    """Text <-> BPE ids. encode() adds no BOS/EOS; decode() stops at EOS and drops PAD/BOS."""
+    """Text <-> BPE ids. encode() adds no BOS/EOS; decode() stops at EOS and drops PAD/BOS.
+
+    Introduced in notebook 01_data_prep_bpe."""
 
     def __init__(self, model_path: str | os.PathLike):
         import sentencepiece as spm

@@ -188,7 +188,9 @@ def _step_stats(d: Path, dc, cleaning: dict, max_positions: int) -> DataStats:
 
 
 def prepare(cfg, data_dir=None, force: bool = False, progress: bool = True) -> DataStats:
-    """Make (or download), clean, learn BPE, encode and count the data; quick when already done."""
+    """Make (or download), clean, learn BPE, encode and count the data; quick when already done.
+
+    Introduced in notebook 01_data_prep_bpe."""
     dc = cfg.data
     d = Path(data_dir or dc.dir)
     with _exclusive(d):

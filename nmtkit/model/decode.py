@@ -90,7 +90,9 @@ class Searcher:
 
 
 class Translator:
-    """Text in, text out: tokenise, sort by length, decode in batches, detokenise, restore the order."""
+    """Text in, text out: tokenise, sort by length, decode in batches, detokenise, restore the order.
+
+    Introduced in notebook 02_single_gpu_baseline."""
 
     def __init__(self, model: Transformer, tokenizer, beam_size: int = 4, length_penalty: float = 0.6,
                  max_extra_len: int = 10, batch_size: int = 64, searcher: Searcher | None = None):

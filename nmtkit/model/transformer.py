@@ -267,7 +267,9 @@ class Transformer(tf.keras.Model):
 
 
 def build(cfg: ModelConfig, vocab_size: int, dtype: str = "float32") -> Transformer:
-    """A Transformer with its variables created (called once on a dummy batch)."""
+    """A Transformer with its variables created (called once on a dummy batch).
+
+    Introduced in notebook 02_single_gpu_baseline."""
     model = Transformer(cfg, vocab_size, dtype=dtype)
     dummy = tf.constant([[4, 5, EOS]], tf.int32)
     model((dummy, tf.constant([[BOS, 4, 5]], tf.int32)), training=False)

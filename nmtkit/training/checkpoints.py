@@ -35,6 +35,8 @@ def checkpoint_files(run: str | os.PathLike, best: bool = False) -> list[dict]:
 
     The data file holds the weights plus Adam's two moment estimates per weight, so it is about 3x the size of
     the weights alone.
+
+    Introduced in notebook 02_single_gpu_baseline.
     """
     d = Path(run) / (runs.BEST if best else runs.CHECKPOINTS)
     latest = tf.train.latest_checkpoint(str(d))
@@ -91,7 +93,9 @@ class Restored:
 
 
 def load_model(run: str | os.PathLike, which: str = "best") -> Restored:
-    """A run's model from its checkpoint: `which` is "best" (falls back to latest) or "latest"."""
+    """A run's model from its checkpoint: `which` is "best" (falls back to latest) or "latest".
+
+    Introduced in notebook 02_single_gpu_baseline."""
     run = Path(run)
     cfg = runs.load_config(run)
     tok = tokenizer_for(run)

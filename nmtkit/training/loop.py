@@ -40,6 +40,8 @@ def train(cfg: Config, run_dir: str | os.PathLike | RunDir, *, data_dir: str | o
     `progress`: a tqdm bar on rank 0 (default: when interactive, single process and no on_log publisher).
     `run_dir`: a path or a RunDir. One process takes the run directory's session itself; a rank of a cluster job
     gets its driver's as an argument (a RunDir opened from the driver's RunHandle, which holds the token).
+
+    Introduced in notebook 02_single_gpu_baseline.
     """
     dist = dist or Single()
     rd = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
