@@ -80,7 +80,7 @@ class TrainConfig:
     epsilon: float = rule(1e-9, gt=0, doc="Adam's epsilon")
     precision: str = rule("auto", choices=("auto", "float32", "mixed_float16", "mixed_bfloat16"),
                           doc="auto: mixed_float16 on GPUs with tensor cores, mixed_bfloat16 on CPUs with "
-                              "avx512_bf16/amx_bf16 while train/bf16_quality.json allows it and train/bf16_speed"
+                              "avx512_bf16/amx_bf16 while training/bf16_quality.json allows it and training/bf16_speed"
                               ".json measured it faster at the nearest shape on such a CPU, else float32")
     xla: bool = rule(False, doc="compile the step with XLA, one program per length bucket: one process on a GPU "
                                 "(Horovod's ops have no XLA kernel; refused on a CPU, where it measured slower: "

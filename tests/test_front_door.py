@@ -218,3 +218,30 @@ def test_a_submodule_imported_first_does_not_change_what_a_front_door_name_is():
                        timeout=600, cwd=ROOT)
     report = json.loads(p.stdout.strip().splitlines()[-1])
     assert p.returncode == 0 and report["modules"] > 60 and not report["bad"], (report, p.stderr[-2000:])
+
+
+def test_files_written_before_the_rename_name_no_moved_module():
+    """The shipped runs and the training records were written before nmtkit/train/ became nmtkit/training/: what
+    module paths they hold still import (a checkpoint stores variables, Keras's registry a package name, no path)."""
+    from nmtkit.training import precision
+    files = [p for p in (ROOT / "nmtkit" / "reference").rglob("*") if p.suffix in (".json", ".jsonl", ".md")]
+    files += sorted((ROOT / "nmtkit" / "training").glob("*.json"))
+    dotted = {m for p in files for m in re.findall(r"\bnmtkit(?:\.[a-z_0-9]+)+", p.read_text())}
+    assert len(files) > 100 and dotted, (len(files), dotted)
+    bad = []
+    for path in sorted(dotted):
+        parts = path.split(".")
+        for i in range(len(parts), 0, -1):  # the longest importable prefix, then attributes
+            try:
+                obj = importlib.import_module(".".join(parts[:i]))
+            except ImportError:
+                continue
+            try:
+                for attr in parts[i:]:
+                    obj = getattr(obj, attr)
+            except AttributeError:
+                bad.append(path)
+            break
+    assert not bad, bad
+    ratio, why = precision.bf16_speed(512, flags={"amx_bf16", "avx512_bf16"})  # the record, from its new home
+    assert ratio is not None and ratio > 0 and "base shape" in why, why
