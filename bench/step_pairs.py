@@ -56,13 +56,13 @@ def model_of(rev: str, tmp: Path):
 
 
 def trainer(cfg, vocab: int, build=None):
-    import nmtkit.training.trainer as T
-    own = T.build
-    T.build = build or own  # the Trainer builds its model through this name
+    from nmtkit.training import trainer as trainer_module
+    own = trainer_module.build
+    trainer_module.build = build or own  # the Trainer builds its model through this name
     try:
-        return T.Trainer(cfg, vocab, Single())
+        return trainer_module.Trainer(cfg, vocab, Single())
     finally:
-        T.build = own
+        trainer_module.build = own
 
 
 def main() -> None:

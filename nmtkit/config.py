@@ -348,9 +348,7 @@ PROFILES: dict[str, typing.Callable[[], Config]] = {"tiny": _tiny, "wmt16-base":
 
 
 def profile(name: str) -> Config:
-    """A fresh Config of the profile `name` (one of PROFILES).
-
-    Introduced in notebook 02_single_gpu_baseline."""
+    """A fresh Config of the profile `name` (one of PROFILES). Introduced in notebook 02_single_gpu_baseline."""
     try:
         return PROFILES[name]()
     except KeyError:

@@ -4,8 +4,9 @@
 file (`nmtkit.runs.monitor_log`) and, optionally, TensorBoard scalars in a directory of its own:
 
     {"time": 1700000000.1, "host": "node1", "rank": 0, "n_gpus": 2,
-     "cpu_percent": 87.5, "cpu_count": 8, "proc_cpu_percent": 181.0, "mem_used_mb": 5210.4, "mem_percent": 33.1, "proc_rss_mb": 1480.2,
-     "gpu0_util": 97.0, "gpu0_mem_used_mb": 14000.0, "gpu0_mem_total_mb": 16160.5, "gpu0_power_w": 251.3, ...,
+     "cpu_percent": 87.5, "cpu_count": 8, "proc_cpu_percent": 181.0, "mem_used_mib": 5210.4, "mem_percent": 33.1,
+     "proc_rss_mib": 1480.2,
+     "gpu0_util": 97.0, "gpu0_mem_used_mib": 14000.0, "gpu0_mem_total_mib": 16160.5, "gpu0_power_w": 251.3, ...,
      "net_eth0_sent_Bps": 1.1e8, "net_eth0_recv_Bps": 1.1e8, ...}
 
 Flat keys load straight into pandas. GPU figures come from NVML (`nvidia-ml-py`, imported as `pynvml`); on a
@@ -29,9 +30,17 @@ from nmtkit.files import append_jsonl
 
 # --- column names: the one definition the sampler writes and the analysis reads -----------------------
 
-GPU_FIELDS = ("util", "mem_used_mb", "mem_total_mb", "power_w")
+GPU_FIELDS = ("util", "mem_used_mib", "mem_total_mib", "power_w")
+# Memory is in MiB (2**20 bytes), as psutil and NVML count it. Logs written before the columns said so named them
+# *_mb (the shipped reference runs among them); readers take them through renamed_columns().
+_OLD_MIB = re.compile(r"((?:gpu\d+_)?mem_used|(?:gpu\d+_)?mem_total|proc_rss)_mb")
 NET_DIRECTIONS = ("sent", "recv")
 _GPU_UTIL = re.compile(r"gpu(\d+)_util")
+
+
+def renamed_columns(columns) -> dict[str, str]:
+    """{old name: new name} for the MiB columns of an old log among `columns` ("mem_used_mb" -> "mem_used_mib")."""
+    return {c: f"{m.group(1)}_mib" for c in columns if (m := _OLD_MIB.fullmatch(str(c)))}
 
 
 def gpu_col(i: int, field: str) -> str:
@@ -83,7 +92,7 @@ def open_gpus(nvml=None) -> tuple[object | None, list, str]:
 
 
 def gpu_sample(nvml, handles: list) -> dict:
-    """gpu<i>_util (%), gpu<i>_mem_used_mb, gpu<i>_mem_total_mb, gpu<i>_power_w for every handle.
+    """gpu<i>_util (%), gpu<i>_mem_used_mib, gpu<i>_mem_total_mib, gpu<i>_power_w for every handle.
 
     A field a device does not support (power on some boards) is left out rather than faked.
     """
@@ -95,8 +104,8 @@ def gpu_sample(nvml, handles: list) -> dict:
             pass
         try:
             mem = nvml.nvmlDeviceGetMemoryInfo(h)
-            out[gpu_col(i, "mem_used_mb")] = mem.used / 2**20
-            out[gpu_col(i, "mem_total_mb")] = mem.total / 2**20
+            out[gpu_col(i, "mem_used_mib")] = mem.used / 2**20
+            out[gpu_col(i, "mem_total_mib")] = mem.total / 2**20
         except Exception:  # noqa: BLE001
             pass
         try:
@@ -129,9 +138,9 @@ class Probe:
             "time": now, "host": self.host, "rank": self.rank, "n_gpus": len(self.gpus),
             "cpu_percent": psutil.cpu_percent(None), "cpu_count": psutil.cpu_count(),
             "proc_cpu_percent": self.proc.cpu_percent(None),
-            "mem_used_mb": (vm.total - vm.available) / 2**20,
+            "mem_used_mib": (vm.total - vm.available) / 2**20,
             "mem_percent": vm.percent,
-            "proc_rss_mb": self.proc.memory_info().rss / 2**20,
+            "proc_rss_mib": self.proc.memory_info().rss / 2**20,
         }
         if self.gpus:
             rec.update(gpu_sample(self.nvml, self.gpus))
@@ -293,13 +302,13 @@ def render(rec: dict, no_gpu_reason: str = "") -> str:
     lines = [f"nmtkit monitor  {rec['host']}  {time.strftime('%H:%M:%S', time.localtime(rec['time']))}  "
              f"(Ctrl-C to quit)", ""]
     lines.append(f"CPU  {_bar(rec['cpu_percent'])} {rec['cpu_percent']:5.1f}%   "
-                 f"mem {rec['mem_used_mb'] / 1024:6.1f} GiB ({rec['mem_percent']:.0f}%)")
+                 f"mem {rec['mem_used_mib'] / 1024:6.1f} GiB ({rec['mem_percent']:.0f}%)")
     n = rec.get("n_gpus", 0)
     if n:
         for i in range(n):
             util = rec.get(gpu_col(i, "util"), float("nan"))
-            mem = rec.get(gpu_col(i, "mem_used_mb"), float("nan")) / 1024
-            total = rec.get(gpu_col(i, "mem_total_mb"), float("nan")) / 1024
+            mem = rec.get(gpu_col(i, "mem_used_mib"), float("nan")) / 1024
+            total = rec.get(gpu_col(i, "mem_total_mib"), float("nan")) / 1024
             power = rec.get(gpu_col(i, "power_w"))
             lines.append(f"GPU{i} {_bar(util)} {util:5.1f}%   mem {mem:5.1f}/{total:.1f} GiB"
                          + (f"   {power:5.0f} W" if power is not None else ""))

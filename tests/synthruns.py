@@ -48,7 +48,7 @@ def synth_run(path: Path, *, steps=1000, ranks=1, hosts=("hostA",), overfit=Fals
         for j in range(1, steps + 1):
             append_jsonl(runs.monitor_log(path, host, h), {
                 "time": T0 + j, "host": host, "rank": h, "n_gpus": 2, "cpu_percent": 50.0,
-                "proc_cpu_percent": 90.0, "mem_used_mb": 1000.0,
+                "proc_cpu_percent": 90.0, "mem_used_mib": 1000.0,
                 "gpu0_util": 95.0, "gpu1_util": 60.0 if j % 2 else 100.0,  # gpu1: mean 80, above 80% half the time
                 "net_lo_sent_Bps": 100.0, "net_lo_recv_Bps": 100.0,
                 "net_eth0_sent_Bps": net[j], "net_eth0_recv_Bps": net[j] * 0.9})

@@ -2,6 +2,7 @@
 import io
 import time
 from collections import namedtuple
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -42,7 +43,7 @@ def test_gpu_fields_from_fake_nvml():
     assert len(handles) == 2 and reason == ""
     rec = monitor.gpu_sample(nvml, handles)
     assert rec["gpu0_util"] == 97.0 and rec["gpu1_util"] == 40.0
-    assert rec["gpu1_mem_used_mb"] == 2048.0 and rec["gpu0_mem_total_mb"] == 16384.0
+    assert rec["gpu1_mem_used_mib"] == 2048.0 and rec["gpu0_mem_total_mib"] == 16384.0
     assert rec["gpu1_power_w"] == pytest.approx(250.001)
 
 
@@ -92,7 +93,7 @@ def test_sampler_writes_flat_records(tmp_path, capsys):
     r = recs[-1]
     assert r["host"] == "hostA" and r["rank"] == 1 and r["n_gpus"] == 2
     assert r["gpu0_util"] == 97.0
-    for key in ("time", "cpu_percent", "proc_cpu_percent", "mem_used_mb", "proc_rss_mb"):
+    for key in ("time", "cpu_percent", "proc_cpu_percent", "mem_used_mib", "proc_rss_mib"):
         assert isinstance(r[key], float)
     assert any(k.startswith("net_") and k.endswith("_recv_Bps") for k in r)
     assert all(not isinstance(v, (dict, list)) for v in r.values())  # flat, for pandas
@@ -155,7 +156,21 @@ def test_live_ctrl_c_exits_zero(monkeypatch):
 
 
 def test_render_without_gpu_says_why():
-    rec = {"time": 0.0, "host": "h", "cpu_percent": 50.0, "mem_used_mb": 1024.0, "mem_percent": 10.0, "n_gpus": 0,
+    rec = {"time": 0.0, "host": "h", "cpu_percent": 50.0, "mem_used_mib": 1024.0, "mem_percent": 10.0, "n_gpus": 0,
            "net_eth0_sent_Bps": 2.5e6, "net_eth0_recv_Bps": 0.0}
     text = monitor.render(rec, "NVML unavailable")
     assert "none (NVML unavailable)" in text and "2.5 MB/s" in text
+
+
+def test_a_monitor_log_from_before_the_mib_names_still_reads():
+    """The shipped reference runs' sampler records name the MiB columns *_mb; they load as *_mib, unchanged."""
+    from nmtkit.analysis.logs import load_monitor
+    from nmtkit.files import read_jsonl
+    run = Path(monitor.__file__).parent / "reference" / "lab-1x1"
+    raw = read_jsonl(next((run / "monitor").glob("*.jsonl")))
+    assert "mem_used_mb" in raw[0] and "mem_used_mib" not in raw[0]  # the old style, as shipped
+    df = load_monitor(run)
+    assert not [c for c in df.columns if c.endswith("_mb")], list(df.columns)
+    assert df["mem_used_mib"].iloc[0] == raw[0]["mem_used_mb"] and df["proc_rss_mib"].iloc[0] == raw[0]["proc_rss_mb"]
+    assert monitor.renamed_columns(["gpu3_mem_total_mb", "gpu3_util", "train_mb", "mem_used_mib"]) == {
+        "gpu3_mem_total_mb": "gpu3_mem_total_mib"}

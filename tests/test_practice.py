@@ -151,3 +151,25 @@ def test_front_door_names():
     for name in ("check_file_size", "check_schedule", "check_link_share", "check_batching", "wmt16_facts",
                  "link_table", "homework_exchange", "draw_ring"):
         assert getattr(nk, name).__module__.startswith("nmtkit.course.")
+
+
+def test_every_check_tests_a_figure_with_one_function():
+    """targets.within is the one tolerance test: the graded, the formative and the practice checks hold no other."""
+    import ast
+    from pathlib import Path
+
+    from nmtkit.course import exercises, targets
+    from nmtkit.course.targets import within
+    assert within(100.5, 100, 0.01) and not within(102, 100, 0.01) and within(0.004, 0, 0, 0.01)
+    assert within("1.0", 1, 0) and not within("abc", 1, 1) and not within(float("nan"), 1, 1)
+    assert not within(None, 1, 1) and not within(float("inf"), float("inf"), 1)
+    course = Path(targets.__file__).parent
+    own = []
+    for path in (course / "exercises.py", course / "practice.py", course / "instructor" / "hidden.py"):
+        if not path.exists():  # a student's release leaves the instructor's hidden.py out
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare) and "abs(" in ast.unparse(node.left):
+                own.append(f"{path.name}:{node.lineno} {ast.unparse(node)}")
+    assert not own, own
+    assert not hasattr(exercises, "check_lr")  # used by no notebook; nk.check_lr never existed

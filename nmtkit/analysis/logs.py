@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from nmtkit import runs
+from nmtkit import monitor, runs
 from nmtkit.config import Config
 from nmtkit.data.stats import DataStats
 from nmtkit.errors import AnalysisError, ConfigError, DataError, RunDirError
@@ -228,6 +228,7 @@ def load_monitor(run_dir: str | Path) -> pd.DataFrame:
     if not frames:
         return pd.DataFrame(columns=["time", "host", "rank"])
     df = pd.concat(frames, ignore_index=True)
+    df = df.rename(columns=monitor.renamed_columns(df.columns))  # a log from before the *_mib names
     return df.sort_values(["host", "rank", "time"], kind="stable").reset_index(drop=True)
 
 

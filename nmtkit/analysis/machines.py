@@ -115,10 +115,10 @@ def measure_utilisation(run: Run, o: Options) -> dict:
             x = df[c].dropna()
             row = {"host": host, "device": c.split("_")[0], "mean": float(x.mean()),
                    "busy_share": float((x > o.busy_util).mean()), "samples": len(x)}
-            used, total = (c.replace("_util", "_mem_used_mb"), c.replace("_util", "_mem_total_mb"))
+            used, total = (c.replace("_util", "_mem_used_mib"), c.replace("_util", "_mem_total_mib"))
             if c != "cpu_percent" and used in df and df[used].notna().any():
-                row.update(mem_peak_mb=float(df[used].max()),
-                           mem_total_mb=float(df[total].max()) if total in df else float("nan"))
+                row.update(mem_peak_mib=float(df[used].max()),
+                           mem_total_mib=float(df[total].max()) if total in df else float("nan"))
             rows.append(row)
     procs = [{"host": h, "rank": int(r), "proc_cpu_mean": float(df["proc_cpu_percent"].mean())}
              for (h, r), df in mon.groupby(["host", "rank"]) if df["proc_cpu_percent"].notna().any()

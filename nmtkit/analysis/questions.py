@@ -9,11 +9,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import nmtkit.analysis.evidence as E
 import nmtkit.analysis.figures as figures
-import nmtkit.analysis.machines as M
-from nmtkit.analysis.evidence import Options, bytes_per_param  # noqa: F401  Options: part of the API
+from nmtkit.analysis.evidence import (  # noqa: F401  Options: part of the API
+    Options,
+    bytes_per_param,
+    measure_checkpoint_files,
+    measure_checkpoint_size,
+    measure_learning_rate,
+    measure_overfitting,
+    measure_plateau,
+    measure_step_time,
+    measure_time_and_cost,
+    measure_training_set,
+)
 from nmtkit.analysis.logs import Run
+from nmtkit.analysis.machines import measure_correlation, measure_network, measure_utilisation
 from nmtkit.errors import AnalysisError
 
 TITLES = {
@@ -54,7 +64,7 @@ def _drawn(fig_dir, run: Run, number: int, name: str, draw) -> Path | None:
 
 
 def _q1(run, fig_dir, o):
-    ev, curve = E.measure_time_and_cost(run, o)
+    ev, curve = measure_time_and_cost(run, o)
     ev = {k: v for k, v in ev.items() if k not in ("projected_hours", "projected_cost", "price_per_node_hour",
                                                    "lower_bound", "target_source")}
     return ev, _drawn(fig_dir, run, 1, "progress", lambda p: figures.progress(
@@ -62,43 +72,43 @@ def _q1(run, fig_dir, o):
 
 
 def _q2(run, fig_dir, o):
-    ev, bleu, loss = E.measure_plateau(run, o)
+    ev, bleu, loss = measure_plateau(run, o)
     return ev, _drawn(fig_dir, run, 2, "plateau", lambda p: figures.plateau(bleu, loss, o.plateau_k, p))
 
 
 def _q3(run, fig_dir, o):
-    ev, g = E.measure_overfitting(run, o)
+    ev, g = measure_overfitting(run, o)
     return ev, _drawn(fig_dir, run, 3, "gap", lambda p: figures.loss_gap(g["step"], g["train"], g["eval"], p))
 
 
 def _q4(run, fig_dir, o):
-    return (M.measure_utilisation(run, o),
+    return (measure_utilisation(run, o),
             _drawn(fig_dir, run, 4, "utilisation", lambda p: figures.device_utilisation([run], p)))
 
 
 def _q5(run, fig_dir, o):
-    return (M.measure_network(run, replace(o, bytes_per_param=bytes_per_param(run))),
+    return (measure_network(run, replace(o, bytes_per_param=bytes_per_param(run))),
             _drawn(fig_dir, run, 5, "network", lambda p: figures.network([run], p)))
 
 
 def _q6(run, fig_dir, o):
-    ev = E.measure_learning_rate(run)
+    ev = measure_learning_rate(run)
     return ev, _drawn(fig_dir, run, 6, "lr", lambda p: figures.learning_rate([run], p, ev.get("warmup_steps")))
 
 
 def _q7(run, fig_dir, o):
-    return E.measure_training_set(run), None
+    return measure_training_set(run), None
 
 
 def _q8(run, fig_dir, o):
-    ev = E.measure_checkpoint_files(run)
+    ev = measure_checkpoint_files(run)
     name, files = Path(ev["prefix"]).name, ev["files"]
     return ev, _drawn(fig_dir, run, 8, "files", lambda p: figures.bars(
         [Path(f["file"]).name for f in files], [f["bytes"] / 1e6 for f in files], p, f"Files of {name}", "MB"))
 
 
 def _q9(run, fig_dir, o):
-    ev = E.measure_checkpoint_size(run)
+    ev = measure_checkpoint_size(run)
     if "problem" in ev:
         return ev, None
     return ev, _drawn(fig_dir, run, 9, "split", lambda p: figures.bars(
@@ -107,13 +117,13 @@ def _q9(run, fig_dir, o):
 
 
 def _q10(run, fig_dir, o):
-    ev, x = E.measure_step_time(run, o)
+    ev, x = measure_step_time(run, o)
     return ev, _drawn(fig_dir, run, 10, "steptime", lambda p: figures.histogram(
         x * 1000, p, "Step time", "ms/step", {}))
 
 
 def _q11(run, fig_dir, o):
-    ev, pairs = M.measure_correlation(run, o)
+    ev, pairs = measure_correlation(run, o)
     r, iface = ev["pearson_r"], ev["iface"]
     return ev, _drawn(fig_dir, run, 11, "scatter", lambda p: figures.scatter(
         pairs["net_Bps"].to_numpy() / 1e6, pairs["step_time"].to_numpy() * 1000, p,

@@ -167,11 +167,6 @@ class NicCounters:
         self.sample()  # one sample after everything: the last step's end lies inside the window
 
 
-def ring_bytes(params: int, ranks: int, bytes_per_value: int = 4) -> float:
-    """Bytes each rank sends per step in a ring allreduce of the gradients: 2(N-1)/N x gradient bytes."""
-    return 2 * (ranks - 1) / ranks * bytes_per_value * params
-
-
 def compression_trials(cluster, cfg, run_root, compressions=("none", "fp16"), *, iface: str | None = None,
                        first: int = 2, timeout: float = 900):
     """Train `cfg` once per train.compression on the running cluster (fresh runs <run_root>/<compression>-<time>)
@@ -187,6 +182,7 @@ def compression_trials(cluster, cfg, run_root, compressions=("none", "fp16"), *,
     from nmtkit import runs
     from nmtkit.cluster.plan import link_iface
     from nmtkit.files import read_jsonl
+    from nmtkit.ring import ring_bytes
     iface = iface or link_iface(cluster.iface, cluster.hosts, cluster.launcher)
     rows = []
     for comp in compressions:

@@ -4,7 +4,6 @@ raises with a hint that points at the mistake, so a wrong answer fails grading; 
 release), which carries neither, it checks their form only and never a direction or a value.
 
     nk.check(rep, "q5", bound_mb=..., link_s_1g=..., run=ref)   # notebook 04, after the student's cell
-    nk.check_lr(my_lr, cfg)                                      # notebook 02: the schedule written as a function
     nk.check_plan(my_ranks)                                      # notebook 03: local and cross ranks of vm1:2,vm2:2
 
 The figures, their tolerances and hints are in nmtkit.course.targets. TensorFlow-free.
@@ -71,25 +70,6 @@ def check(rep, question: str, run=None, **values) -> None:
     print(f"✓ {question}: " + ", ".join(targets) + " have the right form. Whether they are right is for the "
           "grader's checks; before you write your answer, revisit what each one means:\n"
           + "\n".join(f"  {name}: {hint}" for name, (_, hint) in targets.items()))
-
-
-def _verdict(label: str, value: float, ref: float, rel: float, abs_tol: float, hint: str) -> str:
-    if math.isfinite(value) and abs(value - ref) <= max(rel * abs(ref), abs_tol):
-        return f"✓ {label}: {value:.4g}"
-    raise ExerciseError(f"✗ {label}: you have {value:.4g}, {'too high' if value > ref else 'too low'}. Hint: {hint}")
-
-
-def check_lr(fn, cfg, steps=(1, 10, 100, 1000, 10_000)) -> None:
-    """The student's learning-rate function against nmtkit.lr at a few steps (warmup and decay both)."""
-    from nmtkit import lr
-    for step in (*steps, cfg.train.warmup_steps):
-        want = lr.lr_for(cfg, step)
-        got = float(fn(step))
-        _verdict(f"lr({step})", got, want, 1e-6, 0.0,
-                 "the config's scale, model width and warm-up: a linear rise to the warm-up step, then the inverse "
-                 "square root of the step")
-    print(f"✓ your schedule matches nmtkit.lr at steps {', '.join(map(str, steps))} and at warmup "
-          f"({cfg.train.warmup_steps})")
 
 
 def check_plan(answer: dict, hosts: str = "vm1:2,vm2:2") -> None:

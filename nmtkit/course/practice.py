@@ -14,21 +14,13 @@ TensorFlow-free.
 """
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from nmtkit.course.prose import link_table
+from nmtkit.course.targets import within
 from nmtkit.errors import ExerciseError
 
 TEXT_FILES = [f"{split}.{lang}" for split in ("train", "dev", "test") for lang in ("en", "de")]
-
-
-def _close(value, ref: float, rel: float, abs_tol: float = 0.0) -> bool:
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return False
-    return math.isfinite(value) and abs(value - ref) <= max(rel * abs(ref), abs_tol)
 
 
 def _require(ok: bool, message: str, hint: str) -> None:
@@ -47,8 +39,8 @@ def check_file_size(name: str, mb: float, mib: float, data_dir) -> None:
              "compare the byte sizes of all six text files of the data directory, the training files of both "
              "languages included")
     b = sizes[biggest]
-    _require(_close(mb, b / 1e6, 0.005, 0.01), f"{biggest} in MB: you have {mb}", "a megabyte (MB) is 10^6 bytes")
-    _require(_close(mib, b / 2**20, 0.005, 0.01), f"{biggest} in MiB: you have {mib}",
+    _require(within(mb, b / 1e6, 0.005, 0.01), f"{biggest} in MB: you have {mb}", "a megabyte (MB) is 10^6 bytes")
+    _require(within(mib, b / 2**20, 0.005, 0.01), f"{biggest} in MiB: you have {mib}",
              "a mebibyte (MiB) is 2^20 bytes, about 5% more than a megabyte, so the same file is fewer MiB than MB")
     print(f"✓ {biggest}: {b:,} bytes = {b / 1e6:.2f} MB = {b / 2**20:.2f} MiB")
 
@@ -63,10 +55,10 @@ def check_schedule(peak: float, last: float, kept: float, cfg) -> None:
     want_peak, want_last = lr.lr_for(hw, hw.train.warmup_steps), lr.lr_for(hw, hw.train.steps)
     idea = ("the homework's values (d_model, the factor lr_scale, its warm-up and its step count) are not this "
             "profile's; the schedule peaks where the warm-up ends")
-    _require(_close(peak, want_peak, 1e-3), f"the homework's peak: you have {peak}", idea)
-    _require(_close(last, want_last, 1e-3), f"the homework's lr at step {hw.train.steps:,}: you have {last}", idea)
+    _require(within(peak, want_peak, 1e-3), f"the homework's peak: you have {peak}", idea)
+    _require(within(last, want_last, 1e-3), f"the homework's lr at step {hw.train.steps:,}: you have {last}", idea)
     want_kept = lr.lr_for(cfg, cfg.train.steps) / lr.lr_for(cfg, cfg.train.warmup_steps)
-    _require(_close(kept, want_kept, 1e-3), f"the share {cfg.profile} keeps: you have {kept}",
+    _require(within(kept, want_kept, 1e-3), f"the share {cfg.profile} keeps: you have {kept}",
              "this profile's lr at its last step divided by its lr at the end of its warm-up")
     # no value printed: the homework's two rates are question 6's answer in notebook 04
     print(f"✓ the homework's rates at steps {hw.train.warmup_steps:,} and {hw.train.steps:,}, and the share "
@@ -82,7 +74,7 @@ def check_link_share(break_even, network_bound: bool, trials, gbps: float) -> No
     want = link_table(trials, gbps)["break-even link (Gbit/s)"]
     got = dict(break_even.items()) if hasattr(break_even, "items") else {}
     for comp, ref in want.items():
-        _require(comp in got and _close(got[comp], ref, 0.02, 1e-4), f"the break-even rate for {comp}: you have "
+        _require(comp in got and within(got[comp], ref, 0.02, 1e-4), f"the break-even rate for {comp}: you have "
                  f"{got.get(comp)}", "the bytes one rank sends per step (loopback counts every rank's), in bits, over "
                  "the step time in seconds, in Gbit/s")
     bound = bool(gbps <= want["none"])
@@ -104,9 +96,9 @@ def check_batching(speedup: float, batch_ms: float, lat) -> None:
     big = lat.index.max()
     want_speedup = lat.loc[1, "ms_per_sentence"] / lat.loc[big, "ms_per_sentence"]
     want_ms = lat.loc[big, "ms_per_sentence"] * big
-    _require(_close(speedup, want_speedup, 0.01), f"speedup: you have {speedup}",
+    _require(within(speedup, want_speedup, 0.01), f"speedup: you have {speedup}",
              f"compare the time per sentence, not the time per call, at batch 1 and at batch {big}")
-    _require(_close(batch_ms, want_ms, 0.01), f"one call at batch {big}: you have {batch_ms} ms",
+    _require(within(batch_ms, want_ms, 0.01), f"one call at batch {big}: you have {batch_ms} ms",
              "a call returns when its whole batch is translated: the time per sentence times the batch size")
     print(f"✓ batch {big} translates {want_speedup:.1f}x as many sentences per second as batch 1; one call with "
           f"{big} sentences takes {want_ms:.0f} ms against {lat.loc[1, 'ms_per_sentence']:.0f} ms for one alone")

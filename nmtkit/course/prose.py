@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 
 from nmtkit.errors import CourseError
+from nmtkit.ring import ring_bytes
 
 
 def wmt16_facts() -> str:
@@ -29,12 +30,6 @@ def wmt16_facts() -> str:
     return (f"wmt16-base: {len(wmt.SOURCES)} archives ({len(training)} of training text), {wmt.DOWNLOAD_GB} GB of "
             f"downloads (nmtkit.data.wmt.DOWNLOAD_GB); {wmt.DISK_NEED_GB} GB of free disk while preparing "
             f"(DISK_NEED_GB); joint BPE of {base.data.vocab_size:,} pieces (data.vocab_size)")
-
-
-def ring_bytes(params: int, ranks: int, bytes_per_value: int = 4) -> float:
-    """Bytes each rank sends per step in a ring allreduce: 2(N-1)/N x the gradient's bytes (the formula of
-    nmtkit.cluster.link.ring_bytes, restated: analysis/ imports nothing from the layers above it)."""
-    return 2 * (ranks - 1) / ranks * bytes_per_value * params
 
 
 def measured_link(run_dir=None) -> tuple[float, str]:

@@ -8,6 +8,8 @@ counted from one-second network samples (the decision, the measured bytes agains
 """
 from __future__ import annotations
 
+import math
+
 EXACT, FORMULA, MEAN, COUNTED = (0.0, 0.0), (0.01, 0.0), (0.02, 0.0), (0.10, 0.0)
 FRACTIONS = ("mfu", "share_near_rate")  # figures whose form is a fraction, not a percentage
 YES_NO = ("trained", "overfitting")
@@ -65,6 +67,16 @@ TARGETS = {
     "lab_scaling": {"speedup_2": (MEAN, "tokens per second of the whole run over the one-rank run's"),
                     "speedup_4": (MEAN, "tokens per second of the whole run over the one-rank run's")},
 }
+
+
+def within(value, want: float, rel: float, abs_tol: float = 0.0) -> bool:
+    """The one tolerance test of the course's checks: `value` is a finite number within max(rel x |want|, abs_tol)
+    of `want` (a value that is no number is not within)."""
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return False
+    return math.isfinite(value) and abs(value - want) <= max(rel * abs(want), abs_tol)
 
 
 def runs_of(rep) -> list:

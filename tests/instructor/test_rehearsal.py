@@ -141,7 +141,7 @@ def test_short_4_rank_run_with_the_data_pushed(net, cluster, work):
     logs = [p.name for p in (work / "run" / runs.MONITOR_DIR).glob("*.jsonl")]
     assert all(any(x.startswith(h.name) for x in logs) for h in net.hosts), logs
     # every step's gradients crossed the data link: at least the ring's share per host per step
-    from tools.rehearsal.run import ring_bytes
+    from nmtkit.ring import ring_bytes
     bound = ring_bytes(summaries[0]["params"], 4) * cluster.cfg.train.steps
     for b, a in zip(before, after):
         assert a["tx_bytes"] - b["tx_bytes"] >= bound

@@ -15,7 +15,6 @@ from nmtkit.cluster.link import (  # noqa: F401
     listen,
     measure_engines,
     receive,
-    ring_bytes,
     send,
     steady_traffic,
 )

@@ -21,8 +21,9 @@ from pathlib import Path
 import tools.rehearsal.link as link
 import tools.rehearsal.probes as probes
 from nmtkit import config, runs
-from nmtkit.cluster.link import ring_bytes, steady_traffic
+from nmtkit.cluster.link import steady_traffic
 from nmtkit.files import atomic_write_json, atomic_write_text, read_jsonl
+from nmtkit.ring import ring_bytes
 from tools.rehearsal.netns import DATA_IFACE, CounterLog, TwoHosts
 from tools.rehearsal.ssh import launcher_traits, start_cluster
 

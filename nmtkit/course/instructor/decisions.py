@@ -18,6 +18,7 @@ from nmtkit.config import profile
 from nmtkit.course.instructor.judgments import plateau_rule
 from nmtkit.errors import AnalysisError
 from nmtkit.model.flops import record_flops
+from nmtkit.ring import ring_bytes
 
 HOMEWORK = "wmt16-base"  # the homework's configuration: transformer-base, 300,000 steps, warm-up 8,000
 MB, MIB = 1e6, 2 ** 20
@@ -94,7 +95,7 @@ def q5(run: Run, o: Options) -> dict:
     n, params = run.n_ranks, run.status.get("params")
     if n < 2 or not params:
         raise AnalysisError("two or more ranks and the parameter count (run.json)")
-    bound = 2 * (n - 1) / n * params * bytes_per_param(run)
+    bound = ring_bytes(params, n, bytes_per_param(run))
     return {"bytes_per_param": bytes_per_param(run), "bound_mb": bound / MB,
             "measured_over_bound": measured_bytes_per_step(run, o) / bound,
             "link_s_1g": bound * 8 / 1e9, "link_s_10g": bound * 8 / 1e10}
@@ -136,11 +137,11 @@ def q10(run: Run, o: Options) -> dict:
 
 
 def q11(run: Run, o: Options) -> dict:
-    import nmtkit.analysis.machines as M
+    from nmtkit.analysis.machines import link_capacity
     if run.n_ranks < 2:
         raise AnalysisError("two or more ranks")
     per_step = measured_bytes_per_step(run, o)
-    link_Bps = M.link_capacity(run, o)[0] * 1e9 / 8
+    link_Bps = link_capacity(run, o)[0] * 1e9 / 8
     return {"bytes_per_step_mb": per_step / MB, "link_share": per_step / link_Bps / step_seconds(run, o)}
 
 
@@ -155,7 +156,7 @@ def lab_table(paths, o: Options):
     from nmtkit.analysis.lab import lab_runs
     t = lab_runs(paths, o)
     where = dict(zip(t.index, t.attrs["paths"]))  # run name -> its directory
-    t = t.assign(ring_bytes=2 * (t["ranks"] - 1) / t["ranks"] * t["params"] * t["bytes_per_value"])
+    t = t.assign(ring_bytes=ring_bytes(t["params"], t["ranks"], t["bytes_per_value"]))
     t = t.assign(link_s=t["ring_bytes"] * 8 / (t["link_mbit_s"] * 1e6),
                  counted_bytes=t["link_mean_mbit_s"] * 1e6 / 8 * t["step_s"])
     t.attrs["where"] = where

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from nmtkit.course.instructor.decisions import decide
-from nmtkit.course.targets import TARGETS, runs_of
+from nmtkit.course.targets import TARGETS, runs_of, within
 from nmtkit.errors import ExerciseError
 
 
@@ -42,8 +42,7 @@ def wrong(value, want, tol) -> str | None:
         value = float(value)
     except (TypeError, ValueError):
         return "not a number"
-    rel, abs_tol = tol
-    if math.isfinite(value) and abs(value - want) <= max(rel * abs(want), abs_tol):
+    if within(value, want, *tol):
         return None
     return "not a number" if not math.isfinite(value) else "too high" if value > want else "too low"
 

@@ -10,7 +10,6 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-import nmtkit.analysis.machines as M
 from nmtkit import monitor
 from nmtkit.analysis.evidence import (
     Options,
@@ -22,6 +21,8 @@ from nmtkit.analysis.evidence import (
     tokens_per_s,
 )
 from nmtkit.analysis.logs import Run
+from nmtkit.analysis.machines import first_rank_steps, in_window, measure_network, per_host
+from nmtkit.ring import ring_bytes
 
 
 def best_gain(values: list[float], k: int, higher_is_better: bool) -> float:
@@ -97,20 +98,20 @@ def network(run: Run, o: Options) -> dict:
     bound, the bytes counted per step on each node's link, the exchange's time on the link and its share of a step,
     and the bottleneck verdict."""
     o = replace(o, bytes_per_param=bytes_per_param(run))
-    ev = M.measure_network(run, o)
+    ev = measure_network(run, o)
     n = ev["ranks"]
     if n <= 1:
         return ev
-    st, mon = steady_steps(run, o.skip_steps), M.in_window(M.per_host(run.monitor), run)
+    st, mon = steady_steps(run, o.skip_steps), in_window(per_host(run.monitor), run)
     iface, link_Bps = ev["iface"], ev["link_gbps"] * 1e9 / 8  # per direction (full duplex)
     step_s = float(st["step_time"].mean())
-    per_step = 2 * (n - 1) / n * ev["params"] * o.bytes_per_param  # bytes each rank sends (and receives) per step
+    per_step = ring_bytes(ev["params"], n, o.bytes_per_param)  # bytes each rank sends (and receives) per step
     comm_s = per_step / link_Bps  # time the allreduce needs on the link if nothing else slowed it
     for h in ev["hosts"]:
         # The ring visits ranks in rank order, node by node: each node has one ring edge out to the next node
         # and one in, whatever its ranks per node, so its link carries one rank's share; loopback sees every edge.
         edges = n if iface == "lo" else 1
-        mine = M.first_rank_steps(st, h["host"])
+        mine = first_rank_steps(st, h["host"])
         counted = bytes_per_step(mon[mon["host"] == h["host"]], iface, mine) if not mine.empty else None
         h.update(link_share_mean=h["mean_Bps"] / link_Bps, expected_Bps=per_step / step_s * edges,
                  # without a counted figure (no steps on this node's samples): the rate times the step time

@@ -10,19 +10,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import nmtkit.analysis.evidence as E
-import nmtkit.analysis.questions as Q
-import nmtkit.course.instructor.decisions as D
-import nmtkit.course.instructor.judgments as J
+from nmtkit.analysis import evidence, questions
 from nmtkit.analysis.evidence import Options  # noqa: F401  Options is part of this module's API
 from nmtkit.analysis.logs import Run
 from nmtkit.analysis.questions import TITLES, Answer, guarded, missing  # noqa: F401  part of the API
+from nmtkit.course.instructor import decisions, judgments
 from nmtkit.errors import AnalysisError
 
 
 def q1_time_and_cost(run: Run, fig_dir, o: Options) -> Answer:
-    ev, fig = Q.measured(1, run, fig_dir, o)
-    d = D.q1(run, o)
+    ev, fig = questions.measured(1, run, fig_dir, o)
+    d = decisions.q1(run, o)
     ev.update(d)
     text = (f"The run took {_hms(ev['elapsed_s'])} of wall-clock time to reach step {ev['step']:,} (status: "
             f"{ev['status']}). Its steady steps took {d['step_s']:.3f} s each, so {d['target_steps']:,} steps of "
@@ -38,8 +36,8 @@ def q1_time_and_cost(run: Run, fig_dir, o: Options) -> Answer:
 
 
 def q2_fully_trained(run: Run, fig_dir, o: Options) -> Answer:
-    ev, fig = Q.measured(2, run, fig_dir, o)
-    ev.update(J.q2(run, o))
+    ev, fig = questions.measured(2, run, fig_dir, o)
+    ev.update(judgments.q2(run, o))
     k, parts = o.plateau_k, []
     if "bleu_plateau" in ev:
         parts.append(f"dev BLEU {'has plateaued' if ev['bleu_plateau'] else 'is still rising'} "
@@ -49,8 +47,8 @@ def q2_fully_trained(run: Run, fig_dir, o: Options) -> Answer:
                      f"({ev['eval_loss_drop_last_k']:+.3f} lower at best over the last {k} evaluations)")
     done = ev["fully_trained"]
     try:
-        d = D.q2(run, o)
-        tol, why = E.bleu_tolerance(run, o)
+        d = decisions.q2(run, o)
+        tol, why = evidence.bleu_tolerance(run, o)
         ev.update(window_steps=d["window_steps"], trained_in_steps=d["trained"], bleu_tolerance=tol)
         parts.insert(0, f"by the rule 'the best of the last {d['window_steps']} steps' evaluations beats the best "
                         f"before them by at most {o.plateau_tol:.0%} (BLEU: at most {tol:.2f} points, {why})'")
@@ -67,8 +65,8 @@ def q2_fully_trained(run: Run, fig_dir, o: Options) -> Answer:
 
 
 def q3_overfitting(run: Run, fig_dir, o: Options) -> Answer:
-    ev, fig = Q.measured(3, run, fig_dir, o)
-    ev.update(J.q3(run, o))
+    ev, fig = questions.measured(3, run, fig_dir, o)
+    ev.update(judgments.q3(run, o))
     first, last = ev["gap_first"], ev["gap_last"]
     trend = {"falling": "is still falling", "flat": "has stopped improving", "rising": "has risen"}[ev["eval_trend"]]
     held_out = (f"eval loss {trend} ({ev['eval_loss_first']:.3f} at the first evaluation, best "
@@ -108,15 +106,15 @@ NCCL_WAIT = ("A wait for the gradient exchange does not show as idle: NCCL's ker
 
 
 def q4_utilisation(run: Run, fig_dir, o: Options) -> Answer:
-    ev, fig = Q.measured(4, run, fig_dir, o)
+    ev, fig = questions.measured(4, run, fig_dir, o)
     listing = "; ".join(f"{r['host']} {r['device']}: mean {r['mean']:.0f}%, above {o.busy_util:.0f}% "
                         f"{r['busy_share']:.0%} of the time"
-                        + (f", memory peak {r['mem_peak_mb'] / 1024:.1f} of {r['mem_total_mb'] / 1024:.1f} GiB"
-                           if "mem_peak_mb" in r else "") for r in ev["devices"])
-    ev.update(J.q4(ev, o))
+                        + (f", memory peak {r['mem_peak_mib'] / 1024:.1f} of {r['mem_total_mib'] / 1024:.1f} GiB"
+                           if "mem_peak_mib" in r else "") for r in ev["devices"])
+    ev.update(judgments.q4(ev, o))
     mfu = ""
     try:
-        d = D.q4(run, o)
+        d = decisions.q4(run, o)
         ev.update(d)
         mfu = (f" Model FLOPs {d['flops_per_step'] / 1e9:.3g} GFLOP per rank per step (each side's weights with its "
                f"own tokens) at {d['tokens_per_s']:,.0f} tokens/s per rank give MFU {d['mfu']:.1%} of the measured "
@@ -143,8 +141,8 @@ def q4_utilisation(run: Run, fig_dir, o: Options) -> Answer:
 
 
 def q5_network(run: Run, fig_dir, o: Options) -> Answer:
-    _, fig = Q.measured(5, run, fig_dir, o)
-    ev = J.network(run, o)
+    _, fig = questions.measured(5, run, fig_dir, o)
+    ev = judgments.network(run, o)
     if ev["ranks"] <= 1:
         text = ("No: this is a single-rank run, so there is no gradient exchange at all; the network carried only "
                 "incidental traffic. The question matters for the multi-node run.")
@@ -175,7 +173,7 @@ def q5_network(run: Run, fig_dir, o: Options) -> Answer:
 
 
 def q6_learning_rate(run: Run, fig_dir, o: Options) -> Answer:
-    ev, fig = Q.measured(6, run, fig_dir, o)
+    ev, fig = questions.measured(6, run, fig_dir, o)
     peak, peak_step = ev["peak_lr"], ev["peak_step"]
     if "predicted_peak_lr" in ev:
         w, factor = ev["warmup_steps"], ev["rank_factor"]
@@ -191,7 +189,7 @@ def q6_learning_rate(run: Run, fig_dir, o: Options) -> Answer:
     if "decay_exponent" in ev:
         text += (f"After the peak it decays as step^{ev['decay_exponent']:.2f} (fitted on log-log axes; "
                  f"inverse square root would be -0.50). ")
-    h = D.q6(run, o)
+    h = decisions.q6(run, o)
     ev.update(h)
     text += (f"The homework's config (d_model 512, scale 2.0, warm-up 8,000) gives {h['lr_8k']:.3g} at step 8,000 "
              f"(the peak) and {h['lr_300k']:.3g} at step 300,000. ")
@@ -202,8 +200,8 @@ def q6_learning_rate(run: Run, fig_dir, o: Options) -> Answer:
 
 
 def q7_training_set(run: Run, fig_dir, o: Options) -> Answer:
-    ev, _ = Q.measured(7, run, fig_dir, o)
-    d = D.q7(run, o)
+    ev, _ = questions.measured(7, run, fig_dir, o)
+    d = decisions.q7(run, o)
     ev.update(d)
     ds = run.data_stats
     text = (f"The training set is {ds.train_mb:,.1f} MB (train.en + train.de, cleaned text) with {ds.train_lines:,} "
@@ -215,7 +213,7 @@ def q7_training_set(run: Run, fig_dir, o: Options) -> Answer:
 
 
 def q8_checkpoint_files(run: Run, fig_dir, o: Options) -> Answer:
-    ev, fig = Q.measured(8, run, fig_dir, o)
+    ev, fig = questions.measured(8, run, fig_dir, o)
     name, files = Path(ev["prefix"]).name, ev["files"]
     text = (f"The latest checkpoint, {name}, is {len(files)} files: "
             + "; ".join(f"{Path(f['file']).name} ({f['bytes']:,} B) - {f['role']}" for f in files)
@@ -227,12 +225,12 @@ def q8_checkpoint_files(run: Run, fig_dir, o: Options) -> Answer:
 
 
 def q9_checkpoint_size(run: Run, fig_dir, o: Options) -> Answer:
-    ev, fig = Q.measured(9, run, fig_dir, o)
+    ev, fig = questions.measured(9, run, fig_dir, o)
     if "problem" in ev:
         return missing(9, ev["problem"], run, ev, f"The latest checkpoint takes {ev['total_mb']:.2f} MB on disk, but "
                                                   f"its weights/optimizer split cannot be computed: {ev['problem']}.")
     try:
-        ev.update(D.q9(run, o))
+        ev.update(decisions.q9(run, o))
         predicted = (f"Predicted from {run.status['params']:,} parameters before measuring: x 4 bytes x 3 (the "
                      f"weights, Adam's m and v) = {ev['predicted_mb']:.2f} MB. Measured: ")
     except AnalysisError:
@@ -247,8 +245,8 @@ def q9_checkpoint_size(run: Run, fig_dir, o: Options) -> Answer:
 
 
 def q10_step_time(run: Run, fig_dir, o: Options) -> Answer:
-    ev, fig = Q.measured(10, run, fig_dir, o)
-    ev.update(J.step_time(run, o))
+    ev, fig = questions.measured(10, run, fig_dir, o)
+    ev.update(judgments.step_time(run, o))
     n = run.n_ranks
     text = (f"{ev['mean_ms']:.1f} ms per step on average (std {ev['std_ms']:.1f} ms, median {ev['median_ms']:.1f}, "
             f"10-90% range {ev['p10_ms']:.1f}-{ev['p90_ms']:.1f} ms) over {ev['n']:,} steps, from {ev['source']}. "
@@ -256,7 +254,7 @@ def q10_step_time(run: Run, fig_dir, o: Options) -> Answer:
             f"own batch, the gradients are averaged across ranks, and every rank applies the same update; so one "
             f"step consumes {n} x the per-rank batch")
     try:
-        ev.update(tokens_per_step=D.q10(run, o)["tokens_per_step"])
+        ev.update(tokens_per_step=decisions.q10(run, o)["tokens_per_step"])
         text += f": {ev['tokens_per_step']:,.0f} tokens per step on average, all ranks together."
     except AnalysisError:
         text += "."
@@ -269,14 +267,14 @@ def q10_step_time(run: Run, fig_dir, o: Options) -> Answer:
 
 
 def q11_correlation(run: Run, fig_dir, o: Options) -> Answer:
-    ev, fig = Q.measured(11, run, fig_dir, o)
+    ev, fig = questions.measured(11, run, fig_dir, o)
     r, iface = ev["pearson_r"], ev["iface"]
     if run.n_ranks <= 1:
         text = ("A single-rank run exchanges no gradients, so its network traffic is incidental: there is nothing "
                 "for step time to depend on. ")
     else:
         try:
-            net = J.network(run, o)
+            net = judgments.network(run, o)
         except AnalysisError:
             net = None
         if net is not None and net.get("hosts"):
@@ -319,7 +317,7 @@ def lab_verdict(paths=None, options: Options | None = None) -> str:
     """The kit's reading of the bottleneck lab's runs (the shipped ones by default), in Markdown, from the figures
     its checks grade against (nmtkit.course.instructor.decisions.lab)."""
     from nmtkit.analysis.lab import shipped
-    d = D.lab(list(paths or shipped()), options)
+    d = decisions.lab(list(paths or shipped()), options)
     out = []
     if "lab_fit" in d:
         f, p = d["lab_fit"], d["lab_predict"]
