@@ -167,7 +167,7 @@ def test_a_monitor_log_from_before_the_mib_names_still_reads():
     from nmtkit.analysis.logs import load_monitor
     from nmtkit.files import read_jsonl
     run = Path(monitor.__file__).parent / "reference" / "lab-1x1"
-    raw = read_jsonl(next((run / "monitor").glob("*.jsonl")))
+    raw = list(read_jsonl(next((run / "monitor").glob("*.jsonl"))))
     assert "mem_used_mb" in raw[0] and "mem_used_mib" not in raw[0]  # the old style, as shipped
     df = load_monitor(run)
     assert not [c for c in df.columns if c.endswith("_mb")], list(df.columns)

@@ -150,8 +150,7 @@ def make_dataset(data_dir, split: str, data_cfg, *, rank: int = 0, size: int = 1
     `limit` > 0: the split's first `limit` examples only (the dev loss over the sentences dev BLEU translates).
     `pad_to_bucket`: both sides padded to the bucket's longest length, so there are at most one batch shape per
     bucket (what XLA needs: it compiles a program per shape); otherwise a batch is padded to its longest example.
-    Introduced in notebook 01_data_prep_bpe.
-    """
+    Introduced in notebook 01_data_prep_bpe."""
     from nmtkit.keras2 import import_tf
     tf = import_tf()
     enc = load_encoded(data_dir, split)
