@@ -222,8 +222,19 @@ def _add_train(sub) -> None:
     p.set_defaults(func=cmd_train)
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a bad command line gets one line (the option, the cause, where the options are listed), not
+    the usage block above the error; the subcommands' parsers are of this class too (add_subparsers copies it)."""
+
+    def error(self, message: str):
+        fix = {"invalid float value": "give a number, e.g. 1.5", "invalid int value": "give a whole number, e.g. 2",
+               "invalid choice": "pick one of those"}
+        hint = next((f"{v}; " for k, v in fix.items() if k in message), "")
+        self.exit(2, f"{self.prog}: {message}; {hint}`{self.prog} --help` lists the options\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="nmtkit", description=__doc__.split("\n")[0])
+    parser = OneLineParser(prog="nmtkit", description=__doc__.split("\n")[0])
     parser.add_argument("--version", action="version", version=f"nmtkit {nmtkit.__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 

@@ -33,9 +33,16 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
             os.close(fd)
         os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes owner-only files; data dirs are shared like any other file
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         tmp.unlink(missing_ok=True)
-        raise
+        raise with_path(e, path)
+
+
+def with_path(e: BaseException, path: Path) -> BaseException:
+    """`e`, and if it is an OSError that names no file (a write() on a full disk), naming `path` for os_problem."""
+    if isinstance(e, OSError) and e.filename is None:
+        e.filename = str(path)
+    return e
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
@@ -76,8 +83,11 @@ def append_jsonl(path: str | os.PathLike, record: dict) -> None:
     """Append one record as one line; a reader of an unfinished run sees whole lines only (see read_jsonl)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(record, separators=(",", ":")) + "\n")
+    try:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record, separators=(",", ":")) + "\n")
+    except OSError as e:
+        raise with_path(e, path)
 
 
 def read_jsonl(path: str | os.PathLike) -> Iterator[dict]:

@@ -21,6 +21,7 @@ from pathlib import Path
 import psutil
 
 from nmtkit.errors import RunDirError
+from nmtkit.files import with_path
 
 LOCK_FILE = ".lock"
 
@@ -66,9 +67,13 @@ class RunLock:
         self.token = f"{socket.gethostname()}:{os.getpid()}:{now:.6f}"
         record = {"pid": os.getpid(), "host": socket.gethostname(), "since": now, "token": self.token}
         # Written in place (not renamed): the flock belongs to this inode.
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)
-        os.fsync(fd)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)
+            os.fsync(fd)
+        except OSError as e:  # a full disk: the message names the lock file (os.pwrite's error names none)
+            os.close(fd)
+            raise with_path(e, self.path)
         self._fd = fd
         self.message = (f"took over the lock of {self.run} from {describe(previous)}, which is no longer running"
                         if previous.get("pid") else f"locked {self.run}")

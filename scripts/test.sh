@@ -13,6 +13,12 @@ if [ -f RELEASE.md ]; then  # a student release (nmtkit release): its notebooks 
   echo "[test] a student release: the unit tests only (the notebooks hold your exercises; run them in JupyterLab)"
   exec make --no-print-directory unit
 fi
+# The linter first, in seconds: a finding fails the run before the half hour of suites (rules: pyproject.toml).
+echo "[test] ruff check nmtkit tools bench tests"
+if ! ruff check nmtkit tools bench tests; then
+  echo "[test] FAILED: ruff's findings above (\`ruff check --fix\` sorts imports; the rest by hand), then make test again"
+  exit 1
+fi
 echo "[test] unit tests and notebooks side by side; logs: $logs/unit.log, $logs/notebooks.log"
 make --no-print-directory unit >"$logs/unit.log" 2>&1 &
 unit=$!

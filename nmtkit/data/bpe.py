@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import os
 import random
+import re
 from pathlib import Path
 from typing import Sequence
 
@@ -49,11 +50,14 @@ def train_bpe(sentences: Sequence[str], out_dir: str | os.PathLike, vocab_size: 
     try:
         spm.SentencePieceTrainer.train(sentence_iterator=iter(sentences), **kwargs)
     except RuntimeError as e:
-        # A small corpus cannot fill a large vocabulary; sentencepiece says the largest it can.
-        if "Vocabulary size is too high" not in str(e) and "vocab_size" not in str(e):
+        # A small corpus cannot fill a large vocabulary; sentencepiece's own words say the largest it can hold.
+        if "Vocabulary size" not in str(e) and "vocab_size" not in str(e):
             raise
-        raise DataError(f"{out_dir}: sentencepiece cannot learn {vocab_size:,} pieces from this corpus ({e}); "
-                        f"lower data.vocab_size") from None
+        most = re.search(r"<= *(\d+)", str(e))
+        holds = f"holds at most {int(most.group(1)):,} BPE pieces" if most else "holds too few distinct pieces"
+        fix = f"--set data.vocab_size={int(most.group(1))}" if most else "--set data.vocab_size=<fewer>"
+        raise DataError(f"{out_dir}: the training corpus ({len(sentences):,} sentences) {holds}, not data.vocab_size="
+                        f"{vocab_size:,}: lower it ({fix}) or give a larger corpus") from None
     proto = buf.getvalue()
     sp = spm.SentencePieceProcessor(model_proto=proto)
     vocab = "".join(f"{sp.id_to_piece(i)}\t{sp.get_score(i):g}\n" for i in range(sp.get_piece_size()))

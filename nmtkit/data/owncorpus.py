@@ -142,7 +142,7 @@ def prepare_files(d: Path, dc, say=print) -> tuple[str, dict, dict]:
     paths = inputs(dc)
     test_is_dev = "test_src" not in paths
     forced = TOKENIZED[dc.tokenized]
-    text, detok = {}, {}
+    text, detok, notes = {}, {}, []  # the notes are said once the corpus is usable: a refusal is one line
     for split in ("train", "dev") + (() if test_is_dev else ("test",)):
         src, tgt = _read_pair(paths, split)
         for side, lines, lang in (("src", src, dc.src_lang), ("tgt", tgt, dc.tgt_lang)):
@@ -153,11 +153,11 @@ def prepare_files(d: Path, dc, say=print) -> tuple[str, dict, dict]:
             else:
                 detok[role] = {"tokenized": forced, "why": f"data.tokenized={dc.tokenized}"}
             verdict = "Moses-tokenized, detokenizing" if detok[role]["tokenized"] else "not tokenized, kept as is"
-            say(f"  {paths[role]}: {verdict} ({detok[role]['why']})")
+            notes.append(f"  {paths[role]}: {verdict} ({detok[role]['why']})")
             text[role] = detokenize(lines, lang) if detok[role]["tokenized"] else lines
     if test_is_dev:
-        say("  no test split given (--test-src/--test-tgt): test.en/test.de are a copy of dev, so the test BLEU "
-            "is measured on dev")
+        notes.append("  no test split given (--test-src/--test-tgt): test.en/test.de are a copy of dev, so the test "
+                     "BLEU is measured on dev")
         text["test_src"], text["test_tgt"] = text["dev_src"], text["dev_tgt"]
     train, counts = clean_pairs(zip(text["train_src"], text["train_tgt"]), dc.min_len, dc.max_len, dc.max_len_ratio)
     if not train:
@@ -168,6 +168,8 @@ def prepare_files(d: Path, dc, say=print) -> tuple[str, dict, dict]:
     for split in ("dev", "test"):
         write_lines_atomic(d / f"{split}.en", text[f"{split}_src"])
         write_lines_atomic(d / f"{split}.de", text[f"{split}_tgt"])
+    for note in notes:
+        say(note)
     msg = (f"your corpus: {counts['kept']:,} training pairs kept of {counts['input']:,}, "
            f"{len(text['dev_src']):,} dev" + (" (also the test set)" if test_is_dev else
                                                f", {len(text['test_src']):,} test"))

@@ -31,8 +31,11 @@ def off_path(data_dir, split, lang) -> Path:
 
 
 def _save_npy(path: Path, arr: np.ndarray) -> None:
-    with atomic_path(path) as tmp, open(tmp, "wb") as f:  # a file object: np.save(name) would add ".npy"
-        np.save(f, arr)
+    """np.save's bytes (format 1.0), written by the file object: numpy's own tofile() loses a full disk's errno."""
+    from numpy.lib import format as npy
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        npy.write_array_header_1_0(f, npy.header_data_from_array_1_0(arr))
+        f.write(np.ascontiguousarray(arr).data)
 
 
 def write_encoded(data_dir, split: str, lang: str, ids: np.ndarray, lengths: np.ndarray) -> list[Path]:
