@@ -42,7 +42,7 @@ def english_lines(n: int) -> tuple[list[str], str]:
     else:
         import pydoc_data.topics
         text, where = "\n".join(pydoc_data.topics.topics.values()), "Python's pydoc topics"
-    lines = [" ".join(l.split()) for l in text.splitlines() if len(l.split()) >= 4]
+    lines = [" ".join(line.split()) for line in text.splitlines() if len(line.split()) >= 4]
     step = max(1, len(lines) // n)
     picked = lines[::step][:n]
     picked += list(itertools.islice(itertools.cycle(lines), n - len(picked)))  # a short source repeats
@@ -111,9 +111,9 @@ def main() -> None:
         d = Path(tmp)
         (d / "train.en").write_text("\n".join(en) + "\n")
         (d / "train.de").write_text("\n".join(de) + "\n")
-        words = sum(len(l.split()) for l in en + de)
+        words = sum(len(line.split()) for line in en + de)
         print(f"corpus: {len(en) + len(de):,} lines ({len(en):,} English from {where}, {len(de):,} synthetic German), "
-              f"{words:,} words, {len(set(w for l in en + de for w in l.split())):,} word types")
+              f"{words:,} words, {len(set(w for line in en + de for w in line.split())):,} word types")
 
         t_kit_learn, _ = timed(kit_learn, d, merges)
         t_kit_apply, n_ids = timed(kit_apply, d)
@@ -129,7 +129,8 @@ def main() -> None:
         for lang in ("en", "de"):
             run_quiet(cmd + ["apply-bpe", "-c", str(d / "codes")], d / f"train.{lang}", d / f"train.bpe.{lang}")
         t_sw_apply = time.perf_counter() - t0
-        n_sw = sum(len(l.split()) for lang in ("en", "de") for l in (d / f"train.bpe.{lang}").read_text().splitlines())
+        n_sw = sum(len(line.split()) for lang in ("en", "de")
+                   for line in (d / f"train.bpe.{lang}").read_text().splitlines())
         print(f"subword-nmt ({merges:,} merges): learn {t_sw_learn:.2f} s, apply {t_sw_apply:.2f} s "
               f"({n_sw:,} subword tokens)")
 

@@ -4,7 +4,7 @@
     python bench/course.py --from runs/X    # the same table from an earlier `nmtkit course --out runs/X`
     python bench/course.py --grade [--jobs N]  # grade one submission (the instructor's notebooks): per notebook, phase
     python bench/course.py --tests [--from CLONE]  # make test's last run (.test-logs/*.xml): each file, each notebook
-    python bench/course.py --tests --run   # run make test's suites here, then the same table and the CPU per process kind
+    python bench/course.py --tests --run   # make test's suites run here, then that table and the CPU per process
 
 nbclient records when each cell started and ended (cell.metadata.execution), so an executed notebook says where its
 time went. A cell's phase is read from its code (PHASES: the first pattern that matches); "kernel start" is a

@@ -101,7 +101,7 @@ def _fresh(*args: str) -> dict:
     env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2", TF_ENABLE_ONEDNN_OPTS="0",
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     out = subprocess.run([sys.executable, __file__, *args], env=env, capture_output=True, text=True, timeout=3600)
-    lines = [l for l in out.stdout.splitlines() if l.startswith("RESULT ")]
+    lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
     if out.returncode or not lines:
         raise SystemExit(f"{' '.join(args)}: failed (exit {out.returncode}):\n{out.stderr[-2000:]}")
     return json.loads(lines[-1][7:])

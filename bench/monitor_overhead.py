@@ -76,7 +76,8 @@ def main() -> None:
     print(f"sampler: one sample costs {cost * 1e3:.2f} ms of CPU -> {cost / args.interval:.3%} of one core "
           f"at a {args.interval:g} s interval")
     print(f"busy loop ({args.size}x{args.size} matmuls): median step {m0 * 1e3:.2f} ms without the sampler "
-          f"({len(without)} steps), {m1 * 1e3:.2f} ms with it ({len(with_)} steps, {samples} samples in the last block)")
+          f"({len(without)} steps), {m1 * 1e3:.2f} ms with it ({len(with_)} steps, {samples} samples in the last "
+          "block)")
     print(f"step-time ratio with/without: {m1 / m0:.4f} ({(m1 / m0 - 1):+.2%}); target <= +1%")
 
 

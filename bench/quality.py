@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import nmtkit  # noqa: E402,F401
-from nmtkit import config  # noqa: E402
+import nmtkit  # noqa: F401
+from nmtkit import config
 
 LONG_STEPS = 1200
 

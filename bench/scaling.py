@@ -31,12 +31,12 @@ from pathlib import Path
 os.environ.update(OMP_NUM_THREADS="1", TF_NUM_INTRAOP_THREADS="1", TF_NUM_INTEROP_THREADS="1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the kit of this checkout
 
-import nmtkit  # noqa: E402,F401  (Keras 2 API before TensorFlow)
-from nmtkit import config, runs  # noqa: E402
-from nmtkit.cluster import Cluster  # noqa: E402
-from nmtkit.data.prepare import prepare  # noqa: E402
-from nmtkit.files import read_jsonl  # noqa: E402
-from tools.rehearsal.netns import TwoHosts, unavailable  # noqa: E402
+import nmtkit  # noqa: F401  (Keras 2 API before TensorFlow)
+from nmtkit import config, runs
+from nmtkit.cluster import Cluster
+from nmtkit.data.prepare import prepare
+from nmtkit.files import read_jsonl
+from tools.rehearsal.netns import TwoHosts, unavailable
 
 RATES = {"1gbit": 1e9, "200mbit": 200e6}  # tc's units are SI: bits per second
 COMPRESSIONS = {"none": 4, "fp16": 2}      # train.compression -> bytes per gradient value on the wire
@@ -56,9 +56,9 @@ def measure(cluster: Cluster, cfg, run: Path, ranks: int, warmup: int) -> dict:
     results = cluster.launch(cfg, run, preflight=False, ranks=ranks).wait(timeout=1800)
     summary = results[0].value
     logs = [[r for r in read_jsonl(runs.rank_log(run, k)) if r["step"] > warmup] for k in range(ranks)]
-    n = min(len(l) for l in logs)
-    step_times = [statistics.mean(l[i]["step_time"] for l in logs) for i in range(n)]
-    tokens = sum(r["tokens"] for l in logs for r in l[:n])
+    n = min(len(log) for log in logs)
+    step_times = [statistics.mean(log[i]["step_time"] for log in logs) for i in range(n)]
+    tokens = sum(r["tokens"] for log in logs for r in log[:n])
     seconds = sum(step_times)
     return {"step_ms": 1000 * seconds / n, "median_ms": 1000 * statistics.median(step_times),
             "tokens_per_sec": tokens / seconds, "tokens_per_step": tokens / n, "steps": n,

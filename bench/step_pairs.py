@@ -24,8 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # the kit of this checkout
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the kit of this checkout
 
 import nmtkit  # noqa: F401  (Keras 2 API before TensorFlow)
 from nmtkit import config
@@ -33,6 +32,8 @@ from nmtkit.data.bpe import Tokenizer
 from nmtkit.data.pipeline import make_dataset
 from nmtkit.data.prepare import prepare
 from nmtkit.training.dist import Single, set_threads
+
+ROOT = Path(__file__).resolve().parents[1]
 
 SHAPES = {"base": (6, 512, 8, 2048), "small": (3, 256, 4, 1024), "tiny": (2, 128, 4, 512)}
 
@@ -93,7 +94,8 @@ def main() -> None:
                                    "train.precision": precisions[0], "monitor.enabled": False})
         prepare(cfg, progress=False)
         vocab = Tokenizer.from_data_dir(data_dir).vocab_size
-        batches = list(make_dataset(data_dir, "train", cfg.data, seed=1, shuffle=True, repeat=True).take(args.pairs + 2))
+        batches = list(make_dataset(data_dir, "train", cfg.data, seed=1, shuffle=True, repeat=True)
+                       .take(args.pairs + 2))
         if args.against:
             names = [args.against, "this checkout"]
             sides = [trainer(cfg, vocab, model_of(args.against, Path(tmp)).build), trainer(cfg, vocab)]

@@ -7,8 +7,9 @@ Both train on the same text (the tiny profile's synthetic training split, the sa
 shapes, fp32, 2048-token batches, one after the other in this run; warm-up steps (tracing) are left out. Tokens are
 source + target non-padding tokens. MFU is against the peak of the precision each variant runs in: on CPU a matmul
 in that dtype (fp32, bf16, fp16) timed in this run just after the shape's runs, on GPU the device's table figure
-(nmtkit.training.peaks; TF32 under float32). train()'s own MFU is rescaled from its peak to this one. OpenNMT-tf runs in a bench-only venv (.cache/onmt-venv) built on
-first use; if it cannot run, the reference table measured earlier is printed instead, with the reason.
+(nmtkit.training.peaks; TF32 under float32). train()'s own MFU is rescaled from its peak to this one. OpenNMT-tf runs in
+a bench-only venv (.cache/onmt-venv) built on first use; if it cannot run, the reference table measured earlier is
+printed instead, with the reason.
 Both bucket by the longer side of each example with the same width (--bucket-width, OpenNMT-tf's
 length_bucket_width; 1 by default as OpenNMT-tf's Transformer recipes) and fill a 2048 budget the same way
 (sentences x bucket length), so their tokens per step compare.
@@ -87,8 +88,8 @@ def run_nmtkit(base_cfg, data_dir: Path, shape: str, steps: int, warmup: int, wo
         "model.num_heads": heads, "model.d_ff": ff, "train.steps": warmup + steps, "train.log_every": 1,
         "train.precision": "float32", **overrides})
     records: list[dict] = []
-    summary = train(cfg, work / f"nmtkit-{shape}-{int(time.time())}", data_dir=data_dir, on_log=records.append, progress=False,
-                    resume=False)
+    summary = train(cfg, work / f"nmtkit-{shape}-{int(time.time())}", data_dir=data_dir, on_log=records.append,
+                    progress=False, resume=False)
     kept = [r for r in records if r["step"] > warmup]
     seconds = sum(r["step_time"] for r in kept)
     tokens = sum(r["tokens_per_sec"] * r["step_time"] for r in kept)
@@ -291,8 +292,8 @@ def main() -> None:
         for shape, name, k, o in rows:
             other = (f"{o.tokens_per_sec:,.0f} | {o.ms_per_step:.0f} | {o.tokens_per_step:,.0f} | "
                      f"{k['ratio']:.2f}") if o and "ratio" in k else "- | - | - | -"
-            print(f"| {shape} | {name} | {k['tokens_per_sec']:,.0f} | {k['ms_per_step']:.0f} | {k['tokens_per_step']:,.0f} | "
-                  f"{100 * k['padding']:.1f}% | {100 * k['mfu']:.1f}% | {other} |")
+            print(f"| {shape} | {name} | {k['tokens_per_sec']:,.0f} | {k['ms_per_step']:.0f} | "
+                  f"{k['tokens_per_step']:,.0f} | {100 * k['padding']:.1f}% | {100 * k['mfu']:.1f}% | {other} |")
         if onmt_why:
             print(f"\nOpenNMT-tf not measured: {onmt_why}\n{REFERENCE}")
         else:

@@ -115,7 +115,7 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
 
 
 def write_lines_atomic(path: str | os.PathLike, lines: Iterable[str]) -> Path:
-    return atomic_write_text(path, "".join(l + "\n" for l in lines))
+    return atomic_write_text(path, "".join(line + "\n" for line in lines))
 
 
 _OS_ADVICE = {  # errno -> what the user can do about it

@@ -55,7 +55,8 @@ def _filter_fd2(noise: re.Pattern = _CUDA_PROBE_NOISE):
             os.dup2(saved, 2)
             os.close(saved)
             tmp.seek(0)
-            kept = [l for l in tmp.read().decode("utf-8", "replace").splitlines() if l and not noise.search(l)]
+            kept = [line for line in tmp.read().decode("utf-8", "replace").splitlines() if line
+                    and not noise.search(line)]
             if kept:
                 sys.stderr.write("\n".join(kept) + "\n")
 

@@ -168,7 +168,8 @@ def net_rates(before: dict, after: dict, dt: float) -> dict:
 # --- TensorBoard, without TensorFlow -----------------------------------------------------------------
 
 class _TBWriter:
-    """Scalars in an event file of their own (TensorBoard's writer, no TensorFlow import, no fight with the trainer's)."""
+    """Scalars in an event file of their own (TensorBoard's writer: no TensorFlow import, no fight with the
+    trainer's)."""
 
     def __init__(self, logdir: str | Path):
         from tensorboard.compat.proto import event_pb2, summary_pb2
@@ -317,7 +318,8 @@ def render(rec: dict, no_gpu_reason: str = "") -> str:
     lines.append("")
     lines.append(f"{'interface':<16}{'sent':>14}{'received':>14}")
     for iface in interfaces(rec):
-        lines.append(f"{iface:<16}{_rate(rec[net_col(iface, 'sent')]):>14}{_rate(rec.get(net_col(iface, 'recv'), 0.0)):>14}")
+        sent, recv = rec[net_col(iface, "sent")], rec.get(net_col(iface, "recv"), 0.0)
+        lines.append(f"{iface:<16}{_rate(sent):>14}{_rate(recv):>14}")
     return "\n".join(lines)
 
 

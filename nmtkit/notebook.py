@@ -126,7 +126,8 @@ class Analysis:
             if v is None:
                 return "(not computed)"
             if isinstance(v, (bool, int, float)) or getattr(v, "ndim", None) == 0:  # numpy scalars too
-                return str(bool(v)) if str(getattr(v, "dtype", type(v).__name__)).startswith("bool") else f"{float(v):.4g}"
+                return str(bool(v)) if str(getattr(v, "dtype",
+                                                   type(v).__name__)).startswith("bool") else f"{float(v):.4g}"
             return str(v)
         title = lambda q: f"Q{q[1:]}. {TITLES[int(q[1:])]}" if q[1:].isdigit() else f"Lab: {q[4:]}"  # noqa: E731
         rows = [{"question": title(q), "figure": name, "yours": shown(namespace.get(name))}

@@ -89,7 +89,8 @@ MARKER = ".nmtkit-export"  # in every export: the only kind of existing director
 
 def _is_export(path: Path) -> bool:
     """A previous export (ours carry MARKER; older kit versions' exports have nmtkit_export.json + the model)."""
-    return (path / MARKER).is_file() or ((path / "nmtkit_export.json").is_file() and (path / "saved_model.pb").is_file())
+    return (path / MARKER).is_file() or ((path / "nmtkit_export.json").is_file()
+                                         and (path / "saved_model.pb").is_file())
 
 
 def _check_out(run: Path, out: Path) -> None:

@@ -28,7 +28,8 @@ def _corpus_that_cleans_to_nothing(d):
 
 
 CASES = {  # name -> (make the input in tmp dir d -> argv, words the one line must hold)
-    "prepare --data FILE": (lambda d: (d / "f").write_text("x") and ["prepare", "--profile", "tiny", "--data", str(d / "f")],
+    "prepare --data FILE": (lambda d: (d / "f").write_text("x") and ["prepare", "--profile", "tiny", "--data",
+                                                                     str(d / "f")],
                             ["a file where the data directory belongs"]),
     "prepare --data FILE/sub": (lambda d: (d / "f").write_text("x") and ["prepare", "--profile", "tiny", "--data",
                                                                           str(d / "f" / "sub")],
@@ -50,7 +51,8 @@ def test_bad_input_gets_one_line_naming_its_real_cause(tmp_path, case):
     argv = make(tmp_path)
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
     rc, out = nmtkit(tmp_path, *argv)
-    lines = [l for l in out.splitlines() if l.strip() and not l.startswith(("[", "  "))]  # progress lines aside
+    # progress lines aside
+    lines = [line for line in out.splitlines() if line.strip() and not line.startswith(("[", "  "))]
     assert rc != 0, out
     assert "internal error" not in out, out
     assert 1 <= len(lines) <= 3, out

@@ -57,7 +57,8 @@ class Chromium:
     def __init__(self, tmp: Path):
         self.proc = subprocess.Popen([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
                                       "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                                      "--no-first-run", "--disable-dev-shm-usage", f"--user-data-dir={tmp / 'chromium'}",
+                                      "--no-first-run", "--disable-dev-shm-usage",
+                                      f"--user-data-dir={tmp / 'chromium'}",
                                       "--remote-debugging-port=0", "--remote-allow-origins=*",
                                       "--window-size=1280,4000", "about:blank"],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -127,7 +128,8 @@ def _jupyter_env(tmp: Path) -> dict:
     """A private Jupyter home (config, data with the trust database, settings) so nothing touches the user's."""
     env = dict(os.environ, JUPYTER_CONFIG_DIR=str(tmp / "config"), JUPYTER_DATA_DIR=str(tmp / "data"),
                JUPYTER_RUNTIME_DIR=str(tmp / "runtime"), JUPYTERLAB_WORKSPACES_DIR=str(tmp / "workspaces"),
-               JUPYTERLAB_SETTINGS_DIR=str(tmp / "settings"), PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+               JUPYTERLAB_SETTINGS_DIR=str(tmp / "settings"),
+               PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     # every cell in the DOM, not only those in view (JupyterLab 4 virtualises long notebooks)
     tracker = tmp / "settings" / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
     tracker.parent.mkdir(parents=True)

@@ -33,7 +33,7 @@ def test_prepare_train_report_export(tmp_path):
     r = nmtkit("train", "--data", str(data), "--logdir", str(run), *sets(SMALL + ["train.steps=6"]))
     assert r.returncode == 0, r.stderr[-3000:]
     # nanoGPT-style log line: step, loss, lr, ms/step, tokens/s, MFU
-    line = next(l for l in r.stdout.splitlines() if l.startswith("step 6/6"))
+    line = next(printed for printed in r.stdout.splitlines() if printed.startswith("step 6/6"))
     for part in ("loss", "lr", "ms/step", "tok/s", "MFU"):
         assert part in line, line
     assert "test BLEU" in r.stdout and "run finished at step 6" in r.stdout

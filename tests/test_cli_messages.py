@@ -48,7 +48,8 @@ CASES = {  # name -> (make the input in tmp dir d -> argv, words the one line ho
     "train --np x": (lambda d: ["train", "--np", "x"], ["--np", "invalid int value", "a whole number"], True),
     "an unknown command": (lambda d: ["trian"], ["invalid choice: 'trian'", "'train'", "nmtkit --help"], True),
     "a corpus too small for its vocabulary": (three_pairs, ["6 sentences", "holds at most", "data.vocab_size=1,000",
-                                                            "lower it (--set data.vocab_size=", "larger corpus"], False),
+                                                            "lower it (--set data.vocab_size=", "larger corpus"],
+                                              False),
     "a corpus whose only pair is over data.max_len": (
         one_long_pair, ["tr.en", "tr.de", "dropped all 1 training pair(s)", "1 for a side over data.max_len=80 words",
                         "--set data.max_len="], True),
@@ -138,7 +139,8 @@ def test_resuming_on_a_full_disk_is_one_line_and_keeps_the_run(tmp_path_factory,
         after = snapshot(mnt / "run")
         # the model's checkpoints as they were (the input pipeline's position, checkpoints/data/, is read by step)
         kept = [p for p in before if p.parts[0] == "checkpoints" and p.parts[1] != "data"]
-        assert kept and all(after.get(p) == before[p] for p in kept), [str(p) for p in kept if after.get(p) != before[p]]
+        assert kept and all(after.get(p) == before[p] for p in kept), [str(p) for p in kept
+                                                                       if after.get(p) != before[p]]
         assert json.loads((mnt / "run" / "run.json").read_text())["status"] != "running"
         (mnt / "filler").unlink()  # the space freed, as the line says: the same command resumes and finishes
         r = nmtkit(tmp_path, *train_args(nmt_data, mnt / "run", 8))

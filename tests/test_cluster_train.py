@@ -169,7 +169,7 @@ def test_two_ranks_lower_the_loss_with_identical_weights(cluster, cfg, tmp_path)
     assert summaries[0]["test_bleu"] == alone["bleu"]
     assert [r["step"] for r in read_jsonl(run / "scalars.jsonl") if r["tag"] == "eval_loss"] == [15, 30]
     for rank in (0, 1):  # every rank logs its own steps; the data differ per rank, so do the losses
-        losses = [l for _, l in _steps(run, rank)]
+        losses = [loss for _, loss in _steps(run, rank)]
         assert len(losses) == 30
         assert sum(losses[-5:]) / 5 < sum(losses[:5]) / 5
     assert _steps(run, 0) != _steps(run, 1)
@@ -177,7 +177,8 @@ def test_two_ranks_lower_the_loss_with_identical_weights(cluster, cfg, tmp_path)
     assert json.loads((run / "run.json").read_text())["status"] == "finished"
 
 
-def test_one_rank_then_two_with_accumulated_gradients_fused_or_per_gradient_allreduce_same_weights(cluster, cfg, tmp_path):
+def test_one_rank_then_two_with_accumulated_gradients_fused_or_per_gradient_allreduce_same_weights(cluster, cfg,
+                                                                                                   tmp_path):
     cfg = cfg.with_overrides({"train.steps": 3, "train.grad_accum": 2, "eval.every": 0, "eval.at_end": False})
     # Horovod re-initialised at another size on an engine (a grouped allreduce tried here killed the engine)
     one = cluster.launch(cfg, tmp_path / "one", preflight=False, ranks=1).wait(timeout=240)

@@ -85,7 +85,8 @@ def test_check_outputs_compares_checked_cells_after_sanitizing(tmp_path):
     book(executed, "50,000 lines\n", "took 4.7 s\n", "something else\n")
     assert course.check_outputs(executed, committed) == []
     book(executed, "49,999 lines\n", "took 4.7 s\n", "anything\n")
-    assert course.check_outputs(executed, committed) == ["01_data.ipynb: cell 0: output differs from the committed notebook"]
+    assert course.check_outputs(executed, committed) == [
+        "01_data.ipynb: cell 0: output differs from the committed notebook"]
 
 
 def test_the_notebooks_share_one_kernel_and_each_starts_from_an_empty_namespace(tmp_path):

@@ -140,7 +140,7 @@ def test_given_test_split_and_untokenized_files(tmp_path):
 
 def test_misaligned_missing_and_clobbering_inputs_are_one_line_errors(tmp_path):
     src = moses_corpus(tmp_path / "src", n_train=300, n_dev=20)
-    (src / "dev.de").write_text("".join(l + "\n" for l in (src / "dev.de").read_text().splitlines()[:-3]))
+    (src / "dev.de").write_text("".join(line + "\n" for line in (src / "dev.de").read_text().splitlines()[:-3]))
     rc, out, err = run_cli(own_args(src, tmp_path / "data"))
     assert rc == 1 and f"{src / 'dev.en'} (--dev-src) has 20 lines but {src / 'dev.de'} (--dev-tgt) has 17" in err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err

@@ -42,7 +42,7 @@ def test_environment_yml_pins_match_pyproject():
         assert spec == pins[name], f"{name}: environment.yml says {spec!r}, pyproject.toml says {pins[name]!r}"
     # every runtime dependency except horovod (built by scripts/setup.sh) is listed for conda users
     runtime = {_split(r)[0] for r in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]}
-    assert runtime <= {_split(l)[0] for l in listed}
+    assert runtime <= {_split(line)[0] for line in listed}
     assert "-e .[dev]" in pip, "conda's pip section installs nmtkit with the same extras"
 
 
@@ -97,7 +97,8 @@ def test_setuptools_pin_keeps_pkg_resources():
 
 def test_setup_is_idempotent_and_fast_when_done():
     # the fast path: stamp present and imports fine -> exits at once without touching pip
-    env = {"PATH": "/usr/bin:/bin:/usr/local/bin", "HOME": str(Path.home()), "VENV": str(Path(sys.executable).parents[1])}
+    env = {"PATH": "/usr/bin:/bin:/usr/local/bin", "HOME": str(Path.home()),
+           "VENV": str(Path(sys.executable).parents[1])}
     check = subprocess.run(["bash", "scripts/setup.sh", "--check"], cwd=ROOT, capture_output=True, text=True,
                            timeout=120, env=env)
     if check.returncode:  # without --check this would install into the venv (a shared one, perhaps)

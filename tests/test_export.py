@@ -121,7 +121,8 @@ def test_export_refuses_a_foreign_directory_and_leaves_it_untouched(trained_run,
     mine = tmp_path / "my_results"
     mine.mkdir()
     (mine / "notes.txt").write_text("a week of work")
-    with pytest.raises(ExportError, match=r"my_results: exists and is not a previous nmtkit export .*nothing was changed"):
+    with pytest.raises(ExportError,
+                       match=r"my_results: exists and is not a previous nmtkit export .*nothing was changed"):
         export(run, mine)
     assert _tree(mine) == [("notes.txt", 14)]
     (tmp_path / "a_file").write_text("x")

@@ -11,8 +11,10 @@ from nmtkit.training import peaks
 
 @pytest.mark.parametrize("name, model", [
     ("NVIDIA L4", "L4"), ("NVIDIA L40", "L40"), ("NVIDIA L40S", "L40S"),
-    ("Tesla V100-PCIE-32GB", "V100 PCIe"), ("Tesla V100-SXM2-16GB", "V100 SXM2"), ("Tesla V100S-PCIE-32GB", "V100S PCIe"),
-    ("NVIDIA A100-SXM4-80GB", "A100"), ("NVIDIA A100-PCIE-40GB", "A100"), ("NVIDIA A10", "A10"), ("NVIDIA A10G", "A10G"),
+    ("Tesla V100-PCIE-32GB", "V100 PCIe"), ("Tesla V100-SXM2-16GB", "V100 SXM2"), ("Tesla V100S-PCIE-32GB",
+                                                                                   "V100S PCIe"),
+    ("NVIDIA A100-SXM4-80GB", "A100"), ("NVIDIA A100-PCIE-40GB", "A100"), ("NVIDIA A10", "A10"), ("NVIDIA A10G",
+                                                                                                  "A10G"),
     ("NVIDIA H100 PCIe", "H100 PCIe"), ("NVIDIA H100 80GB HBM3", "H100 SXM"), ("NVIDIA H100 NVL", "H100 NVL"),
     ("NVIDIA H200", "H200 SXM"), ("NVIDIA H200 NVL", "H200 NVL"), ("NVIDIA GH200 480GB", "GH200"),
     ("NVIDIA B200", "B200"), ("Tesla T4", "T4"), ("NVIDIA A40", "A40"), ("NVIDIA GeForce RTX 4090", "RTX 4090"),

@@ -25,7 +25,8 @@ def trials(step_none=160.3, step_fp16=351.0, params=1_054_208, ranks=2):
 
 
 def no_code(message: str) -> bool:
-    return not re.search(r"=|\[|\]|\*\*|\bnk\.|\.loc\b|lambda|\w\(", message.split("Hint:")[1])  # no call, index or assignment
+    # no call, index or assignment
+    return not re.search(r"=|\[|\]|\*\*|\bnk\.|\.loc\b|lambda|\w\(", message.split("Hint:")[1])
 
 
 # --- notebook 01 --------------------------------------------------------------------------------------------
@@ -89,7 +90,8 @@ def test_link_verdict_states_the_tables_figures_and_counts_the_exchange_once():
         col = f"exchange on {gbps:g} Gbit/s (ms)"
         for comp, r in table.iterrows():  # every figure the table shows is the text's
             assert f"{comp}: {r['bytes per rank (MB)']:.2f} MB per rank per step" in text
-            assert f"{r['step time here (ms)']:.1f} ms step on a {r['break-even link (Gbit/s)']:.3g} Gbit/s link" in text
+            step, link = r["step time here (ms)"], r["break-even link (Gbit/s)"]
+            assert f"{step:.1f} ms step on a {link:.3g} Gbit/s link" in text
             assert f"take {r[col]:.1f} ms, {r[prose.SHARE]:.0%} of a step" in text
             # compute + exchange, the exchange counted once
             assert r[prose.SHARE] == pytest.approx(r[col] / (r[col] + r["step time here (ms)"]), abs=1e-3)

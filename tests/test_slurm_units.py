@@ -94,7 +94,8 @@ def test_until_an_evaluation_is_timed_the_finish_is_reserved_at_the_first_steps_
     spend.eval_s = 1.0  # once an evaluation was timed, its time counts
     assert spend.stop_reason(p, t) is None
     spend.budget = Budget(max_hours=(time.time() - now + 30) / 3600, max_cost=0.0, price=0.0, nodes=1)
-    spend.deadline, spend.t0, spend.eval_s = None, now, 20.0  # the budget keeps room for the final dev and test evaluations: 2 x 20 s
+    # the budget keeps room for the final dev and test evaluations: 2 x 20 s
+    spend.deadline, spend.t0, spend.eval_s = None, now, 20.0
     assert spend.stop_reason(p, t) == "budget"
     spend.eval_s = 10.0
     assert spend.stop_reason(p, t) is None
@@ -116,10 +117,10 @@ def test_the_batch_script_carries_partition_account_time_gpus_and_extra_lines(tm
     assert sorted(p.name for p in tmp_path.glob("*.sbatch")) == ["slurm_engines-c1.sbatch", "slurm_engines-c2.sbatch"]
     assert launcher.find_args()[-1] == str(tmp_path / "slurm_engines-c1.sbatch")
     script = (tmp_path / "slurm_engines-c1.sbatch").read_text()
-    lines = [l for l in script.splitlines() if l.startswith("#SBATCH")]
+    lines = [line for line in script.splitlines() if line.startswith("#SBATCH")]
     for want in ("--partition=gpu", "--account=nlp101", "--time=90", "--ntasks=4", "--ntasks-per-node=2",
                  "--gpus-per-task=1", "--qos=short", "--comment={x}", "--job-name=ipengine-c1"):
-        assert any(l.endswith(want) for l in lines), (want, script)
+        assert any(line.endswith(want) for line in lines), (want, script)
     # the job's output goes to the profile, not slurm-<id>.out in whatever directory the driver runs in
     assert f"#SBATCH --output={tmp_path}/slurm-%j.out" in lines
     assert script.splitlines()[0].startswith("#!") and script.splitlines()[-1].startswith("srun ")
@@ -135,7 +136,8 @@ def test_inside_an_allocation_the_engines_are_one_srun_step_of_it(tmp_path, monk
     job = SlurmJob(cfg.cluster, env={"SLURM_JOB_ID": "4242"})
     cls, count, kwargs = job.engine_set(3, str(tmp_path))
     assert (cls, count, job.job_id) == ("local", 1, "4242")
-    assert kwargs["engine_cmd"][:2] == ["srun", "--ntasks=3"] and kwargs["engine_cmd"][-2:] == ["-m", "ipyparallel.engine"]
+    assert kwargs["engine_cmd"][:2] == ["srun", "--ntasks=3"] and kwargs["engine_cmd"][-2:] == ["-m",
+                                                                                                "ipyparallel.engine"]
     assert job.cancel_command() is None  # the user's allocation is never scancel'ed: the srun step ends by its pid
     assert "--overlap" not in kwargs["engine_cmd"]
     in_step = SlurmJob(cfg.cluster, env={"SLURM_JOB_ID": "4242", "SLURM_STEP_ID": "0"})  # srun --pty jupyter lab
@@ -171,7 +173,8 @@ def _fake_slurm(tmp_path, monkeypatch, state: str, nodes: str = "idle") -> Slurm
     """scontrol and sinfo that answer from files (the job's state, the nodes' state), for the lines a fault gives."""
     (tmp_path / "state").write_text(state)
     (tmp_path / "nodes").write_text(nodes)
-    for tool, body in (("scontrol", f'echo "JobId=$4 JobState=$(cat {tmp_path}/state) Reason=NodeDown NodeList=n[1-2]"'),
+    for tool, body in (("scontrol",
+                        f'echo "JobId=$4 JobState=$(cat {tmp_path}/state) Reason=NodeDown NodeList=n[1-2]"'),
                        ("sinfo", f"cat {tmp_path}/nodes")):
         (tmp_path / tool).write_text(f"#!/bin/sh\n{body}\n")
         (tmp_path / tool).chmod(0o755)

@@ -13,7 +13,8 @@ def test_train_function_is_short():
 
 
 def test_runs_and_lr_do_not_import_tensorflow():
-    code = "import sys, nmtkit.runs, nmtkit.lr; print(sorted(m for m in sys.modules if m.split('.')[0] == 'tensorflow'))"
+    code = ("import sys, nmtkit.runs, nmtkit.lr; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'tensorflow'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]", out
 

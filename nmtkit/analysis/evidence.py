@@ -21,7 +21,8 @@ from nmtkit.errors import AnalysisError
 
 @dataclass
 class Options:
-    max_steps: int | None = None            # Q1 target; None: the run's own train.steps if it is wmt16-base, else wmt16-base's
+    # Q1 target; None: the run's own train.steps if it is wmt16-base, else wmt16-base's
+    max_steps: int | None = None
     price_per_node_hour: float | None = None  # None: the run's cfg.monitor.price_per_node_hour
     link_gbps: float | None = None          # None: the run's cfg.monitor.link_gbps
     bytes_per_param: int = 4                # gradients are all-reduced in float32
@@ -165,7 +166,8 @@ def measure_plateau(run: Run, o: Options) -> tuple[dict, pd.DataFrame, pd.DataFr
     k = o.plateau_k
     bleu, loss = run.series("Eval_BLEU_Score"), run.series("eval_loss")
     if len(bleu) <= k and len(loss) <= k:
-        raise AnalysisError(f"at least {k + 1} evaluations of dev BLEU or eval loss (have {max(len(bleu), len(loss))}); "
+        raise AnalysisError(f"at least {k + 1} evaluations of dev BLEU or eval loss (have "
+                            f"{max(len(bleu), len(loss))}); "
                       f"the plateau rule compares the last {k} with those before")
     ev = {"rule": f"plateau = the best of the last {k} evaluations improves on the best before them by at most "
                   f"{o.plateau_tol:.0%} (eval loss); BLEU: by at most the largest of {o.plateau_tol:.0%} of the best, "
@@ -303,7 +305,8 @@ def params_from_checkpoint(run: Run) -> tuple[int | None, str]:
 
 def measure_step_time(run: Run, o: Options) -> tuple[dict, np.ndarray]:
     """The spread of the steady step time (all ranks): how many, percentiles, standard deviation; and the times (s).
-    The mean, question 10's figure, is the student's (and the course's: nmtkit.course.instructor.judgments.step_time)."""
+    The mean, question 10's figure, is the student's (and the course's:
+    nmtkit.course.instructor.judgments.step_time)."""
     x, source, _ = step_times(run, o)
     ev = {"source": source, "n": int(len(x)), "std_ms": float(x.std(ddof=1) * 1000) if len(x) > 1 else 0.0,
           "p10_ms": float(np.percentile(x, 10) * 1000), "p90_ms": float(np.percentile(x, 90) * 1000)}
@@ -314,7 +317,8 @@ def step_times(run: Run, o: Options) -> tuple[np.ndarray, str, pd.DataFrame]:
     """(the steady step times in s, where they come from, the steady records or an empty frame)."""
     st = steady_steps(run, o.skip_steps)
     if not st.empty:
-        return st["step_time"].to_numpy(float), f"ranks/rank<R>.jsonl, first {o.skip_steps} steps of each rank left out", st
+        source = f"ranks/rank<R>.jsonl, first {o.skip_steps} steps of each rank left out"
+        return st["step_time"].to_numpy(float), source, st
     s = run.series("step_time")
     if s.empty:
         raise AnalysisError("per-step times (ranks/rank<R>.jsonl) or the step_time scalar")

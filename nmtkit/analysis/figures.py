@@ -45,7 +45,8 @@ def scalar_plot(runs: list[Run], tags: list[str], path, title: str, ylabel: str,
             if s.empty:
                 continue
             style = "o-" if len(s) < 30 else "-"
-            ax.plot(s["step"], s["value"], style, ms=3, label=f"{run.name}: {tag}" if len(runs) > 1 or len(tags) > 1 else tag)
+            label = f"{run.name}: {tag}" if len(runs) > 1 or len(tags) > 1 else tag
+            ax.plot(s["step"], s["value"], style, ms=3, label=label)
             drawn += 1
     if not drawn:
         return None

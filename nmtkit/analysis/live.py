@@ -46,4 +46,5 @@ class RunWatch:
         state = self.status()
         return (f"{self.run.name}: {state.get('status', 'not started')}, step {state.get('step', '-')} of "
                 f"{state.get('total_steps', '-')}, {state.get('ranks', '?')} rank(s) (pid {state.get('pid', '-')} "
-                f"on {state.get('host', '-')})" + (f"; projection: {proj}" if (proj := runs.projection_text(state)) else ""))
+                f"on {state.get('host', '-')})" + (f"; projection: {proj}" if (proj := runs.projection_text(state))
+                                                   else ""))

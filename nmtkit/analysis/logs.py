@@ -163,7 +163,8 @@ def load_scalars(run_dir: str | Path) -> tuple[pd.DataFrame, str]:
         if not df.empty:
             missing = [c for c in cols if c not in df]
             if missing:
-                raise AnalysisError(f"{jsonl}: records lack {missing}; expected {{\"step\",\"wall_time\",\"tag\",\"value\"}}")
+                raise AnalysisError(f"{jsonl}: records lack {missing}; expected "
+                                    f"{{\"step\",\"wall_time\",\"tag\",\"value\"}}")
             df = df[cols].astype({"step": "int64", "wall_time": "float64", "value": "float64"})
             return df, runs.SCALARS
     event_dirs = sorted({p.parent for p in run_dir.rglob(EVENTS_GLOB)

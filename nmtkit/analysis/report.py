@@ -162,7 +162,8 @@ def comparison(runs: list[Run], answers: dict[str, list[Answer]]) -> pd.DataFram
             "status": run.status.get("status", "unknown"), "steps": run.last_step,
             "elapsed (s)": a[1].evidence.get("elapsed_s", float("nan")),
             "steps/s": a[1].evidence.get("steps_per_s", float("nan")), "tokens/s total": tok * run.n_ranks,
-            f"dev BLEU at step {common}": at(run, "Eval_BLEU_Score"), f"eval loss at step {common}": at(run, "eval_loss"),
+            f"dev BLEU at step {common}": at(run, "Eval_BLEU_Score"),
+            f"eval loss at step {common}": at(run, "eval_loss"),
         })
     return pd.DataFrame(rows)
 
@@ -254,7 +255,8 @@ def evidence(rep: Report | None, number: int) -> pd.DataFrame | str:
     cols = {}
     for run in rep.runs:
         ev = rep.answers[run.name][number - 1].evidence
-        cols[run.name] = {k: (v if isinstance(v, (int, float, str, bool, type(None))) else json.dumps(v, default=_jsonable))
+        cols[run.name] = {k: (v if isinstance(v, (int, float, str, bool, type(None)))
+                              else json.dumps(v, default=_jsonable))
                           for k, v in ev.items()}
     df = pd.DataFrame(cols).astype(object)
     return df.where(df.notna(), "n/a")  # a run without this measurement says so, not NaN

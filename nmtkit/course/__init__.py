@@ -7,7 +7,7 @@
     practice.py   the checks of notebooks 01, 02, 03 and 05
     prose.py      the figures the notebooks' prose states, computed
 
-instructor/ (the instructor's half: `nmtkit release` leaves the whole folder out; INSTRUCTOR_KIT says whether it is here)
+instructor/ (the instructor's half: `nmtkit release` leaves the whole folder out; INSTRUCTOR_KIT: is it here?)
     grade.py      `nmtkit grade`: a submission run with the instructor's check cells put back, no training
     classgrade.py `nmtkit grade --class`: every submission of a class, one grades.csv and a class report
     hidden.py     the graded comparison against decisions.py

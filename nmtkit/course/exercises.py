@@ -1,7 +1,8 @@
 """Exercise checks: the student computes the figures that decide a question from the loaded logs. In the
-instructor's kit `check` compares them with the kit's own (nmtkit.course.instructor.hidden, on nmtkit.course.instructor.decisions) and
-raises with a hint that points at the mistake, so a wrong answer fails grading; in a student's release (nmtkit
-release), which carries neither, it checks their form only and never a direction or a value.
+instructor's kit `check` compares them with the kit's own (nmtkit.course.instructor.hidden, on
+nmtkit.course.instructor.decisions) and raises with a hint that points at the mistake, so a wrong answer fails
+grading; in a student's release (nmtkit release), which carries neither, it checks their form only and never a
+direction or a value.
 
     nk.check(rep, "q5", bound_mb=..., link_s_1g=..., run=ref)   # notebook 04, after the student's cell
     nk.check_plan(my_ranks)                                      # notebook 03: local and cross ranks of vm1:2,vm2:2
@@ -83,6 +84,7 @@ def check_plan(answer: dict, hosts: str = "vm1:2,vm2:2") -> None:
     if got != want:
         wrong = sorted(r for r in want if got.get(r) != want[r])
         raise ExerciseError(f"✗ ranks {wrong}: expected (local_rank, cross_rank) {[want[r] for r in wrong]}, you have "
-                            f"{[got.get(r) for r in wrong]}. Hint: ranks fill a host before the next; local_rank counts "
-                            f"within a host, cross_rank counts hosts among the ranks with the same local_rank")
-    print(f"✓ the plan of {hosts}: " + ", ".join(f"rank {r} -> local {l}, cross {c}" for r, (l, c) in want.items()))
+                            f"{[got.get(r) for r in wrong]}. Hint: ranks fill a host before the next; local_rank "
+                            "counts within a host, cross_rank counts hosts among the ranks with the same local_rank")
+    plan = ", ".join(f"rank {r} -> local {local}, cross {cross}" for r, (local, cross) in want.items())
+    print(f"✓ the plan of {hosts}: {plan}")

@@ -163,7 +163,8 @@ def draw_ring(trials, compression: str = "none"):
         bend = 0.3 if n == 2 else 0.15  # two ranks: two arcs, one each way, not one line drawn twice
         ax.annotate("", xy=(nx, ny), xytext=(x, y), arrowprops=dict(arrowstyle="->", lw=1.5, shrinkA=22, shrinkB=22,
                                                                       connectionstyle=f"arc3,rad={bend}"))
-    ax.set_xlim(-1.4, 4.6); ax.set_ylim(-1.5, 1.5); ax.set_aspect("equal"); ax.axis("off")
+    ax.set(xlim=(-1.4, 4.6), ylim=(-1.5, 1.5), aspect="equal")
+    ax.axis("off")
     ax.set_title(f"ring allreduce, {n} ranks, {compression}: {d['transfers']} transfers of G/N per rank per step",
                  fontsize=9)
     ax.text(1.45, 0, f"measured per rank: {d['bytes_per_rank'] / 1e6:.2f} MB/step = {d['transfers']} x "

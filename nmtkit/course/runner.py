@@ -30,7 +30,8 @@ def _failing_cell(nb) -> tuple[int, str]:
     for i, cell in enumerate(nb.cells):
         for out in cell.get("outputs", []):
             if out.get("output_type") == "error":
-                first = next((l for l in cell.source.splitlines() if l.strip() and not l.startswith("#")), "")
+                first = next((line for line in cell.source.splitlines() if line.strip() and not line.startswith("#")),
+                             "")
                 return i, first
     return -1, ""
 
@@ -113,7 +114,7 @@ def _drop_noise(cell) -> None:
     kept = []
     for out in cell.get("outputs", []):
         if out.get("output_type") == "stream" and out.get("name") == "stderr":
-            text = "".join(l for l in out["text"].splitlines(True) if not NOISE.search(l))
+            text = "".join(line for line in out["text"].splitlines(True) if not NOISE.search(line))
             if not text.strip():
                 continue
             out["text"] = text

@@ -16,8 +16,8 @@ The committed notebooks are the instructor's. Every exercise is three cells, mar
 Cells tagged "instructor" (the kit's own verdicts and rubric) are left out of student copies. A student copy
 replaces every SOLUTION block, markers included, with `raise NotImplementedError` at the BEGIN marker's
 indentation (in Markdown: "YOUR ANSWER HERE"), drops hidden tests, and clears every output. `nmtkit grade`
-(nmtkit.course.instructor.grade) puts the instructor's check cells back by grade id before it runs a submission, so deleting or
-editing a check cell changes nothing.
+(nmtkit.course.instructor.grade) puts the instructor's check cells back by grade id before it runs a submission, so
+deleting or editing a check cell changes nothing.
 """
 from __future__ import annotations
 

@@ -30,7 +30,9 @@ TARGETS = {
            "tokens_per_s": (MEAN, "source + target tokens one rank processes per second of steady step"),
            "mfu": (MEAN, "FLOPs per step over seconds per step over the peak the run measured; a fraction, not a "
                          "percentage")},
-    "q5": {"bytes_per_param": (EXACT, "what one gradient value costs on the wire depends on the run's gradient compression setting"),
+    "q5": {"bytes_per_param": (EXACT,
+                               "what one gradient value costs on the wire depends on the run's gradient compression "
+                               "setting"),
            "bound_mb": (FORMULA, "the flat ring's bound for N ranks, in MB of 10^6 bytes"),
            "measured_over_bound": (COUNTED, "bytes counted on the link between two step ends, per step, over the "
                                             "bound; busier direction of the inter-node interface"),

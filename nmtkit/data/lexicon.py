@@ -41,7 +41,8 @@ NOUNS: list[Noun] = (
                           "doctor doctors Arzt Ärzte; brother brothers Bruder Brüder; father fathers Vater Väter;"
                           "king kings König Könige; cook cooks Koch Köche; painter painters Maler Maler;"
                           "baker bakers Bäcker Bäcker")
-    + _nouns("f", "person", "woman women Frau Frauen; mother mothers Mutter Mütter; sister sisters Schwester Schwestern;"
+    + _nouns("f", "person",
+             "woman women Frau Frauen; mother mothers Mutter Mütter; sister sisters Schwester Schwestern;"
                             "queen queens Königin Königinnen; student students Studentin Studentinnen")
     + _nouns("n", "person", "child children Kind Kinder; girl girls Mädchen Mädchen")
     + _nouns("m", "animal", "dog dogs Hund Hunde; bird birds Vogel Vögel")
@@ -91,20 +92,24 @@ def _verb(en: str, de: str, aux: str = "haben", objects: str = "") -> Verb:
 
 TRANSITIVE = [
     _verb("see sees saw seen", "sehen sehe sieht sehen sah sahen gesehen", objects="person animal thing place"),
-    _verb("buy buys bought bought", "kaufen kaufe kauft kaufen kaufte kauften gekauft", objects="thing food text animal"),
-    _verb("find finds found found", "finden finde findet finden fand fanden gefunden", objects="person animal thing text"),
+    _verb("buy buys bought bought", "kaufen kaufe kauft kaufen kaufte kauften gekauft",
+          objects="thing food text animal"),
+    _verb("find finds found found", "finden finde findet finden fand fanden gefunden",
+          objects="person animal thing text"),
     _verb("need needs needed needed", "brauchen brauche braucht brauchen brauchte brauchten gebraucht",
           objects="person thing food"),
     _verb("love loves loved loved", "lieben liebe liebt lieben liebte liebten geliebt", objects="person animal place"),
     _verb("take takes took taken", "nehmen nehme nimmt nehmen nahm nahmen genommen", objects="thing food text"),
-    _verb("carry carries carried carried", "tragen trage trägt tragen trug trugen getragen", objects="thing food animal"),
+    _verb("carry carries carried carried", "tragen trage trägt tragen trug trugen getragen",
+          objects="thing food animal"),
     _verb("visit visits visited visited", "besuchen besuche besucht besuchen besuchte besuchten besucht",
           objects="person place"),
     _verb("sell sells sold sold", "verkaufen verkaufe verkauft verkaufen verkaufte verkauften verkauft",
           objects="thing food animal text"),
     _verb("write writes wrote written", "schreiben schreibe schreibt schreiben schrieb schrieben geschrieben",
           objects="text"),
-    _verb("paint paints painted painted", "malen male malt malen malte malten gemalt", objects="person animal thing place"),
+    _verb("paint paints painted painted", "malen male malt malen malte malten gemalt",
+          objects="person animal thing place"),
     _verb("wash washes washed washed", "waschen wasche wäscht waschen wusch wuschen gewaschen", objects="thing animal"),
     _verb("open opens opened opened", "öffnen öffne öffnet öffnen öffnete öffneten geöffnet", objects="thing"),
     _verb("build builds built built", "bauen baue baut bauen baute bauten gebaut", objects="thing place"),

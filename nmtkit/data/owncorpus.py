@@ -51,10 +51,10 @@ class Detection:
 def detect(lines: list[str], sample: int = SAMPLE) -> Detection:
     """Does this text look Moses-tokenized? Looks at up to `sample` lines spread evenly over the file."""
     step = max(1, len(lines) // sample)
-    picked = [l for l in lines[::step][:sample] if l.strip()]
+    picked = [line for line in lines[::step][:sample] if line.strip()]
     n = max(1, len(picked))
-    split = sum(1 for l in picked if _SPLIT.search(l.rstrip())) / n
-    escape = sum(1 for l in picked if _ESCAPE.search(l)) / n
+    split = sum(1 for line in picked if _SPLIT.search(line.rstrip())) / n
+    escape = sum(1 for line in picked if _ESCAPE.search(line)) / n
     return Detection(split >= SPLIT_SHARE or escape >= ESCAPE_SHARE, split, escape, len(picked))
 
 
@@ -71,7 +71,7 @@ def _detokenizer(lang: str):
 def _detok_chunk(args: tuple[str, list[str]]) -> list[str]:
     lang, lines = args
     md = _detokenizer(lang)
-    return [md.detokenize(l.split(), unescape=True) for l in lines]
+    return [md.detokenize(line.split(), unescape=True) for line in lines]
 
 
 def detokenize(lines: list[str], lang: str) -> list[str]:
@@ -86,7 +86,7 @@ def detokenize(lines: list[str], lang: str) -> list[str]:
     size = -(-len(lines) // (workers * 4))
     parts = Parallel(n_jobs=workers)(delayed(_detok_chunk)((lang, lines[i:i + size]))
                                      for i in range(0, len(lines), size))
-    return [l for part in parts for l in part]
+    return [line for part in parts for line in part]
 
 
 # --- the corpus step ---------------------------------------------------------------------------------
@@ -108,7 +108,7 @@ def inputs(dc) -> dict[str, Path]:
 
 def input_params(dc, out_dir: Path) -> dict:
     """What the corpus step depends on: each input's path and sha256 (a changed file redoes every step)."""
-    outputs = {(Path(out_dir) / f"{s}.{l}").resolve() for s in ("train", "dev", "test") for l in ("en", "de")}
+    outputs = {(Path(out_dir) / f"{s}.{lang}").resolve() for s in ("train", "dev", "test") for lang in ("en", "de")}
     files = {}
     for role, path in inputs(dc).items():
         if path in outputs:

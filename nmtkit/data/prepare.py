@@ -30,7 +30,7 @@ from nmtkit.files import atomic_write_json, read_json, sha256_file, write_lines_
 MANIFEST = pipeline.MANIFEST
 STEPS = ["corpus", "bpe", "encode", "stats"]
 VERSION = 1
-TEXT_FILES = [f"{s}.{l}" for s in pipeline.SPLITS for l in (pipeline.SRC, pipeline.TGT)]
+TEXT_FILES = [f"{s}.{lang}" for s in pipeline.SPLITS for lang in (pipeline.SRC, pipeline.TGT)]
 
 
 class Manifest:
@@ -166,7 +166,7 @@ def _step_stats(d: Path, dc, cleaning: dict, max_positions: int) -> DataStats:
     for name in TEXT_FILES:
         lines = read_lines(d / name, allow_empty=True)
         files[name] = {"bytes": (d / name).stat().st_size, "lines": len(lines)}
-        words[name] = sum(len(l.split()) for l in lines)
+        words[name] = sum(len(line.split()) for line in lines)
     tokens, hist, bin_w = {}, {}, 4
     tok = bpe_mod.Tokenizer(d / bpe_mod.MODEL)
     train_examples, too_long = 0, {}

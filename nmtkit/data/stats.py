@@ -60,7 +60,9 @@ class DataStats:
         cols = list(rows[0])
         cells = [[str(r[c]) if isinstance(r[c], str) else f"{r[c]:,}" for c in cols] for r in rows]
         widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
-        line = lambda vals: "  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(vals, widths)))
+
+        def line(vals):
+            return "  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(vals, widths)))
         out = [line(cols), line(["-" * w for w in widths])] + [line(r) for r in cells]
         c = self.cleaning
         if c:
@@ -80,8 +82,7 @@ class DataStats:
         """Length histogram of the training set (BPE tokens per sentence) as a DataFrame: bin start -> en, de."""
         import pandas as pd
         n = max((len(v) for v in self.length_hist.values()), default=0)
-        pad = lambda v: list(v) + [0] * (n - len(v))
-        return pd.DataFrame({lang: pad(v) for lang, v in self.length_hist.items()},
+        return pd.DataFrame({lang: list(v) + [0] * (n - len(v)) for lang, v in self.length_hist.items()},
                             index=pd.Index([i * self.hist_bin for i in range(n)], name="length"))
 
     # --- files ---------------------------------------------------------------------------------------

@@ -30,7 +30,8 @@ def test_notebook_04_solutions_pass_on_the_reference_run_and_wrong_figures_fail(
     nb = nbformat.read(NB / "04_monitoring_analysis.ipynb", as_version=4)
     rep = reference_analysis(tmp_path / "report")
     ns = {"nk": nk, "ws": tmp_path, "rep": rep}
-    code = [c.source for c in nb.cells if c.cell_type == "code" and not is_instructor(c) and "nk.analyse(" not in c.source]
+    code = [c.source for c in nb.cells if c.cell_type == "code" and not is_instructor(c)
+            and "nk.analyse(" not in c.source]
     for src in code:  # the whole notebook after its analyse cell, as a student with every exercise solved runs it
         exec(src, ns)
     out = capsys.readouterr().out
@@ -42,7 +43,8 @@ def test_notebook_04_solutions_pass_on_the_reference_run_and_wrong_figures_fail(
     with pytest.raises(ExerciseError, match="✗ q2 trained: not it"):
         check(rep, "q2", bleu_gain=ns["bleu_gain"], loss_drop=ns["loss_drop"], trained=not ns["trained"])
     with pytest.raises(ExerciseError, match="✗ q8 files: not it"):  # an older checkpoint's files are no answer
-        check(rep, "q8", files=[re.sub(r"ckpt-(\d+)", lambda m: f"ckpt-{int(m.group(1)) - 40}", f) for f in ns["files"]])
+        check(rep, "q8", files=[re.sub(r"ckpt-(\d+)", lambda m: f"ckpt-{int(m.group(1)) - 40}", f)
+                                for f in ns["files"]])
     with pytest.raises(ExerciseError, match="✗ q7 train_mib: too high"):  # 10^6 bytes are no MiB
         check(rep, "q7", train_mb=ns["train_mb"], train_mib=ns["train_mb"])
 
@@ -59,8 +61,8 @@ def test_a_wrong_answer_fails_nbval(tmp_path):
            f"rep = report.analyse([{str(reference_run())!r}], {str(tmp_path / 'r')!r})\n")
 
     def notebook(answer):
-        cell = lambda s: {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],  # noqa: E731
-                          "source": s}
+        def cell(s):
+            return {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": s}
         return {"cells": [cell(src), cell(f"check(rep, 'q9', predicted_mb={answer})")], "metadata": {
             "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
             "nbformat": 4, "nbformat_minor": 5}

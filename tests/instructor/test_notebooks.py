@@ -43,9 +43,9 @@ def test_cells_orchestrate_and_outputs_hold_no_machine_paths(path):
     text = path.read_text()
     assert not re.search(r"/(work|tmp|root|home)/[A-Za-z]", text), "show paths relative to the workspace"
     for cell in code_cells(path):
-        code = [l for l in cell.source.splitlines() if l.strip() and not l.strip().startswith("#")]
+        code = [line for line in cell.source.splitlines() if line.strip() and not line.strip().startswith("#")]
         assert len(code) <= 15, f"a {len(code)}-line cell: logic belongs in nmtkit/"
-        assert not any(l.lstrip().startswith(("def ", "class ")) for l in code), "define functions in nmtkit/"
+        assert not any(line.lstrip().startswith(("def ", "class ")) for line in code), "define functions in nmtkit/"
 
 
 # --- every nmtkit name a cell uses exists (catches a rename without running the notebooks) -------------------
@@ -82,7 +82,7 @@ def top_level_names(module: str) -> set[str]:
 
 def nmtkit_uses(source: str) -> list[tuple[str, str]]:
     """(module, name) for `from nmtkit.x import name` and for `alias.name` on an imported nmtkit module."""
-    code = "\n".join(l for l in source.splitlines() if not l.lstrip().startswith(("%", "!")))
+    code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
     tree, uses, modules = ast.parse(code), [], {}
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "nmtkit":
@@ -124,7 +124,7 @@ MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 
 def assigned(source: str) -> set[str]:
     """Names a cell binds (assignments, imports, loop and with targets); magics left out."""
-    code = "\n".join(l for l in source.splitlines() if not l.lstrip().startswith(("%", "!")))
+    code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
     names = set()
     for node in ast.walk(ast.parse(code)):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
@@ -135,7 +135,7 @@ def assigned(source: str) -> set[str]:
 
 
 def loaded(source: str) -> set[str]:
-    code = "\n".join(l for l in source.splitlines() if not l.lstrip().startswith(("%", "!")))
+    code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
     return {n.id for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 

@@ -1,4 +1,5 @@
-"""Student copies (`make student`): solutions replaced by `raise NotImplementedError`, outputs cleared, the rest kept."""
+"""Student copies (`make student`): solutions replaced by `raise NotImplementedError`, outputs cleared, the rest
+kept."""
 import re
 
 import nbformat
@@ -122,8 +123,8 @@ def test_student_copies_of_the_course_carry_no_verdicts_and_an_answer_cell_per_q
     for q, cells in ex.items():
         verdict, check = nb.cells[cells["verdict"]], nb.cells[cells["check"]]
         lab = q.startswith("lab")  # the bottleneck lab's parts: checked on the lab's table
-        assert "YOUR ANSWER HERE" in verdict.source and ("your answer" if lab else
-                                                         "your verdict, and the figure that decides it") in verdict.source
+        prompt = "your answer" if lab else "your verdict, and the figure that decides it"
+        assert "YOUR ANSWER HERE" in verdict.source and prompt in verdict.source
         assert ('nk.check(lab, "lab_' if lab else f'nk.check(rep, "{q}"') in check.source
         assert check.metadata["nbgrader"]["locked"]
         assert cells["work"] < cells["check"] < cells["verdict"]

@@ -2,7 +2,7 @@
 
     root namespace: bridge nmr<id> 10.77.C.1   <- the driver: ipyparallel controller, Horovod rendezvous, ssh client
          |-- veth --> vm1: ctl0 10.77.C.2                   vm2: ctl0 10.77.C.3 <-- veth --|
-    vm1: nmt0 10.77.D.1  <===== veth pair, tc tbf <rate> (the homework's 1 Gbit/s private network) =====>  vm2: nmt0 10.77.D.2
+    vm1: nmt0 10.77.D.1  <== veth pair, tc tbf <rate> (the homework's 1 Gbit/s private network) ==>  vm2: nmt0 10.77.D.2
 
 The bridge is the management network the driver reaches the hosts by (SSH, engines to controller); nmt0 is the
 private data network Horovod is pinned to, so nmt0's counters hold the gradients and nothing else. C is picked so
@@ -57,7 +57,8 @@ def unavailable() -> str | None:
     probe = f"nmrprobe{secrets.token_hex(3)}"
     r = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
     if r.returncode != 0:
-        return f"`ip netns add` fails here ({r.stderr.strip()}): needs root with CAP_SYS_ADMIN outside a locked container"
+        return (f"`ip netns add` fails here ({r.stderr.strip()}): needs root with CAP_SYS_ADMIN outside a locked "
+                "container")
     subprocess.run(["ip", "netns", "del", probe], capture_output=True)
     return None
 
@@ -185,7 +186,8 @@ class TwoHosts:
         lines = [f"Host {h.name}\n    HostName {h.ctl_addr}\n" for h in self.hosts]
         lines.append(f"Host *\n    User root\n    IdentityFile {self.key}\n    IdentitiesOnly yes\n"
                      f"    StrictHostKeyChecking no\n    UserKnownHostsFile /dev/null\n    BatchMode yes\n"
-                     f"    ConnectTimeout 10\n    ServerAliveInterval 5\n    ServerAliveCountMax 3\n    LogLevel ERROR\n")
+                     "    ConnectTimeout 10\n    ServerAliveInterval 5\n    ServerAliveCountMax 3\n"
+                     "    LogLevel ERROR\n")
         self.ssh_config.write_text("".join(lines))
 
     def _sshd(self, h: Host, hide: str | None) -> None:

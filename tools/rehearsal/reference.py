@@ -122,7 +122,8 @@ def staged(dest: Path, write) -> Path:
     try:
         total = write(stage)
         if total > MAX_BYTES:
-            raise RehearsalError(f"{dest.name}: {total:,} B frozen, over the {MAX_BYTES:,} B budget; make a shorter run")
+            raise RehearsalError(f"{dest.name}: {total:,} B frozen, over the {MAX_BYTES:,} B budget; "
+                                 "make a shorter run")
         old = dest.with_name(f".{dest.name}.old") if dest.exists() else None
         if old:
             dest.rename(old)  # an earlier freeze (it has our manifest)

@@ -6,8 +6,8 @@ lacks it and checked by sha256 over SSH), a short tiny training on 4 ranks, iden
 monitor log per host; the link measured with a timed transfer (between the namespaces at both tc rates, and by
 preflight between engines, recorded in run.json), and the bytes per step that crossed it compared with the
 ring-allreduce model. Then the same short run with `train.compression` none and fp16 at each tc rate: the bytes per
-step fp16 saves and the step times. Then a `kill -9` of a remote engine and the resume (--no-kill skips it). Writes report.md and
-report.json into the output directory.
+step fp16 saves and the step times. Then a `kill -9` of a remote engine and the resume (--no-kill skips it). Writes
+report.md and report.json into the output directory.
 """
 from __future__ import annotations
 
@@ -212,7 +212,8 @@ class Rehearsal:
         status = runs.read_status(run_dir)
         self.check("run.json holds the link preflight measured", status.get("link_measured_mbit_s") ==
                    (cluster.link or {}).get("mbit_s", -1), f"link_measured_mbit_s {status.get('link_measured_mbit_s')}"
-                   f" ({(status.get('link_measured') or {}).get('from')} -> {(status.get('link_measured') or {}).get('to')})")
+                   f" ({(status.get('link_measured') or {}).get('from')} -> "
+                   f"{(status.get('link_measured') or {}).get('to')})")
         self.r["traffic"] = t
         self.check("bytes per step on the link within 25% of the ring model",
                    all(abs(x - 1) <= 0.25 for x in t["ratio_to_model"]),
@@ -237,7 +238,8 @@ class Rehearsal:
         for rate in self.o.measure_rates:
             none, fp16 = by.get(("none", rate)), by.get(("fp16", rate))
             if none and fp16:
-                cut = [1 - f / n for f, n in zip(fp16["tx_bytes_per_step_per_host"], none["tx_bytes_per_step_per_host"])]
+                cut = [1 - f / n for f, n in zip(fp16["tx_bytes_per_step_per_host"],
+                                                 none["tx_bytes_per_step_per_host"])]
                 fp16["cut_vs_none"] = [round(c, 3) for c in cut]
                 self.check(f"fp16 cuts the measured bytes per step by 40-60% at {rate}",
                            all(0.40 <= c <= 0.60 for c in cut),
@@ -330,7 +332,8 @@ def report_md(r: dict) -> str:
     lines += _compression_md(r.get("compression") or [])
     if r.get("kill"):
         k = r["kill"]
-        lines += ["", f"kill -9 of rank {k['rank']} on {k['host']} (pid {k['pid']}): error after {k['error_after_s']} s:",
+        lines += ["",
+                  f"kill -9 of rank {k['rank']} on {k['host']} (pid {k['pid']}): error after {k['error_after_s']} s:",
                   "", f"> {k['error']}"]
     lines += ["", "| check | ok | detail |", "|---|---|---|"]
     lines += [f"| {k} | {'yes' if v['ok'] else 'NO'} | {v['detail']} |" for k, v in r["checks"].items()]

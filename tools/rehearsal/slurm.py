@@ -45,7 +45,8 @@ class SlurmLab:
         key, sock = d / "munge.key", d / "munge.sock"
         key.write_bytes(secrets.token_bytes(1024))
         key.chmod(0o400)
-        self._start("munged", ["/usr/sbin/munged", "-F", "--force", "--num-threads=10", f"--socket={sock}", f"--key-file={key}",
+        self._start("munged", ["/usr/sbin/munged", "-F", "--force", "--num-threads=10", f"--socket={sock}",
+                               f"--key-file={key}",
                                f"--pid-file={d}/munged.pid", f"--log-file={d}/munged.log", f"--seed-file={d}/seed"])
         nodes = "".join(f"NodeName={h.name} NodeAddr={h.ctl_addr} CPUs=1 RealMemory=1000 State=UNKNOWN\n"
                         for h in self.net.hosts)
@@ -138,7 +139,7 @@ class Output:
 
     @property
     def text(self) -> str:
-        return "\n".join(l for _, l in self.lines)
+        return "\n".join(text for _, text in self.lines)
 
     def wait_for(self, pattern: str, timeout: float = 120) -> re.Match:
         deadline = time.time() + timeout
@@ -172,10 +173,10 @@ class Output:
         """The driver's pending, ignored, caught and per-thread blocked signals (/proc), for an ignored Ctrl-C."""
         proc = Path(f"/proc/{self.proc.pid}")
         try:
-            lines = [l for l in (proc / "status").read_text().splitlines() if l.startswith(("Sig", "ShdPnd"))]
+            lines = [line for line in (proc / "status").read_text().splitlines() if line.startswith(("Sig", "ShdPnd"))]
             for t in sorted(proc.glob("task/*")):
-                blk = [l.split()[1] for l in (t / "status").read_text().splitlines()
-                       if l.startswith(("SigPnd", "SigBlk"))]
+                blk = [line.split()[1] for line in (t / "status").read_text().splitlines()
+                       if line.startswith(("SigPnd", "SigBlk"))]
                 lines.append(f"thread {(t / 'comm').read_text().strip()}: pending {blk[0]} blocked {blk[1]}")
         except (OSError, IndexError) as e:
             return f"(no /proc state: {e})"

@@ -37,7 +37,8 @@ def launcher_traits(ssh_config: str | Path, code_root: str | Path, remote_profil
 def write_profile_config(profile_dir: str | Path, traits: dict) -> Path:
     """<profile_dir>/ipcluster_config.py setting `traits` on ipyparallel's SSH launchers."""
     from nmtkit.files import atomic_write_text
-    lines = ["# written by tools.rehearsal: ipyparallel's SSH launchers reach the rehearsal's hosts", "c = get_config()"]
+    lines = ["# written by tools.rehearsal: ipyparallel's SSH launchers reach the rehearsal's hosts",
+             "c = get_config()"]
     for cls in ("SSHLauncher", "SSHEngineLauncher", "SSHEngineSetLauncher"):
         lines += [f"c.{cls}.{k} = {json.dumps(v)}" for k, v in traits.items()]
     path = Path(profile_dir) / "ipcluster_config.py"

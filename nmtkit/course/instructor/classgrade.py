@@ -2,8 +2,8 @@
 
 DIR holds one sub-directory per student (its name is the student's), each with the student's NN_*.ipynb and, when
 they handed it in, their `workspace/` (its runs are then graded instead of the reference run). Each submission is
-graded by `nmtkit.course.instructor.grade.grade` in a process of its own (`--jobs`, default the cores); one that fails (no
-notebooks, a file that is not a notebook) gets one line in the table and never stops the others. OUTDIR receives:
+graded by `nmtkit.course.instructor.grade.grade` in a process of its own (`--jobs`, default the cores); one that fails
+(no notebooks, a file that is not a notebook) gets one line in the table and never stops the others. OUTDIR receives:
 
     grades.csv         one row per student: points per exercise (columns <nb>-<q>), total, manual, error
     class-report.md    per exercise the share of the class whose check passed, the messages they failed with,

@@ -45,7 +45,8 @@ NO_RUN = "no run submitted"
 FIGURES_TAG, FIGURES_MARK = "grade-figures", "NMTKIT-FIGURES "
 FIGURES_CELL = ("import json as _json, numbers as _numbers\nfrom nmtkit.course.targets import TARGETS as _TARGETS\n"
                 "print(%r + _json.dumps({_n: float(_v) for _n in sorted({n for f in _TARGETS.values() for n in f})\n"
-                "    if isinstance(_v := globals().get(_n), _numbers.Real) and not isinstance(_v, bool)}))" % FIGURES_MARK)
+                "    if isinstance(_v := globals().get(_n), _numbers.Real) and not isinstance(_v, bool)}))"
+                % FIGURES_MARK)
 
 
 def figures(nb) -> dict:
@@ -194,7 +195,8 @@ def grade(submission: str | os.PathLike, workspace=None, only=(), out: str | os.
         raise CourseError(f"{submission}: not a directory; pass the directory that holds the student's NN_*.ipynb")
     paths = sorted(p for p in submission.glob("[0-9][0-9]_*.ipynb") if not only or p.name[:2] in only)
     if not paths:
-        raise CourseError(f"{submission}: no notebooks NN_name.ipynb" + (f" numbered {', '.join(only)}" if only else ""))
+        raise CourseError(f"{submission}: no notebooks NN_name.ipynb" + (f" numbered {', '.join(only)}" if only
+                                                                         else ""))
     strange = [p.name for p in paths if not (instructor_dir / p.name).exists()]
     if strange:
         raise CourseError(f"{submission}: {', '.join(strange)} is not a notebook of the course ({instructor_dir})")

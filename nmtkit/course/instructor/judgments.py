@@ -1,7 +1,7 @@
 """The kit's yes/no judgments on the evidence: the rules that turn a run's measurements into a verdict (plateaued,
 overfitting, busy, bottleneck). The course's half: the plain report and a student's release carry the measurements
-(nmtkit.analysis) and leave the judging to the student; the instructor's verdicts (nmtkit.course.instructor.verdicts) and
-decisions (nmtkit.course.instructor.decisions) add these.
+(nmtkit.analysis) and leave the judging to the student; the instructor's verdicts (nmtkit.course.instructor.verdicts)
+and decisions (nmtkit.course.instructor.decisions) add these.
 """
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ def best_gain(values: list[float], k: int, higher_is_better: bool) -> float:
     return max(last) - max(before) if higher_is_better else min(before) - min(last)
 
 
-def plateau_rule(values: list[float], k: int, tol: float, higher_is_better: bool, min_abs: float = 0.0) -> tuple[bool, float]:
+def plateau_rule(values: list[float], k: int, tol: float, higher_is_better: bool,
+                 min_abs: float = 0.0) -> tuple[bool, float]:
     """(plateaued, improvement): the best of the last k values against the best before them. Plateau = the
     improvement is at most tol relative to the earlier best (and at most min_abs absolute)."""
     gain = best_gain(values, k, higher_is_better)
@@ -150,9 +151,10 @@ def bytes_per_step(mon: pd.DataFrame, iface: str, steps: pd.DataFrame) -> dict |
     sent, recv = (counted_bytes(mon, iface, d, ends) for d in monitor.NET_DIRECTIONS)
     total = max(sent[1] - sent[0], recv[1] - recv[0])
     n = len(steps) - 1
+    first, last = int(steps["step"].iloc[0]), int(steps["step"].iloc[-1])
     return {"bytes_per_step": float(total / n), "bytes_counted": float(total), "steps_counted": int(n),
             "bytes_per_step_source": f"the {iface} counters (monitor samples), busier direction, from the end of "
-                                     f"step {int(steps['step'].iloc[0])} to the end of step {int(steps['step'].iloc[-1])}"}
+                                     f"step {first} to the end of step {last}"}
 
 
 def bottleneck(net: dict) -> bool:

@@ -2,8 +2,8 @@
 
 Every answer is an `Answer` (nmtkit.analysis.questions): its number, the question, the answer in words, the numbers
 it rests on (evidence: the run's measurements, nmtkit.analysis.questions.measured, plus the deciding figures of
-nmtkit.course.instructor.decisions), a figure, and, when the logs cannot answer, answered=False with `missing` saying what
-would be needed. Nothing here guesses: no figure from the config stands in for one that should have been measured.
+nmtkit.course.instructor.decisions), a figure, and, when the logs cannot answer, answered=False with `missing` saying
+what would be needed. Nothing here guesses: no figure from the config stands in for one that should have been measured.
 Students' copies of the kit leave this module out; the plain report shows only the evidence.
 """
 from __future__ import annotations
@@ -41,7 +41,8 @@ def q2_fully_trained(run: Run, fig_dir, o: Options) -> Answer:
     k, parts = o.plateau_k, []
     if "bleu_plateau" in ev:
         parts.append(f"dev BLEU {'has plateaued' if ev['bleu_plateau'] else 'is still rising'} "
-                     f"({ev['bleu_gain_last_k']:+.2f} points over the last {k} evaluations; best {ev['bleu_best']:.2f})")
+                     f"({ev['bleu_gain_last_k']:+.2f} points over the last {k} evaluations; "
+                     f"best {ev['bleu_best']:.2f})")
     if "eval_loss_plateau" in ev:
         parts.append(f"eval loss {'has plateaued' if ev['eval_loss_plateau'] else 'is still falling'} "
                      f"({ev['eval_loss_drop_last_k']:+.3f} lower at best over the last {k} evaluations)")
@@ -70,7 +71,8 @@ def q3_overfitting(run: Run, fig_dir, o: Options) -> Answer:
     first, last = ev["gap_first"], ev["gap_last"]
     trend = {"falling": "is still falling", "flat": "has stopped improving", "rising": "has risen"}[ev["eval_trend"]]
     held_out = (f"eval loss {trend} ({ev['eval_loss_first']:.3f} at the first evaluation, best "
-                f"{ev['eval_loss_min']:.3f} at step {ev['eval_loss_min_step']:,}, {ev['eval_loss_last']:.3f} at the last)")
+                f"{ev['eval_loss_min']:.3f} at step {ev['eval_loss_min_step']:,}, {ev['eval_loss_last']:.3f} at the "
+                "last)")
     if "bleu_trend" in ev:
         held_out += f" and dev BLEU is {ev['bleu_trend']} ({ev['bleu_last']:.2f}, best {ev['bleu_best']:.2f})"
     if ev["verdict"] == "overfitting":
@@ -183,7 +185,8 @@ def q6_learning_rate(run: Run, fig_dir, o: Options) -> Answer:
                 + (f", scaled by {factor:g} for {run.n_ranks} ranks ({ev['lr_scaling']})" if factor != 1 else "")
                 + f", whose peak is {ev['predicted_peak_lr']:.3g} at step {w:,}. ")
         if ev["last_step"] < w:
-            text += f"This run stopped at step {ev['last_step']:,}, still inside the warmup, so no decay is visible yet. "
+            text += (f"This run stopped at step {ev['last_step']:,}, still inside the warmup, so no decay is visible "
+                     "yet. ")
     else:
         text = f"The curve peaks at {peak:.3g} at step {peak_step:,} (no config.json to compare with). "
     if "decay_exponent" in ev:
