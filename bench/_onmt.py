@@ -75,28 +75,9 @@ class OnmtResult:
     log: Path
 
 
-def run(files: dict[str, Path], work: Path, *, layers: int, d_model: int, heads: int, d_ff: int, steps: int,
-        warmup: int, report_every: int, batch_tokens: int, max_tokens: int, timeout: float,
-        bucket_width: int = 1) -> OnmtResult:
-    """Train OpenNMT-tf for `steps` steps (fp32, token batches) and parse its step reports.
-
-    Reports come every `report_every` steps and give the average over that interval; those ending at or before
-    `warmup` hold the tracing and are skipped.
-    """
-    exe = VENV / "bin" / "onmt-main"
-    if not exe.exists():
-        raise OnmtUnavailable(f"{exe} is missing")
-    work.mkdir(parents=True, exist_ok=True)
-    model_py = work / "model.py"
-    model_py.write_text(textwrap.dedent(f"""\
-        import opennmt
-        def model():
-            # pre-norm, one embedding shared by source, target and the output layer: as nmtkit's Transformer
-            return opennmt.models.Transformer(
-                num_layers={layers}, num_units={d_model}, num_heads={heads}, ffn_inner_dim={d_ff},
-                dropout=0.1, attention_dropout=0.1, ffn_dropout=0.1, pre_norm=True,
-                share_embeddings=opennmt.models.EmbeddingsSharingLevel.ALL)
-        """))
+def _write_config(work: Path, files: dict[str, Path], *, d_model: int, steps: int, report_every: int,
+                  batch_tokens: int, max_tokens: int, bucket_width: int) -> Path:
+    """OpenNMT-tf's config.yml for run(): nmtkit's optimizer, schedule and batching, in its keys."""
     cfg = work / "config.yml"
     cfg.write_text(textwrap.dedent(f"""\
         model_dir: {work / 'run'}
@@ -127,6 +108,33 @@ def run(files: dict[str, Path], work: Path, *, layers: int, d_model: int, heads:
           sample_buffer_size: -1
           mixed_precision: false
         """))
+    return cfg
+
+
+def run(files: dict[str, Path], work: Path, *, layers: int, d_model: int, heads: int, d_ff: int, steps: int,
+        warmup: int, report_every: int, batch_tokens: int, max_tokens: int, timeout: float,
+        bucket_width: int = 1) -> OnmtResult:
+    """Train OpenNMT-tf for `steps` steps (fp32, token batches) and parse its step reports.
+
+    Reports come every `report_every` steps and give the average over that interval; those ending at or before
+    `warmup` hold the tracing and are skipped.
+    """
+    exe = VENV / "bin" / "onmt-main"
+    if not exe.exists():
+        raise OnmtUnavailable(f"{exe} is missing")
+    work.mkdir(parents=True, exist_ok=True)
+    model_py = work / "model.py"
+    model_py.write_text(textwrap.dedent(f"""\
+        import opennmt
+        def model():
+            # pre-norm, one embedding shared by source, target and the output layer: as nmtkit's Transformer
+            return opennmt.models.Transformer(
+                num_layers={layers}, num_units={d_model}, num_heads={heads}, ffn_inner_dim={d_ff},
+                dropout=0.1, attention_dropout=0.1, ffn_dropout=0.1, pre_norm=True,
+                share_embeddings=opennmt.models.EmbeddingsSharingLevel.ALL)
+        """))
+    cfg = _write_config(work, files, d_model=d_model, steps=steps, report_every=report_every,
+                        batch_tokens=batch_tokens, max_tokens=max_tokens, bucket_width=bucket_width)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH="")
     env.pop("TF_USE_LEGACY_KERAS", None)
     log = work / "onmt.log"

@@ -162,7 +162,7 @@ def parse_variant(text: str) -> tuple[str, dict]:
     return name, {k.strip(): v.strip() for k, v in pairs}
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="tiny shape only, few steps: checks the bench works")
     ap.add_argument("--shapes", default="base,small,tiny")
@@ -180,7 +180,103 @@ def main() -> None:
     ap.add_argument("--record-bf16", metavar="PATH", default=None,
                     help="write the bf16/fp32 speed per shape that train.precision=auto reads (needs a variant with "
                          "train.precision=mixed_bfloat16; nmtkit/training/bf16_speed.json is the kit's)")
-    args = ap.parse_args()
+    return ap
+
+
+def measure_variant(r: int, name: str, shape: str, shape_peaks: dict, run) -> dict:
+    """One nmtkit run (`run()` -> its figures) with its MFU against the peak of its precision, timed beside it."""
+    k = run()
+    if k["precision"] not in shape_peaks:
+        shape_peaks[k["precision"]] = matmul_peak(k["precision"])
+    k["peak"] = shape_peaks[k["precision"]]
+    k["mfu"] = k["flops_per_sec"] / k["peak"]
+    print(f"round {r} {name} {shape}: {k['tokens_per_sec']:,.0f} tokens/s, {k['ms_per_step']:.0f} "
+          f"ms/step, {k['tokens_per_step']:,.0f} tokens/step ({k['padded_per_step']:,.0f} with "
+          f"padding, {100 * k['padding']:.1f}% padding), MFU {100 * k['mfu']:.1f}% of the "
+          f"{peaks.COMPUTE_DTYPE[k['precision']]} peak ({k['peak'] / 1e9:.0f} GFLOP/s), "
+          f"{k['precision']}, {k['params']:,} parameters, {k['steps']} steps measured", flush=True)
+    return k
+
+
+def record_ratios(r: int, shape: str, runs: dict, o, ratios: dict) -> None:
+    """Each variant's latest run over this round's OpenNMT-tf run `o`, counted both ways, into `ratios`."""
+    print(f"round {r} OpenNMT-tf {shape}: {o.tokens_per_sec:,.0f} tokens/s, {o.ms_per_step:.0f} "
+          f"ms/step, {o.tokens_per_step:,.0f} tokens/step, {o.steps_measured} steps measured", flush=True)
+    for name, ks_ in runs.items():
+        k = ks_[-1]
+        # nmtkit counts the source EOS it feeds the encoder; OpenNMT-tf feeds (and counts) none
+        no_eos = k["tokens_per_sec"] * (1 - k["pairs_per_step"] / k["tokens_per_step"])
+        ratios.setdefault(name, []).append((k["tokens_per_sec"] / o.tokens_per_sec, no_eos / o.tokens_per_sec))
+
+
+def print_ratios(shape: str, ks: list, ratios: dict) -> None:
+    for name, k in ks:
+        if name in ratios:
+            both = np.array(ratios[name])
+            k["ratio"], k["ratio_no_eos"] = float(np.median(both[:, 0])), float(np.median(both[:, 1]))
+            print(f"{shape}: {name} / OpenNMT-tf, median of {len(both)} interleaved round(s) "
+                  f"{k['ratio']:.2f} (rounds: {', '.join(f'{x:.2f}' for x in both[:, 0])}); counted "
+                  f"OpenNMT-tf's way (no source EOS, ~{k['pairs_per_step']:.0f} pairs/step) "
+                  f"{k['ratio_no_eos']:.2f}", flush=True)
+            # same shape, same FLOPs per token: OpenNMT-tf's MFU is nmtkit's scaled by the tokens/s ratio
+            onmt_mfu = k["mfu"] / k["ratio"]
+            print(f"{shape}: OpenNMT-tf runs at MFU {100 * onmt_mfu:.1f}% of {name}'s peak; 1.2x its "
+                  f"tokens/s needs MFU {120 * onmt_mfu:.1f}% (nmtkit: {100 * k['mfu']:.1f}%)", flush=True)
+
+
+def bf16_speed(shape: str, runs: dict) -> dict | None:
+    """Per round, the bf16 variant over the fp32 one, as measured side by side (None without both)."""
+    bf16 = [v for v in runs.values() if v and v[0]["precision"] == "mixed_bfloat16"]
+    fp32 = [v for v in runs.values() if v and v[0]["precision"] == "float32"]
+    if not (bf16 and fp32):
+        return None
+    per = [b["tokens_per_sec"] / f["tokens_per_sec"] for b, f in zip(bf16[0], fp32[0])]
+    speed = {"d_model": SHAPES[shape][1], "ratio": round(float(np.median(per)), 3),
+             "rounds": [round(x, 3) for x in per]}
+    print(f"{shape}: mixed_bfloat16 / float32 tokens/s, median of {len(per)} round(s): {speed['ratio']:.2f}",
+          flush=True)
+    return speed
+
+
+def print_table(rows: list, onmt_why: str | None, bucket_width: int) -> None:
+    print()
+    print("| shape | nmtkit variant | tokens/s | ms/step | tokens/step | padding | MFU (peak of its precision) "
+          "| OpenNMT-tf tokens/s | ms/step | tokens/step | nmtkit / OpenNMT-tf |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for shape, name, k, o in rows:
+        other = (f"{o.tokens_per_sec:,.0f} | {o.ms_per_step:.0f} | {o.tokens_per_step:,.0f} | "
+                 f"{k['ratio']:.2f}") if o and "ratio" in k else "- | - | - | -"
+        print(f"| {shape} | {name} | {k['tokens_per_sec']:,.0f} | {k['ms_per_step']:.0f} | "
+              f"{k['tokens_per_step']:,.0f} | {100 * k['padding']:.1f}% | {100 * k['mfu']:.1f}% | {other} |")
+    if onmt_why:
+        print(f"\nOpenNMT-tf not measured: {onmt_why}\n{REFERENCE}")
+    else:
+        print(f"(both fill the 2048 budget as sentences x bucket length, bucket width {bucket_width}; "
+              "nmtkit's lengths count the source EOS and target BOS/EOS it feeds, so a few % fewer pairs fit. "
+              "Target: >= 1.2x at base and small.)")
+
+
+def prepared(args, work: Path, data_dir: Path):
+    """(the config, OpenNMT-tf's corpus files or None, why OpenNMT-tf is not measured or None) for one bench run."""
+    cfg = config.load("tiny", {
+        "data.dir": str(data_dir), "data.batch_tokens": 2048, "data.bucket_width": args.bucket_width,
+        "train.ckpt_every": 0, "eval.every": 0,
+        "eval.dev_sentences": 1, "eval.test_sentences": 1, "eval.beam_size": 1, "eval.max_extra_len": 1,
+        "monitor.enabled": False})
+    prepare(cfg, progress=False)
+    onmt_why = "--no-onmt" if args.no_onmt else None
+    files = None
+    if onmt_why is None:
+        try:
+            _onmt.ensure_venv(print)
+            files = _onmt.write_corpus(data_dir, work / "onmt-data", cfg.data.max_tokens)
+        except _onmt.OnmtUnavailable as e:
+            onmt_why = str(e)
+    return cfg, files, onmt_why
+
+
+def main() -> None:
+    args = parser().parse_args()
     set_threads(Single())  # the pools train() would set (on a CPU: towers), before any op fixes TensorFlow's defaults
     variants = [("nmtkit", {})] + [parse_variant(v) for v in args.variant]
     os.environ["NMTKIT_XLA_ON_CPU"] = "1"  # measure XLA on a CPU too: what the kit's refusal there rests on
@@ -195,22 +291,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="nmtkit-bench-tp-") as tmp:
         work = Path(args.workdir or tmp)
         data_dir = work / "data"
-        cfg = config.load("tiny", {
-            "data.dir": str(data_dir), "data.batch_tokens": 2048, "data.bucket_width": args.bucket_width,
-            "train.ckpt_every": 0, "eval.every": 0,
-            "eval.dev_sentences": 1, "eval.test_sentences": 1, "eval.beam_size": 1, "eval.max_extra_len": 1,
-            "monitor.enabled": False})
-        prepare(cfg, progress=False)
-
-        onmt_why = "--no-onmt" if args.no_onmt else None
-        files = None
-        if onmt_why is None:
-            try:
-                _onmt.ensure_venv(print)
-                files = _onmt.write_corpus(data_dir, work / "onmt-data", cfg.data.max_tokens)
-            except _onmt.OnmtUnavailable as e:
-                onmt_why = str(e)
-
+        cfg, files, onmt_why = prepared(args, work, data_dir)
         rows, speed = [], {}
         for shape in shapes:
             runs: dict[str, list[dict]] = {}
@@ -220,18 +301,8 @@ def main() -> None:
                 for name, overrides in variants:
                     if overrides and args.variant_shapes and shape not in args.variant_shapes.split(","):
                         continue
-                    k = run_nmtkit(cfg, data_dir, shape, steps, warmup, work, overrides)
-                    # the peak of the precision this variant ran in, timed beside this round's runs
-                    if k["precision"] not in shape_peaks:
-                        shape_peaks[k["precision"]] = matmul_peak(k["precision"])
-                    k["peak"] = shape_peaks[k["precision"]]
-                    k["mfu"] = k["flops_per_sec"] / k["peak"]
-                    runs.setdefault(name, []).append(k)
-                    print(f"round {r} {name} {shape}: {k['tokens_per_sec']:,.0f} tokens/s, {k['ms_per_step']:.0f} "
-                          f"ms/step, {k['tokens_per_step']:,.0f} tokens/step ({k['padded_per_step']:,.0f} with "
-                          f"padding, {100 * k['padding']:.1f}% padding), MFU {100 * k['mfu']:.1f}% of the "
-                          f"{peaks.COMPUTE_DTYPE[k['precision']]} peak ({k['peak'] / 1e9:.0f} GFLOP/s), "
-                          f"{k['precision']}, {k['params']:,} parameters, {k['steps']} steps measured", flush=True)
+                    runs.setdefault(name, []).append(measure_variant(r, name, shape, shape_peaks, lambda: run_nmtkit(
+                        cfg, data_dir, shape, steps, warmup, work, overrides)))
                 if onmt_why is None:
                     layers, d, heads, ff = SHAPES[shape]
                     try:
@@ -243,64 +314,23 @@ def main() -> None:
                         onmt_why = str(e)
                         continue
                     onmts.append(o)
-                    print(f"round {r} OpenNMT-tf {shape}: {o.tokens_per_sec:,.0f} tokens/s, {o.ms_per_step:.0f} "
-                          f"ms/step, {o.tokens_per_step:,.0f} tokens/step, {o.steps_measured} steps measured",
-                          flush=True)
-                    for name, ks_ in runs.items():
-                        k = ks_[-1]
-                        # nmtkit counts the source EOS it feeds the encoder; OpenNMT-tf feeds (and counts) none
-                        no_eos = k["tokens_per_sec"] * (1 - k["pairs_per_step"] / k["tokens_per_step"])
-                        ratios.setdefault(name, []).append((k["tokens_per_sec"] / o.tokens_per_sec,
-                                                            no_eos / o.tokens_per_sec))
+                    record_ratios(r, shape, runs, o, ratios)
             ks = [(name, median_run(v)) for name, v in runs.items()]
             o = median_onmt(onmts) if onmts else None
-            for name, k in ks:
-                if name in ratios:
-                    both = np.array(ratios[name])
-                    k["ratio"], k["ratio_no_eos"] = float(np.median(both[:, 0])), float(np.median(both[:, 1]))
-                    print(f"{shape}: {name} / OpenNMT-tf, median of {len(both)} interleaved round(s) "
-                          f"{k['ratio']:.2f} (rounds: {', '.join(f'{x:.2f}' for x in both[:, 0])}); counted "
-                          f"OpenNMT-tf's way (no source EOS, ~{k['pairs_per_step']:.0f} pairs/step) "
-                          f"{k['ratio_no_eos']:.2f}", flush=True)
-                    # same shape, same FLOPs per token: OpenNMT-tf's MFU is nmtkit's scaled by the tokens/s ratio
-                    onmt_mfu = k["mfu"] / k["ratio"]
-                    print(f"{shape}: OpenNMT-tf runs at MFU {100 * onmt_mfu:.1f}% of {name}'s peak; 1.2x its "
-                          f"tokens/s needs MFU {120 * onmt_mfu:.1f}% (nmtkit: {100 * k['mfu']:.1f}%)", flush=True)
+            print_ratios(shape, ks, ratios)
             if args.profile:
                 pr = profile_step(cfg, data_dir, shape)
                 print(f"profile {shape}, one batch {pr['batch']} (src pairs, src len, tgt len): forward "
                       f"{pr['forward']:.0f} ms, backward {pr['backward']:.0f} ms, optimizer {pr['optimizer']:.0f} ms, "
                       f"step {pr['step']:.0f} ms", flush=True)
-            bf16 = [v for v in runs.values() if v and v[0]["precision"] == "mixed_bfloat16"]
-            fp32 = [v for v in runs.values() if v and v[0]["precision"] == "float32"]
-            if bf16 and fp32:  # per round, the bf16 variant over the fp32 one, as measured side by side
-                per = [b["tokens_per_sec"] / f["tokens_per_sec"] for b, f in zip(bf16[0], fp32[0])]
-                speed[shape] = {"d_model": SHAPES[shape][1], "ratio": round(float(np.median(per)), 3),
-                                "rounds": [round(x, 3) for x in per]}
-                print(f"{shape}: mixed_bfloat16 / float32 tokens/s, median of {len(per)} round(s): "
-                      f"{speed[shape]['ratio']:.2f}", flush=True)
+            if (measured := bf16_speed(shape, runs)) is not None:
+                speed[shape] = measured
             rows.extend((shape, name, k, o) for name, k in ks)
         if args.record_bf16 and speed:
             from nmtkit.training.precision import write_bf16_speed
             command = "bench/throughput.py " + " ".join(sys.argv[1:])
             print(f"wrote {write_bf16_speed(Path(args.record_bf16), speed, command)}")
-
-        print()
-        print("| shape | nmtkit variant | tokens/s | ms/step | tokens/step | padding | MFU (peak of its precision) "
-              "| OpenNMT-tf tokens/s | ms/step | tokens/step | nmtkit / OpenNMT-tf |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|")
-        for shape, name, k, o in rows:
-            other = (f"{o.tokens_per_sec:,.0f} | {o.ms_per_step:.0f} | {o.tokens_per_step:,.0f} | "
-                     f"{k['ratio']:.2f}") if o and "ratio" in k else "- | - | - | -"
-            print(f"| {shape} | {name} | {k['tokens_per_sec']:,.0f} | {k['ms_per_step']:.0f} | "
-                  f"{k['tokens_per_step']:,.0f} | {100 * k['padding']:.1f}% | {100 * k['mfu']:.1f}% | {other} |")
-        if onmt_why:
-            print(f"\nOpenNMT-tf not measured: {onmt_why}\n{REFERENCE}")
-        else:
-            print(f"(both fill the 2048 budget as sentences x bucket length, bucket width {args.bucket_width}; "
-                  "nmtkit's lengths count the source EOS and target BOS/EOS it feeds, so a few % fewer pairs fit. "
-                  "Target: >= 1.2x at base and small.)")
-
+        print_table(rows, onmt_why, args.bucket_width)
 
 if __name__ == "__main__":
     main()

@@ -188,8 +188,7 @@ class Config:
     def with_overrides(self, overrides: typing.Iterable[str] | dict | None) -> "Config":
         """A copy with `section.key=value` overrides applied (strings, as from `--set`, or a dict)."""
         cfg = _build(Config, self.to_dict(), "config")  # checked once, after the overrides
-        items = (overrides.items() if isinstance(overrides, dict)
-                 else (_split(o) for o in overrides)) if overrides else ()
+        items = overrides.items() if isinstance(overrides, dict) else (_split(o) for o in overrides or ())
         for key, value in items:
             _set(cfg, key, value)
         return cfg.validate()
