@@ -143,3 +143,30 @@ def test_no_function_over_60_lines_and_no_file_over_400():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 60:
                 long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {node.end_lineno - node.lineno + 1}")
     assert not long, long
+
+
+def test_package_inits_in_one_style():
+    """Every package's __init__: a docstring naming each of its modules, then at most plain re-exports, each listed
+    once in __all__, and constants (no lazy __getattr__ but the front door's, no functions)."""
+    bad = []
+    for init in sorted(PKG.rglob("__init__.py")):
+        if init.parent == PKG:
+            continue  # the front door: lazy on purpose (tests/test_front_door.py)
+        tree = ast.parse(init.read_text())
+        doc = ast.get_docstring(tree) or ""
+        rel = init.relative_to(ROOT)
+        modules = [p.name for p in init.parent.glob("*.py") if p.name != "__init__.py"]
+        bad += [f"{rel}: the docstring does not name {m}" for m in modules if m not in doc]
+        names, listed = [], []
+        for node in tree.body[1:]:
+            if isinstance(node, ast.ImportFrom):
+                names += [a.asname or a.name for a in node.names]
+            elif isinstance(node, ast.Assign) and [t.id for t in node.targets] == ["__all__"]:
+                listed = [e.value for e in node.value.elts]
+            elif isinstance(node, ast.Assign) and all(t.id.isupper() for t in node.targets):
+                pass  # a constant of the package (nmtkit.course.INSTRUCTOR_KIT, the probe of the instructor's half)
+            elif not isinstance(node, ast.Import):
+                bad.append(f"{rel}:{node.lineno}: {type(node).__name__}: only imports, constants and __all__ here")
+        if names and sorted(listed) != sorted(set(names)):
+            bad.append(f"{rel}: __all__ {listed} is not the names it imports, each once: {sorted(set(names))}")
+    assert not bad, bad

@@ -7,6 +7,7 @@
     figures.py    PNG figures (matplotlib, Agg), written atomically
     questions.py  each question's evidence and figure, no verdict: measured, evidence_all
     report.py     report.md / report.json for one or more runs, and the notebooks' no-display helpers
+    lab.py        the bottleneck lab's runs, one row each, and a run's link samples (notebook 04)
     reference.py  the reference run shipped with the kit (2 hosts x 2 ranks over a shaped link): reference_run()
     live.py       a run followed from its files while it trains (the notebooks' panel, nmtkit.notebook.attach)
 
@@ -14,7 +15,10 @@ The verdicts in words, the decisions they rest on and the rubric are the course'
 nmtkit.training or TensorFlow (only checkpoint_info's variable listing does, when called): a run directory copied
 from any machine is enough.
 """
-from nmtkit.analysis.logs import Run, load_run, load_runs  # noqa: F401
-from nmtkit.analysis.questions import Answer, Options, evidence_all  # noqa: F401
-from nmtkit.analysis.reference import reference_run  # noqa: F401
-from nmtkit.analysis.report import Report, analyse, write_report  # noqa: F401
+from nmtkit.analysis.logs import Run, load_run, load_runs
+from nmtkit.analysis.questions import Answer, Options, evidence_all
+from nmtkit.analysis.reference import reference_run
+from nmtkit.analysis.report import Report, analyse, write_report
+
+__all__ = ["Answer", "Options", "Report", "Run", "analyse", "evidence_all", "load_run", "load_runs", "reference_run",
+           "write_report"]

@@ -25,14 +25,15 @@ Modules:
     link.py        the measured link between nodes, and the compression trials
     remote.py      what runs on the engines (rank_main, rank_check, train_rank)
     rendezvous.py  the store Gloo meets in
+    connfiles.py   the controller's connection files, owner-only, and the command that joins a hand-started engine
     engines.py     Cluster: controller + engines, preflight, submit, launch; the EngineControl its Jobs use
     jobs.py        Job (results, stop, failures, progress) and RankResult; knows engines only via EngineControl
     lifeline.py    no orphans: engines and controller end when the driver dies, however it dies
-    slurm.py       launcher "slurm": the engines as a Slurm job (sbatch, or srun in an allocation), its end and time limit
+    slurm.py       launcher "slurm": the engines as a Slurm job (sbatch, or srun in an allocation), its end, its limit
     driver.py      `nmtkit train --np N`: the same path in the foreground, for nohup and days-long runs
 """
 from nmtkit.cluster.engines import Cluster
 from nmtkit.cluster.jobs import Job, RankResult
 from nmtkit.errors import ClusterError, RankFailedError
 
-__all__ = ["Cluster", "Job", "RankResult", "ClusterError", "RankFailedError", "ClusterError"]
+__all__ = ["Cluster", "ClusterError", "Job", "RankFailedError", "RankResult"]

@@ -1,20 +1,14 @@
-"""Data: the corpus (embedded synthetic grammar or WMT16 en-de), cleaning, joint BPE, stats, tf.data input.
+"""Data: the corpus (embedded synthetic grammar, WMT16 en-de, or your own files), cleaning, joint BPE, stats, and the
+tf.data input. Importing this package imports no TensorFlow; the layers above import the modules by name.
 
-The names the layers above use (see docs/architecture.md, "Data directory"); importing this package does not
-import TensorFlow:
-
-    from nmtkit.data.prepare import prepare
-    from nmtkit.data import Tokenizer, make_dataset, read_split, DataStats
+    prepare.py    prepare(cfg): corpus -> cleaning -> joint BPE -> encoded splits -> data_stats.json, step by step
+    synthetic.py  the embedded default corpus, from a small grammar and lexicon.py's words
+    lexicon.py    the synthetic corpus's lexicon
+    wmt.py        WMT16 English-German, as in the Transformer recipes
+    owncorpus.py  your own parallel corpus (data.source = "files")
+    text.py       reading corpus text files with errors that name the file and line
+    clean.py      cleaning a parallel corpus (Moses' clean-corpus-n.perl)
+    bpe.py        joint English+German BPE with sentencepiece, and the Tokenizer
+    pipeline.py   the encoded splits on disk and the tf.data pipeline that feeds training
+    stats.py      the prepared data in numbers (DataStats)
 """
-from __future__ import annotations
-
-# (`prepare` is not re-exported: nmtkit.data.prepare is the module of that name.)
-_LAZY = {"Tokenizer": "nmtkit.data.bpe", "make_dataset": "nmtkit.data.pipeline",
-         "read_split": "nmtkit.data.pipeline", "DataStats": "nmtkit.data.stats"}
-
-
-def __getattr__(name):
-    if name in _LAZY:
-        import importlib
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'nmtkit.data' has no attribute {name!r}")
