@@ -170,3 +170,15 @@ def test_package_inits_in_one_style():
         if names and sorted(listed) != sorted(set(names)):
             bad.append(f"{rel}: __all__ {listed} is not the names it imports, each once: {sorted(set(names))}")
     assert not bad, bad
+
+
+def test_the_readme_layout_names_every_top_level_folder():
+    """README.md's Layout section names each folder of the repository (a new one, e.g. tools/, is described)."""
+    text = (ROOT / "README.md").read_text()
+    layout = re.search(r"## Layout\n(.*?)\n## ", text, re.S)
+    assert layout, "README.md lost its Layout section"
+    skip = {"workspace", "__pycache__", "node_modules"}  # made by runs and tools, git-ignored
+    folders = {p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith(".") and p.name not in skip}
+    assert {"nmtkit", "tests"} <= folders
+    missing = sorted(f for f in folders if f"{f}/" not in layout.group(1))
+    assert not missing, missing
