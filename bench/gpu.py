@@ -138,7 +138,8 @@ def versions(tf) -> dict:
         import glob
 
         import nvidia.nccl  # noqa: E401  the wheel tensorflow[and-cuda] brings
-        out["nccl"] = [Path(p).name for p in glob.glob(str(Path(list(nvidia.nccl.__path__)[0]) / "lib" / "libnccl.so*"))]
+        lib = Path(list(nvidia.nccl.__path__)[0]) / "lib"
+        out["nccl"] = [Path(p).name for p in glob.glob(str(lib / "libnccl.so*"))]
     except ImportError:
         out["nccl"] = None
     from nmtkit.doctor import nvml_gpus
@@ -150,8 +151,8 @@ def write_report(out: Path, args, facts: dict, doctor_rows: list, cases: list[di
     """gpu-report.json (everything) and gpu-report.md (the same, for people), written atomically."""
     from nmtkit.files import atomic_write_json, atomic_write_text
     ok = all(c["ok"] for c in cases)
-    data = {"ok": ok, "when": time.strftime("%Y-%m-%d %H:%M:%S"), "args": {k: str(v) for k, v in vars(args).items()}, "facts": facts,
-            "doctor": doctor_rows, "cases": cases}
+    data = {"ok": ok, "when": time.strftime("%Y-%m-%d %H:%M:%S"), "args": {k: str(v) for k, v in vars(args).items()},
+            "facts": facts, "doctor": doctor_rows, "cases": cases}
     atomic_write_json(out / "gpu-report.json", data)
     lines = [f"# nmtkit first GPU run: {'all cases passed' if ok else 'FAILED'}", "",
              f"{data['when']}; shape {args.shape}, {args.batch} sentences per GPU, {args.steps} timed steps.", "",
@@ -165,7 +166,8 @@ def write_report(out: Path, args, facts: dict, doctor_rows: list, cases: list[di
         lines.append(f"| {c['name']} | {'ok' if c['ok'] else 'FAILED: ' + c['error'][:200]} | "
                      f"{cell('ms_per_step', '{:.1f}')} | {cell('tokens_per_sec', '{:,.0f}')} | "
                      f"{cell('mfu', '{:.1%}')} | {cell('gpu_mem_gb', '{:.1f}')} | {cell('projected_gb', '{:.1f}')} | "
-                     f"{cell('micro_batches', '{}')} | {cell('loss_scale', '{:g}')} | {', '.join(c['transport']) or '-'} |")
+                     f"{cell('micro_batches', '{}')} | {cell('loss_scale', '{:g}')} | "
+                     f"{', '.join(c['transport']) or '-'} |")
     atomic_write_text(out / "gpu-report.md", "\n".join(lines) + "\n")
     return out / "gpu-report.md"
 

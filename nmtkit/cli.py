@@ -83,7 +83,8 @@ def cmd_train(args) -> int:
         raise ConfigError("nmtkit train needs --logdir DIR: the run directory (config, logs, checkpoints)")
     run = RunDir(args.logdir)  # a file where the run directory belongs is named as such
     cfg = _config(args)
-    budget = {k: v for k, v in (("train.max_hours", args.max_hours), ("train.max_cost", args.max_cost)) if v is not None}
+    budget = {k: v for k, v in (("train.max_hours", args.max_hours), ("train.max_cost", args.max_cost))
+              if v is not None}
     cfg = cfg.with_overrides(budget) if budget else cfg
     if args.np > 1 or args.hosts or args.launcher in ("ssh", "manual", "slurm"):
         from nmtkit.cluster.driver import train_distributed
@@ -251,7 +252,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="where report.md and figures go (default: the first run)")
     if INSTRUCTOR_KIT:  # a student's release has no verdicts or rubric to add
         p.add_argument("--instructor", action="store_true",
-                       help="course staff: include the kit's verdicts and the grading rubric (students get the evidence)")
+                       help="course staff: include the kit's verdicts and the grading rubric (students get the "
+                            "evidence)")
     p.set_defaults(func=cmd_report, instructor=False)
 
     p = sub.add_parser("export", help="export the best checkpoint as a SavedModel (strings in, strings out)")
@@ -263,7 +265,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", default=None, help="profile for the notebooks (default tiny)")
     p.add_argument("--out", default=None, help="output directory (default runs/<timestamp>)")
     p.add_argument("--publish", action="store_true",
-                   help="course staff: copy the executed notebooks over notebooks/ (the reference outputs nbval checks)")
+                   help="course staff: copy the executed notebooks over notebooks/ (the reference outputs nbval "
+                        "checks)")
     p.set_defaults(func=cmd_course)
 
     p = sub.add_parser("student", help="course staff: student copies of the notebooks, solutions removed")
@@ -289,7 +292,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_instructor(sub) -> None:
     """The commands that need the instructor's kit: grading with the hidden checks, and making the release."""
-    p = sub.add_parser("grade", help="course staff: grade a student's notebooks with the instructor's checks, no training")
+    p = sub.add_parser("grade",
+                       help="course staff: grade a student's notebooks with the instructor's checks, no training")
     who = p.add_mutually_exclusive_group(required=True)
     who.add_argument("--submission", help="directory holding the student's NN_*.ipynb")
     who.add_argument("--class", dest="class_dir", metavar="DIR",

@@ -137,7 +137,7 @@ def driver_clues(timeout: float = 120) -> list[str]:
                              timeout=timeout).stderr
     except (OSError, subprocess.SubprocessError) as e:
         return [f"could not run TensorFlow's GPU probe: {e}"]
-    return [l.strip()[-200:] for l in err.splitlines() if DRIVER_CLUES.search(l)]
+    return [line.strip()[-200:] for line in err.splitlines() if DRIVER_CLUES.search(line)]
 
 
 def nvml_gpus() -> tuple[list, str]:
@@ -259,7 +259,8 @@ def _judge_horovod(f: Facts) -> list[Check]:
 def _judge_gpus(f: Facts) -> list[Check]:
     rows = []
     if f.nvml_gpus:
-        desc = "; ".join(f"{g['name']} {g['memory_gb']} GB" for g in f.nvml_gpus) + f" (driver {f.nvml_gpus[0]['driver']})"
+        desc = ("; ".join(f"{g['name']} {g['memory_gb']} GB" for g in f.nvml_gpus)
+                + f" (driver {f.nvml_gpus[0]['driver']})")
     else:
         desc = f"none: CPU mode ({f.nvml_error})" if f.nvml_error else "none: CPU mode"
     rows.append(Check("GPUs (NVML)", desc))

@@ -13,8 +13,8 @@ import pytest
 from conftest import once_per_session
 
 ROOT = os.geteuid() == 0
-NEEDS_ROOT = pytest.mark.skipif(not ROOT, reason="needs root to mount a small tmpfs (a disk that fills up); run "
-                                                 "as root, e.g. in the course's container (make docker-test)")
+NEEDS_ROOT = pytest.mark.skipif(not ROOT, reason="needs root to mount a small tmpfs (a disk that fills up): run "
+                                                 "the tests as root (`sudo make test`) or in CI")
 
 
 def nmtkit(cwd, *args, timeout=300):

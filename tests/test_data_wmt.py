@@ -87,11 +87,11 @@ def _tgz(members: dict) -> bytes:
 
 
 def _text(lines) -> bytes:
-    return "".join(l + "\n" for l in lines).encode()
+    return "".join(line + "\n" for line in lines).encode()
 
 
 def _sgm(lines, kind, setid) -> bytes:
-    segs = "".join(f'<seg id="{i + 1}">{l}</seg>\n' for i, l in enumerate(lines))
+    segs = "".join(f'<seg id="{i + 1}">{line}</seg>\n' for i, line in enumerate(lines))
     return f'<{kind} setid="{setid}">\n<doc sysid="x" docid="d1">\n{segs}</doc>\n</{kind}>\n'.encode()
 
 
@@ -114,8 +114,10 @@ def _archives(bad_europarl_de: bytes | None = None):
         "training-parallel-nc-v11.tgz": _tgz({
             "training-parallel-nc-v11/news-commentary-v11.de-en.en": crlf(_text(e for e, _ in nc)),
             "training-parallel-nc-v11/news-commentary-v11.de-en.de": crlf(_text(d for _, d in nc))}),
-        "wmt13.test.tgz": _tgz({"test/newstest2013-src.en.sgm": crlf(_sgm([e for e, _ in dev], "srcset", "newstest2013")),
-                                "test/newstest2013-src.de.sgm": crlf(_sgm([d for _, d in dev], "srcset", "newstest2013")),
+        "wmt13.test.tgz": _tgz({"test/newstest2013-src.en.sgm": crlf(_sgm([e for e, _ in dev], "srcset",
+                                                                          "newstest2013")),
+                                "test/newstest2013-src.de.sgm": crlf(_sgm([d for _, d in dev], "srcset",
+                                                                          "newstest2013")),
                                 "test/newstest2013-src.fr.sgm": b"unused\n"}),
         "wmt14.test-filtered.tgz": _tgz({
             "test/newstest2014-deen-src.en.sgm": _sgm([e for e, _ in test], "srcset", "newstest2014"),
@@ -186,7 +188,8 @@ def test_corrupted_download_is_refused_and_moved_aside(server, tmp_path):
     aside = tmp_path / f"f.tgz.bad-{hashlib.sha256(data).hexdigest()[:12]}"
     with pytest.raises(DataError) as e:
         wmt.download(f"{base}/f.tgz", tmp_path / "f.tgz", sha256="0" * 64, progress=False)
-    assert str(e.value).startswith(f"{tmp_path / 'f.tgz'}: sha256 {hashlib.sha256(data).hexdigest()}, expected {'0' * 64}")
+    assert str(e.value).startswith(f"{tmp_path / 'f.tgz'}: sha256 {hashlib.sha256(data).hexdigest()}, expected "
+                                   f"{'0' * 64}")
     assert "moved aside to " + aside.name in str(e.value) and "\n" not in str(e.value)
     assert aside.read_bytes() == data  # kept for a look, never used, never deleted
     aside.unlink()
@@ -235,7 +238,8 @@ def test_https_first_then_http_and_sacrebleus_cache(server, tmp_path, monkeypatc
     handler, base = server
     data = b"test sets" * 100
     handler.files["t.tgz"] = data
-    src = wmt.Source("t", base.replace("http://", "https://") + "/t.tgz", "t.tgz", {}, md5=hashlib.md5(data).hexdigest())
+    src = wmt.Source("t", base.replace("http://", "https://") + "/t.tgz", "t.tgz", {},
+                     md5=hashlib.md5(data).hexdigest())
     # The test server speaks no TLS: the https attempt fails, the http form is tried, and the md5 still applies.
     path = wmt.fetch(src, tmp_path / "raw", progress=True)
     assert path.read_bytes() == data and "trying http://127.0.0.1" in capsys.readouterr().out

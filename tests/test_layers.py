@@ -7,6 +7,10 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
+from nmtkit.course import INSTRUCTOR_KIT
+
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "nmtkit"
 # the package and what sits above it: the benchmarks and the instructor's tools use the kit, never the other way
@@ -134,7 +138,7 @@ def test_horovod_tags_mark_the_decisions_and_say_why():
 
 def test_no_function_over_60_lines_and_no_file_over_400():
     long = []
-    assert any("tools" in p.parts for p in SOURCES) and any("bench" in p.parts for p in SOURCES)
+    assert any("bench" in p.parts for p in SOURCES) and (any("tools" in p.parts for p in SOURCES) or not INSTRUCTOR_KIT)
     for path in SOURCES:
         text = path.read_text()
         if len(text.splitlines()) > 400:
@@ -174,6 +178,8 @@ def test_package_inits_in_one_style():
 
 def test_the_readme_layout_names_every_top_level_folder():
     """README.md's Layout section names each folder of the repository (a new one, e.g. tools/, is described)."""
+    if not INSTRUCTOR_KIT:
+        pytest.skip("a student release: its README is docs/students-readme.md, which has no Layout of the repository")
     text = (ROOT / "README.md").read_text()
     layout = re.search(r"## Layout\n(.*?)\n## ", text, re.S)
     assert layout, "README.md lost its Layout section"

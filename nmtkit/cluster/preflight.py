@@ -176,8 +176,8 @@ def preflight_table(facts: list[dict], measured: dict | None = None) -> pd.DataF
     """The per-rank facts as a DataFrame indexed by rank (what the notebook shows); the `link` column: the link
     measured to this rank's host (rank 0's host: the slowest pair), or why there is none."""
     hosts = {f.get("host") for f in facts}
-    rows = [{c: f.get(c) for c in TABLE_COLUMNS} | {"rank": f["rank"], "link": _link_cell(f.get("host"), hosts, measured)}
-            for f in facts]
+    rows = [{c: f.get(c) for c in TABLE_COLUMNS}
+            | {"rank": f["rank"], "link": _link_cell(f.get("host"), hosts, measured)} for f in facts]
     for row in rows:  # paths inside the workspace print the same on every machine (and in committed notebooks)
         row["data_dir"] = _under_workspace(row["data_dir"])
     return pd.DataFrame(rows, columns=["rank"] + TABLE_COLUMNS).set_index("rank")

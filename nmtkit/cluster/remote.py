@@ -69,9 +69,8 @@ def horovod_facts() -> dict:
     """Horovod's version and how it was built (gloo, mpi, nccl, cuda): the real build flags, not assumptions."""
     try:
         import horovod.tensorflow as hvd  # loads the compiled library and TensorFlow: engines only
-        # Horovod: the build's own flags
         built = {"gloo": hvd.gloo_built(), "mpi": hvd.mpi_built(), "nccl": hvd.nccl_built(),
-                 "cuda": hvd.cuda_built()}  # Horovod: and CUDA
+                 "cuda": hvd.cuda_built()}
         return {"horovod": horovod.__version__, "nccl_built": bool(built["nccl"]),
                 "horovod_build": ",".join(name for name, ok in built.items() if ok)}
     except Exception as e:  # noqa: BLE001  reported as a fact, refused by preflight_problems
@@ -156,11 +155,11 @@ def rank_main(env: dict, fn: Callable, args: tuple, kwargs: dict) -> dict:
                            f"HOROVOD_WITH_GLOO=1 (see scripts/setup.sh)")
     # Horovod: a previous launch on this engine is shut down so init() reads the new environment
     if hvd.is_initialized():
-        hvd.shutdown()  # Horovod: see above
+        hvd.shutdown()
     hvd.init()  # Horovod: from the HOROVOD_* environment set above
     # Horovod: the rank it made of that environment must be the one the plan assigned
     if hvd.rank() != int(env["HOROVOD_RANK"]) or hvd.size() != int(env["HOROVOD_SIZE"]):
-        raise ClusterError(f"Horovod started as rank {hvd.rank()}/{hvd.size()} but was assigned "  # Horovod: named
+        raise ClusterError(f"Horovod started as rank {hvd.rank()}/{hvd.size()} but was assigned "
                            f"{env['HOROVOD_RANK']}/{env['HOROVOD_SIZE']}")
     value = fn(*args, **kwargs)
     # Horovod: the rank orders the results

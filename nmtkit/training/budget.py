@@ -99,7 +99,8 @@ class Budget:
         return min(limits) if limits else None
 
     def describe(self) -> str:
-        parts = ([_duration(self.max_hours)] if self.max_hours else []) + ([f"${self.max_cost:g}"] if self.max_cost else [])
+        parts = ([_duration(self.max_hours)] if self.max_hours else [])
+        parts += [f"${self.max_cost:g}"] if self.max_cost else []
         return " / ".join(parts)
 
     def steps_left(self, p: Projection) -> int:

@@ -134,8 +134,8 @@ def _train(cfg: Config, rd: RunDir, data_dir, dist, on_log, resume: bool, progre
         _start_run(rd, cfg, data_dir, dist, trainer, start, params)
     # the input, from where the last session stopped
     peak = peak_flops(trainer.precision)  # before the input pipeline's threads start
-    ds = make_dataset(data_dir, "train", micro_batches(cfg.data, trainer.accum), rank=dist.rank, size=dist.size, seed=t.seed,
-                      shuffle=True, repeat=True, pad_to_bucket=trainer.xla)  # XLA: one program per bucket
+    ds = make_dataset(data_dir, "train", micro_batches(cfg.data, trainer.accum), rank=dist.rank, size=dist.size,
+                      seed=t.seed, shuffle=True, repeat=True, pad_to_bucket=trainer.xla)  # XLA: one program per bucket
     data = DataPosition.open(ds, rd.path, dist.rank, start, trainer.accum, t.keep_checkpoints)
     p = Progress(step=start, last_saved=start)
     if progress is None:

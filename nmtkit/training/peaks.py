@@ -87,7 +87,7 @@ def cpu_key(precision: str, threads: int) -> str:
     model = platform.processor() or "?"
     try:
         with open("/proc/cpuinfo") as f:
-            model = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), model)
+            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), model)
     except OSError:
         pass
     return f"{socket.gethostname()}|{model}|threads={threads}|{COMPUTE_DTYPE[precision]}"

@@ -29,7 +29,7 @@ def cpu_flags(path: str = "/proc/cpuinfo") -> set[str]:
     """The CPU's feature flags (the first processor's), empty where /proc/cpuinfo is missing."""
     try:
         with open(path) as f:
-            return set(next((l.split(":", 1)[1].split() for l in f if l.startswith("flags")), []))
+            return set(next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), []))
     except OSError:
         return set()
 

@@ -21,9 +21,9 @@ from nmtkit.training.trainer import Trainer, tf
 @dataclass
 class Reporter:
     """`step()` every step: keep the step's stats tensor and times (no host sync). `log()` every train.log_every
-    steps (and the last; the loop decides): read them all at once, append their records to the rank log, then the log line (rank 0), the scalars
-    and `on_log` with the record the cluster publishes. `flush()` also runs before a checkpoint and at the end,
-    so the rank log is complete wherever a run can stop or resume.
+    steps (and the last; the loop decides): read them all at once, append their records to the rank log, then the log
+    line (rank 0), the scalars and `on_log` with the record the cluster publishes. `flush()` also runs before a
+    checkpoint and at the end, so the rank log is complete wherever a run can stop or resume.
 
     Times: TensorFlow runs ops synchronously on a CPU, so a step's host time is its compute time; on a GPU it is
     the time to queue the work, and what the device still owes shows up as the wait for the stats at the flush.

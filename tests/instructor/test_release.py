@@ -203,8 +203,8 @@ def test_notebook_04_of_the_release_runs_with_the_solutions_and_grades_here(kit,
 
     from nmtkit.course.instructor.grade import grade
     instructor = student.read_notebook(ROOT / "notebooks" / NB04)
-    answers = {student.grade_id(c): c.source for c in instructor.cells if (student.role(c) or ("", "", ""))[2] != "check"
-               and student.grade_id(c)}
+    answers = {student.grade_id(c): c.source for c in instructor.cells
+               if (student.role(c) or ("", "", ""))[2] != "check" and student.grade_id(c)}
     nb = nbformat.read(kit / "notebooks" / NB04, 4)
     for c in nb.cells:
         if student.grade_id(c) in answers:
@@ -254,7 +254,8 @@ def test_q4_fails_with_every_weight_on_both_sides_and_passes_per_side(tmp_path):
     d, f = m.d_model, m.d_ff
     fwd = 2 * (m.encoder_layers * (4 * d * d + 2 * d * f) * st.src_tokens
                + (m.decoder_layers * (8 * d * d + 2 * d * f) + vocab * d) * st.tgt_tokens)
-    fwd += 4 * d * (m.encoder_layers * st.src_tokens * st.src_len + m.decoder_layers * st.tgt_tokens * (st.tgt_len + st.src_len))
+    fwd += 4 * d * (m.encoder_layers * st.src_tokens * st.src_len
+                    + m.decoder_layers * st.tgt_tokens * (st.tgt_len + st.src_len))
     flops = (3 * fwd).mean()
     check(rep, "q4", run=ref, flops_per_step=flops, tokens_per_s=st.tokens.mean() / step_s, mfu=flops / step_s / peak)
     # the graded MFU is train_flops over the steps run.json names, and run.json's own figure (within 1%)

@@ -1,4 +1,5 @@
-"""A real Slurm on the rehearsal's two hosts, for tests/instructor/test_slurm.py (and by hand: `SlurmLab(TwoHosts(...)).up()`):
+"""A real Slurm on the rehearsal's two hosts, for tests/instructor/test_slurm.py (by hand:
+`SlurmLab(TwoHosts(...)).up()`):
 munged and slurmctld on the driver's side of the bridge, one slurmd inside each host's network namespace with its
 own UTS host name and 1 CPU, every file under the hosts' temp dir. `lose(i)` kills every process of host i at once,
 as a crashed node; `restore(i)` starts its slurmd again. `Output` reads a driver's merged output as it comes.
