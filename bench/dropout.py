@@ -75,7 +75,8 @@ def main(argv=None) -> None:
     shapes, pairs = (["tiny"], 6) if a.quick else (a.shapes.split(","), a.pairs)
     tf.config.threading.set_intra_op_parallelism_threads(a.threads)
     tf.config.threading.set_inter_op_parallelism_threads(a.threads)
-    ids = lambda n: tf.random.stateless_uniform([a.batch, n], [0, n], 4, VOCAB, tf.int32)  # noqa: E731
+    def ids(n):
+        return tf.random.stateless_uniform([a.batch, n], [0, n], 4, VOCAB, tf.int32)
     batch = (ids(a.length), ids(a.length + 1))
     rows = []
     for shape in shapes:

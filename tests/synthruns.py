@@ -53,7 +53,8 @@ def synth_run(path: Path, *, steps=1000, ranks=1, hosts=("hostA",), overfit=Fals
                 "net_lo_sent_Bps": 100.0, "net_lo_recv_Bps": 100.0,
                 "net_eth0_sent_Bps": net[j], "net_eth0_recv_Bps": net[j] * 0.9})
     # Scalars: train loss every 10 steps, evaluations every eval_every.
-    train_l = lambda s: 5 * math.exp(-s / 120) + 1.0  # noqa: E731
+    def train_l(s):
+        return 5 * math.exp(-s / 120) + 1.0
     gap = (lambda s: 0.1 + max(0.0, (s - 500) / 500)) if overfit else (lambda s: 0.1)
     for s in range(10, steps + 1, 10):
         for tag, v in (("train_loss", train_l(s)), ("learning_rate", lr_at(s))):

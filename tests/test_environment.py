@@ -59,7 +59,8 @@ def test_tensorflow_text_moves_with_tensorflow():
     """tensorflow-text's ops are compiled for one TensorFlow minor release; export names the same pin in its error."""
     from nmtkit.serving import TF_TEXT_PIN
     pins = _pyproject_pins()
-    series = lambda spec: spec.removeprefix("==").rsplit(".", 1)[0]  # noqa: E731
+    def series(spec):
+        return spec.removeprefix("==").rsplit(".", 1)[0]
     assert series(pins["tensorflow-text"]) == series(pins["tensorflow"]) == "2.18"
     assert TF_TEXT_PIN == "tensorflow-text" + pins["tensorflow-text"]
 

@@ -100,7 +100,8 @@ def test_the_speed_record_of_the_cpus_own_kind_of_bf16_decides(tmp_path):
     nobody measured is said to be unmeasured, not judged by another kind's figures."""
     good = record(tmp_path, 90.0, 89.8)
     speed = tmp_path / "speed.json"
-    shapes = lambda r: {"tiny": {"d_model": 128, "ratio": r}}  # noqa: E731
+    def shapes(r):
+        return {"tiny": {"d_model": 128, "ratio": r}}
     speed.write_text(json.dumps({"classes": {"amx_bf16": {"host": "amx host", "shapes": shapes(0.8)},
                                              "avx512_bf16": {"host": "avx512 host", "shapes": shapes(1.2)}}}))
     p, why = decide_precision("auto", 0, {"avx512_bf16", "amx_bf16"}, good, d_model=128, speed=speed)

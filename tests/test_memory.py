@@ -103,7 +103,8 @@ def test_preflight_names_the_process_holding_a_gpu_before_the_job_starts(monkeyp
 
     from nmtkit import doctor
     from nmtkit.cluster.preflight import held_gpu_memory, preflight_problems
-    proc = lambda pid, gib: types.SimpleNamespace(pid=pid, usedGpuMemory=int(gib * 2**30))  # noqa: E731
+    def proc(pid, gib):
+        return types.SimpleNamespace(pid=pid, usedGpuMemory=int(gib * 2**30))
     held = {0: [proc(4242, 14.2), proc(999, 0.3)], 1: []}  # GPU 0: notebook 02's idle kernel; 999: this engine
     fake = types.SimpleNamespace(
         nvmlInit=lambda: None, nvmlShutdown=lambda: None, nvmlDeviceGetCount=lambda: 2,

@@ -204,7 +204,8 @@ def test_a_cancelled_or_failed_job_is_named_with_its_state(tmp_path, monkeypatch
 def test_a_completing_job_shows_why_once_its_engines_are_gone(tmp_path, monkeypatch):
     job = _fake_slurm(tmp_path, monkeypatch, "COMPLETING")
     ended = []
-    hasten = lambda: (ended.append(1), (tmp_path / "state").write_text("TIMEOUT"))  # noqa: E731
+    def hasten():
+        return (ended.append(1), (tmp_path / "state").write_text("TIMEOUT"))
     assert job.ended(hasten=hasten, wait=10) == "Slurm job 7 reached its time limit (TIMEOUT, NodeDown)"
     assert ended == [1]
     (tmp_path / "state").write_text("COMPLETING")

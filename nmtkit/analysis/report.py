@@ -37,7 +37,9 @@ class Report:
         if instructor and self.rubric is None:
             raise AnalysisError("an instructor's report needs the course's verdicts: nmtkit.course.instructor.verdicts."
                                 "write_instructor_report, or `nmtkit report --instructor` in the instructor's kit")
-        rel = lambda p: os.path.relpath(p, self.out_dir)  # noqa: E731  links that survive moving the folder
+        # links that survive moving the folder
+        def rel(p):
+            return os.path.relpath(p, self.out_dir)
         names = ", ".join(r.name for r in self.runs)
         out = [f"# Training report: {names}", "",
                f"Generated {time.strftime('%Y-%m-%d %H:%M')} by `nmtkit report` from the runs' own logs "

@@ -86,7 +86,8 @@ class Attention(tf.keras.layers.Layer):
         assert d_model % num_heads == 0, "d_model must be divisible by num_heads"
         self.h, self.dh = num_heads, d_model // num_heads
         # bias=False: OpenSeq2Seq's (and the TF official model's) projections, 4 * d_model parameters fewer per layer
-        dense = lambda name: Dense(d_model, use_bias=bias, name=name, dtype=self.dtype_policy)  # noqa: E731
+        def dense(name):
+            return Dense(d_model, use_bias=bias, name=name, dtype=self.dtype_policy)
         self.q, self.k, self.v, self.o = dense("q"), dense("k"), dense("v"), dense("o")
         self.drop = Dropout(dropout, dtype=self.dtype_policy)
 

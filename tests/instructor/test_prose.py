@@ -141,7 +141,8 @@ def test_the_link_verdict_states_the_figures_of_the_table_it_is_printed_with():
     rows = re.findall(r"(\w+): ([\d.]+) MB per rank per step; sending them takes as long as the ([\d.]+) ms step "
                       r"on a ([\d.]+) Gbit/s link; on [\d.]+ Gbit/s they take ([\d.]+) ms, (\d+)% of a step", stream)
     assert {r[0] for r in rows} == {"none", "fp16"}, stream
-    near = lambda x, pool, tol: any(abs(x - y) <= max(tol, 0.001 * abs(x)) for y in pool)  # noqa: E731
+    def near(x, pool, tol):
+        return any(abs(x - y) <= max(tol, 0.001 * abs(x)) for y in pool)
     for comp, mb, step, even, ms, pct in rows:
         for x in (mb, step, ms):
             assert near(float(x), numbers, 0.05), (comp, x, table)

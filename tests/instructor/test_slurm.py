@@ -181,7 +181,8 @@ def test_a_killed_driver_leaves_no_job(slurm, data, started, tmp_path):
 def test_inside_an_allocation_the_engines_are_one_srun_step_that_ends_with_the_driver(slurm, data, started, tmp_path):
     import psutil
     # salloc runs the driver, then holds the allocation a while: the step must go when the driver dies, not the job
-    hold = lambda cmd: ["salloc", "-N2", "-n2", "sh", "-c", '"$@"; sleep 60', "sh", *cmd]  # noqa: E731
+    def hold(cmd):
+        return ["salloc", "-N2", "-n2", "sh", "-c", '"$@"; sleep 60', "sh", *cmd]
     out = Output(_train(slurm, data, tmp_path / "run", steps=100_000, wrap=hold))
     m = out.wait_for(r"Slurm job (\d+) \(inside your allocation\): RUNNING on (\S+?)(?:, \d+ min left)?;", timeout=180)
     job, nodes = m.groups()

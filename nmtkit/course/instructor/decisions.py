@@ -61,7 +61,9 @@ def q3(run: Run, o: Options) -> dict:
         raise AnalysisError("eval loss at two or more evaluations and the train loss")
     i = int(ev["value"].idxmin())
     best, step_best = float(ev["value"].iloc[i]), int(ev["step"].iloc[i])
-    train_at = lambda s: float(tr[tr["step"] <= s]["value"].iloc[-1])  # noqa: E731  the last logged at or before s
+    # the last logged at or before s
+    def train_at(s):
+        return float(tr[tr["step"] <= s]["value"].iloc[-1])
     loss_up = float(ev["value"].iloc[-1]) - best
     train_falling = train_at(int(ev["step"].iloc[-1])) < train_at(step_best) or i == len(ev) - 1
     return {"loss_up": loss_up, "best_step": step_best,

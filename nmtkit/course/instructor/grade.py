@@ -205,7 +205,8 @@ def grade(submission: str | os.PathLike, workspace=None, only=(), out: str | os.
     ws, made = grading_workspace(workspace)
     try:
         keep = Path(out).with_name(Path(out).stem + "-executed") if out is not None else None
-        one = lambda p: grade_notebook(p, instructor_dir / p.name, ws, timeout, keep)  # noqa: E731
+        def one(p):
+            return grade_notebook(p, instructor_dir / p.name, ws, timeout, keep)
         if jobs > 1 and len(paths) > 1:
             from concurrent.futures import ThreadPoolExecutor  # each kernel is its own process: threads only wait
             with ThreadPoolExecutor(max_workers=min(jobs, len(paths))) as pool:
