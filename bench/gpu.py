@@ -142,7 +142,7 @@ def versions(tf) -> dict:
         out["nccl"] = [Path(p).name for p in glob.glob(str(lib / "libnccl.so*"))]
     except ImportError:
         out["nccl"] = None
-    from nmtkit.doctor import nvml_gpus
+    from nmtkit.gpus import nvml_gpus
     out["gpus"], _ = nvml_gpus()
     return out
 

@@ -101,8 +101,9 @@ def test_the_projection_meets_the_memory_measured_on_this_cpu_at_a_small_shape()
 def test_preflight_names_the_process_holding_a_gpu_before_the_job_starts(monkeypatch):
     import types
 
-    from nmtkit import doctor
     from nmtkit.cluster.preflight import held_gpu_memory, preflight_problems
+    from nmtkit.gpus import gpu_holders
+
     def proc(pid, gib):
         return types.SimpleNamespace(pid=pid, usedGpuMemory=int(gib * 2**30))
     held = {0: [proc(4242, 14.2), proc(999, 0.3)], 1: []}  # GPU 0: notebook 02's idle kernel; 999: this engine
@@ -112,7 +113,7 @@ def test_preflight_names_the_process_holding_a_gpu_before_the_job_starts(monkeyp
         nvmlDeviceGetMemoryInfo=lambda h: types.SimpleNamespace(total=16 * 2**30, used=14.5 * 2**30 if h == 0 else 0),
         nvmlDeviceGetComputeRunningProcesses=lambda h: held[h])
     monkeypatch.setitem(sys.modules, "pynvml", fake)
-    gpus = doctor.gpu_holders(engine_pids=[999])
+    gpus = gpu_holders(engine_pids=[999])
     assert [p["pid"] for p in gpus[0]["held_by"]] == [4242] and gpus[1]["held_by"] == []
     [line] = held_gpu_memory(gpus)
     assert line.startswith("GPU 0: 14.2 of 16.0 GiB held by pid 4242") and "notebook 02" in line
@@ -120,4 +121,4 @@ def test_preflight_names_the_process_holding_a_gpu_before_the_job_starts(monkeyp
              "horovod_build": "gloo,nccl", "gpus": 2, "gpu_memory": gpus}
     assert any("held by pid 4242" in p for p in preflight_problems([facts]))
     held[0] = [proc(4242, 1.0)]  # a little: not a problem
-    assert held_gpu_memory(doctor.gpu_holders(engine_pids=[999])) == []
+    assert held_gpu_memory(gpu_holders(engine_pids=[999])) == []

@@ -79,7 +79,7 @@ HELD_SHARE = 0.25  # of a GPU's memory held by another process before the job st
 
 
 def held_gpu_memory(gpus: list[dict]) -> list[str]:
-    """One problem per GPU whose memory other processes hold (doctor.gpu_holders), naming them and the fix."""
+    """One problem per GPU whose memory other processes hold (nmtkit.gpus.gpu_holders), naming them and the fix."""
     out = []
     for g in gpus:
         held = sum(p["mib"] for p in g["held_by"])

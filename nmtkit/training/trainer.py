@@ -10,7 +10,7 @@ import dataclasses
 import json
 
 from nmtkit.config import Config
-from nmtkit.doctor import gpu_memory
+from nmtkit.gpus import gpu_memory
 from nmtkit.keras2 import import_tf
 from nmtkit.model.decode import Searcher
 from nmtkit.model.memory import fit
