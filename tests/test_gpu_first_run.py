@@ -1,0 +1,28 @@
+"""The GPU's first run, second pass (issue 53): what a reader predicted would fail on the first real GPU run,
+each shown on CPU with the GPU side faked."""
+from __future__ import annotations
+
+GIB = 2**30
+
+
+def _held(pid: int, gib: float, name: str = "ipengine") -> dict:
+    return {"pid": pid, "mib": gib * 1024, "name": name}
+
+
+def _engine_facts(rank: int, pid: int, held_by: list) -> dict:
+    # what nmtkit.gpus.gpu_holders reports on an engine: every process on its GPU but itself
+    return {"rank": rank, "node": "vm1", "host": "vm1", "pid": pid, "data_ok": True, "horovod": "0.28.1",
+            "nccl_built": True, "horovod_build": "gloo,nccl", "gpus": 2,
+            "gpu_memory": [{"gpu": rank, "used_mib": 15 * 1024, "total_mib": 16 * 1024, "held_by": held_by}]}
+
+
+def test_two_engines_of_one_cluster_are_not_refused_by_preflight():
+    from nmtkit.cluster.preflight import preflight_problems
+    # after a first launch each engine keeps its GPU (TensorFlow never gives memory back); NVML lists the sibling
+    # engine on the shared view of a VM's GPUs
+    facts = [_engine_facts(0, 1001, [_held(1002, 14.5)]), _engine_facts(1, 1002, [_held(1001, 14.5)])]
+    assert preflight_problems(facts) == []
+    # a stranger (notebook 02's idle kernel) is still named
+    facts[0]["gpu_memory"][0]["held_by"].append(_held(4242, 14.2, "python -m ipykernel_launcher"))
+    [problem] = preflight_problems(facts)
+    assert "pid 4242" in problem and "pid 1002" not in problem
