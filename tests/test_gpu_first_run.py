@@ -26,3 +26,36 @@ def test_two_engines_of_one_cluster_are_not_refused_by_preflight():
     facts[0]["gpu_memory"][0]["held_by"].append(_held(4242, 14.2, "python -m ipykernel_launcher"))
     [problem] = preflight_problems(facts)
     assert "pid 4242" in problem and "pid 1002" not in problem
+
+
+def _own_address() -> str:
+    import socket
+
+    import psutil
+    for name, addrs in sorted(psutil.net_if_addrs().items()):
+        for a in addrs:
+            if name != "lo" and a.family == socket.AF_INET and not a.address.startswith("127."):
+                return a.address
+    import pytest
+    pytest.skip("this machine has no network interface but lo")
+
+
+def test_no_lo_for_a_cross_node_job_with_cluster_iface_empty():
+    # the real route lookup: `ip route get <own address>` answers `lo`; hosts[0] is the driver's own VM
+    from nmtkit.cluster.plan import iface_for, link_iface, parse_hosts
+    own = _own_address()
+    assert iface_for(own) != "lo"
+    hosts = parse_hosts(f"{own}:2,198.51.100.7:2")  # the second VM (TEST-NET-2: never reached, only routed)
+    assert link_iface("", hosts, "ssh") not in ("lo", "")
+    assert iface_for("127.0.0.1") == "lo" and link_iface("", [], "local") == "lo"
+
+
+def test_every_nccl_variable_on_the_driver_reaches_every_rank(monkeypatch):
+    # SSH-started engines do not inherit the driver's environment: rank_env is all they get
+    from nmtkit.cluster import plan
+    monkeypatch.setenv("NCCL_P2P_DISABLE", "1")
+    monkeypatch.setenv("NCCL_IB_DISABLE", "1")
+    monkeypatch.setenv("NCCL_DEBUG", "INFO")
+    for slot in plan.assign_slots(["vm1", "vm1", "vm2", "vm2"]):
+        env = plan.rank_env(slot, addr="10.0.0.5", port=1, iface="ens5", nccl=True)
+        assert (env["NCCL_P2P_DISABLE"], env["NCCL_IB_DISABLE"], env["NCCL_DEBUG"]) == ("1", "1", "INFO")
