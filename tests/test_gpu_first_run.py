@@ -59,3 +59,28 @@ def test_every_nccl_variable_on_the_driver_reaches_every_rank(monkeypatch):
     for slot in plan.assign_slots(["vm1", "vm1", "vm2", "vm2"]):
         env = plan.rank_env(slot, addr="10.0.0.5", port=1, iface="ens5", nccl=True)
         assert (env["NCCL_P2P_DISABLE"], env["NCCL_IB_DISABLE"], env["NCCL_DEBUG"]) == ("1", "1", "INFO")
+
+
+def _notebook_cell(marker: str) -> str:
+    import json
+    from pathlib import Path
+    nb = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "03_horovod_multinode.ipynb").read_text())
+    [src] = [s for s in ("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code") if marker in s]
+    return src
+
+
+def test_notebook_03_cells_read_a_table_with_an_ens5_column(capsys):
+    # with cluster.iface set (docs/instructors.md), compression_trials names the column for that NIC
+    import pandas as pd
+
+    from nmtkit.course import practice, prose
+    rows = [{"compression": comp, "ranks": 4, "params": 1_054_208, "bytes/step on ens5": sent,
+             "step time (ms)": ms, "same weights": True}
+            for comp, sent, ms in (("none", 6_324_000, 160.3), ("fp16", 3_170_000, 351.0))]
+    ns = {"trials": pd.DataFrame(rows).set_index("compression"), "gbps": 1.0}
+    exec(_notebook_cell("fewer bytes per step than none"), ns)
+    assert "fp16 sent 50% fewer bytes" in capsys.readouterr().out
+    exec(_notebook_cell("break_even ="), ns)
+    want = prose.link_table(ns["trials"], 1.0)["break-even link (Gbit/s)"]
+    assert abs(ns["break_even"]["none"] - want["none"]) < 1e-3  # a NIC sees one rank's share, not all ranks'
+    practice.check_link_share(ns["break_even"], ns["network_bound"], ns["trials"], 1.0)
