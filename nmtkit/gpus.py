@@ -117,3 +117,19 @@ def gpu_memory() -> float | None:
     """Bytes of the smallest GPU NVML sees (every rank's batch must fit its own), None without one."""
     gpus, _ = nvml_gpus()
     return min(g["memory_gb"] for g in gpus) * 2**30 if gpus else None
+
+
+def tensorflow_blind(gpus: list, built_with_cuda: bool, cuda_visible: str | None) -> str:
+    """One line for NVML seeing `gpus` while TensorFlow lists none, naming the likely cause first."""
+    names = ", ".join(g["name"] for g in gpus)
+    head = f"NVML sees {len(gpus)} GPU(s) ({names}, driver {gpus[0].get('driver', '?')}) but TensorFlow lists none"
+    if cuda_visible is not None and cuda_visible.strip() in ("", "-1", "none", "NoDevFiles"):
+        return f"{head}: CUDA_VISIBLE_DEVICES={cuda_visible!r} hides them; unset it (or list the GPUs' indices)"
+    if not built_with_cuda:
+        return (f"{head}: this TensorFlow is a CPU build; `NMTKIT_GPU=1 make setup` (pip install "
+                f"'tensorflow[and-cuda]==2.18.1')")
+    major = driver_major(gpus[0].get("driver", ""))
+    old = f"driver {gpus[0].get('driver')} may be too old for CUDA 12.5 (555+, or 525+ with its compatible " \
+          "minor versions); " if major is not None and major < PTX_DRIVER else ""
+    return (f"{head}: {old}check `nvidia-smi`, CUDA_VISIBLE_DEVICES, and TensorFlow's CUDA libraries "
+            f"(`nmtkit doctor` shows TensorFlow's driver messages); then `NMTKIT_GPU=1 make setup`")
