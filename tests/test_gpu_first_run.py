@@ -84,3 +84,18 @@ def test_notebook_03_cells_read_a_table_with_an_ens5_column(capsys):
     want = prose.link_table(ns["trials"], 1.0)["break-even link (Gbit/s)"]
     assert abs(ns["break_even"]["none"] - want["none"]) < 1e-3  # a NIC sees one rank's share, not all ranks'
     practice.check_link_share(ns["break_even"], ns["network_bound"], ns["trials"], 1.0)
+
+
+def test_micro_batches_are_ordered_in_the_graph():
+    # nothing else orders them: TensorFlow's executor runs independent branches at once; the second micro-batch's
+    # ops wait for the first one's gradients, while the first starts at once
+    from nmtkit import config
+    from nmtkit.training.trainer import Trainer
+    cfg = config.load("tiny", {"train.grad_accum": 2, "data.batch_sentences": 8})
+    trainer = Trainer(cfg, cfg.data.vocab_size)
+    assert trainer.accum == 2
+    graph = trainer.train_step.get_concrete_function().graph
+    src0, _, src1, _ = graph.inputs[:4]  # the signature's ((src, tgt), (src, tgt))
+    assert not any(op.control_inputs for op in src0.consumers())
+    waiting = [op for op in src1.consumers() if op.control_inputs]
+    assert waiting, [op.name for op in src1.consumers()]
