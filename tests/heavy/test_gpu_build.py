@@ -23,10 +23,10 @@ def test_horovod_gpu_code_compiles_against_tensorflow(tmp_path):
                          env=dict(os.environ, PY=sys.executable), capture_output=True, text=True, timeout=3600)
     log = (tmp_path / "build.log").read_text()
     assert out.returncode == 0, out.stdout + out.stderr + log[-3000:]
-    assert re.search(r"nvcc: Cuda compilation tools, release \d+\.\d+", log)  # nvcc's version, in the log
-    archs = re.search(r"cuobjdump --list-elf: (.*)", log).group(1).split()
+    assert re.search(r"\[gpu-build\] nvcc: Cuda compilation tools, release \d+\.\d+", log)  # nvcc's version, in the log
+    archs = re.search(r"\[gpu-build\] cuobjdump --list-elf: (.*)", log).group(1).split()
     assert {"sm_80", "sm_90"} <= set(archs), archs
-    assert "libnccl.so.2" in re.search(r"links: (.*)", log).group(1)
+    assert "libnccl.so.2" in re.search(r"\[gpu-build\] links: (.*)", log).group(1)
     lib = next((tmp_path / "unpacked").rglob("mpi_lib*.so"))
     dynamic = subprocess.run(["readelf", "-d", str(lib)], capture_output=True, text=True).stdout
     assert "[libnccl.so.2]" in dynamic
