@@ -99,3 +99,20 @@ def test_micro_batches_are_ordered_in_the_graph():
     assert not any(op.control_inputs for op in src0.consumers())
     waiting = [op for op in src1.consumers() if op.control_inputs]
     assert waiting, [op.name for op in src1.consumers()]
+
+
+def test_notebook_02_caps_its_in_kernel_baseline_on_non_tiny_profiles(tmp_path):
+    # wmt16-base would train 300,000 steps in the kernel and then hold GPU 0; the long run is the CLI's
+    import json
+    import types
+    from pathlib import Path
+
+    from nmtkit import config
+    nb = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "02_single_gpu_baseline.ipynb").read_text())
+    [cell] = [s for s in ("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+              if "summary = nk.train(cfg, run)" in s]
+    for name, most in (("wmt16-base", 2_000), ("tiny", config.profile("tiny").train.steps)):
+        trained = []
+        nk = types.SimpleNamespace(train=lambda cfg, run, **kw: trained.append(cfg) or {})
+        exec(cell, {"nk": nk, "cfg": config.profile(name), "run": tmp_path})
+        assert trained[0].train.steps <= most, (name, trained[0].train.steps)
