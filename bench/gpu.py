@@ -31,6 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from gpu_fit import refit, refit_line  # noqa: E402  (bench/, beside this script)
+
 import nmtkit  # noqa: E402,F401  (Keras 2 API before TensorFlow)
 from nmtkit import config  # noqa: E402
 from nmtkit.keras2 import import_tf  # noqa: E402
@@ -92,7 +94,7 @@ def run_case(args, name: str, *, xla: bool, ranks: int = 0) -> dict:
     if ranks:
         cmd = [sys.executable, "-m", "horovod.runner.launch", "-np", str(ranks), "-H", f"localhost:{ranks}",
                "--gloo", *cmd]
-    env = dict(os.environ, NCCL_DEBUG=os.environ.get("NCCL_DEBUG", "INFO"),
+    env = dict(os.environ, NCCL_DEBUG=os.environ.get("NCCL_DEBUG", "INFO"), TF_CPP_MIN_LOG_LEVEL="0",
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     if args.allow_cpu:  # the machinery on a CPU: the XLA cases too, which the kit refuses there for users
         env["NMTKIT_XLA_ON_CPU"] = "1"
@@ -112,10 +114,14 @@ def run_case(args, name: str, *, xla: bool, ranks: int = 0) -> dict:
         print(f"{name}: FAILED ({case['error']})", flush=True)
         return case
     r = found[0]
+    cfg = config.load("wmt16-base", SHAPES[args.shape])
+    case["memory"] = refit(cfg, cfg.data.vocab_size, cfg.data.max_tokens + 1, r, out)
     mem = f"{r['gpu_mem_gb']:.1f} GiB" if r["gpu_mem_gb"] is not None else "-"
     print(f"{name:<38} | {r['precision']:<14} | XLA {'on ' if r['xla'] else 'off'} | {r['ms_per_step']:8.1f} ms/step | "
           f"{r['tokens_per_sec']:>10,.0f} tok/s | MFU {100 * r['mfu']:5.1f}% | peak GPU mem {mem} (projected "
           f"{r['projected_gb']:.1f} GiB, {r['micro_batches']} x {r['micro_batch']}) | loss {r['loss']:.3f}", flush=True)
+    if case["memory"]:
+        print(refit_line(case["memory"]), flush=True)
     return case
 
 
@@ -142,9 +148,13 @@ def versions(tf) -> dict:
         out["nccl"] = [Path(p).name for p in glob.glob(str(lib / "libnccl.so*"))]
     except ImportError:
         out["nccl"] = None
-    from nmtkit.doctor import nvml_gpus
+    from nmtkit.gpus import nvml_gpus
     out["gpus"], _ = nvml_gpus()
     return out
+
+
+def keep(fit: dict | None) -> str:
+    return f"{fit['keep_implied']:.2f} ({fit['keep_shipped']})" if fit else "-"
 
 
 def write_report(out: Path, args, facts: dict, doctor_rows: list, cases: list[dict]) -> Path:
@@ -159,15 +169,20 @@ def write_report(out: Path, args, facts: dict, doctor_rows: list, cases: list[di
              "## Machine", "", *(f"- {k}: {v}" for k, v in facts.items()), "", "## doctor", "",
              *(f"- {'ok  ' if r['ok'] else 'FAIL'} {r['name']}: {r['value']}" for r in doctor_rows), "",
              "## Cases", "", "| case | result | ms/step | tokens/s | MFU | peak GPU GiB | projected GiB | "
-             "micro-batches | loss scale | NCCL transport |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "micro-batches | KEEP implied (shipped) | loss scale | NCCL transport |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in cases:
         r = c["results"][0] if c["results"] else {}
         cell = lambda k, f: f.format(r[k]) if r.get(k) is not None else "-"  # noqa: E731
         lines.append(f"| {c['name']} | {'ok' if c['ok'] else 'FAILED: ' + c['error'][:200]} | "
                      f"{cell('ms_per_step', '{:.1f}')} | {cell('tokens_per_sec', '{:,.0f}')} | "
                      f"{cell('mfu', '{:.1%}')} | {cell('gpu_mem_gb', '{:.1f}')} | {cell('projected_gb', '{:.1f}')} | "
-                     f"{cell('micro_batches', '{}')} | {cell('loss_scale', '{:g}')} | "
+                     f"{cell('micro_batches', '{}')} | {keep(c.get('memory'))} | {cell('loss_scale', '{:g}')} | "
                      f"{', '.join(c['transport']) or '-'} |")
+    adopt = next((c["memory"]["adopt"] for c in cases if c.get("memory")), None)
+    if adopt:
+        lines += ["", "The measured peak implies the KEEP above; to adopt the first case's (then commit it with "
+                  "this report):", "", f"    {adopt}"]
     atomic_write_text(out / "gpu-report.md", "\n".join(lines) + "\n")
     return out / "gpu-report.md"
 
@@ -194,8 +209,14 @@ def main(argv=None) -> int:
     tf = import_tf()
     gpus = tf.config.list_physical_devices("GPU")  # lists devices without initialising them
     if not gpus and not args.allow_cpu:
-        print("bench/gpu.py: no GPU found (TensorFlow lists none): nothing to measure on this machine. On a GPU VM: "
-              "make gpu-check (see docs/instructors.md)")
+        from nmtkit.gpus import nvml_gpus, tensorflow_blind
+        nvml, _ = nvml_gpus()
+        if nvml:  # the broken-CUDA first run: a GPU is there and TensorFlow cannot use it
+            print("bench/gpu.py: " + tensorflow_blind(nvml, tf.test.is_built_with_cuda(),
+                                                     os.environ.get("CUDA_VISIBLE_DEVICES")))
+            return 1
+        print("bench/gpu.py: no GPU found (NVML and TensorFlow list none): nothing to measure on this machine. On a "
+              "GPU VM: make gpu-check (see docs/instructors.md)")
         return 0
     from nmtkit import doctor
     rows = doctor.judge(doctor.gather(args.out))

@@ -1,6 +1,7 @@
 """A training step's memory on this CPU against the kit's projection (nmtkit.model.memory), and the loss's peak.
 
     .venv/bin/python bench/memory.py [--shape base|small] [--batches 32,64,128] [--loss-only | --step-only]
+    .venv/bin/python bench/memory.py --micro [--shape small] [--batches 64] [--splits 1,2]
 
 1. The step: peak resident memory (ru_maxrss) of one process per batch size, after two training steps at the
    shape (float32, 56-token sentences + EOS, synthetic ids, the profile's vocabulary), fitted by a line over the
@@ -8,6 +9,9 @@
    figure (and their ratio). Constant costs (TensorFlow, the traced graph, the weights) fall into the intercept.
 2. The loss: the peak of the label-smoothed loss's forward and gradient on [256, 57, 32768] float32 logits, the
    kit's loss against the log-softmax formula it replaced (each in a fresh process), in multiples of one tensor.
+3. Micro-batches (--micro): the steady step's memory increment above the process's baseline after the build
+   (VmHWM during the step less VmRSS before it) for the same sentences in 1, 2, ... micro-batches: micro-batches
+   that run one after the other hold one micro-batch's activations at a time.
 Figures go to bench/README.md with the machine and the date.
 """
 from __future__ import annotations
@@ -49,14 +53,22 @@ def _hwm() -> float:
     return _rss()
 
 
-def step_worker(shape: str, batch: int) -> dict:
+def _vmrss() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return float(line.split()[1]) * 1024.0
+    return _rss()
+
+
+def step_worker(shape: str, batch: int, accum: int = 1) -> dict:
     import nmtkit  # noqa: F401  Keras 2 before TensorFlow
     from nmtkit import config
     from nmtkit.keras2 import import_tf
     from nmtkit.training.dist import Single, set_threads
     from nmtkit.training.trainer import Trainer
     tf = import_tf()
-    cfg = config.load("wmt16-base", {"train.precision": "float32", "data.batch_sentences": batch, **SHAPES[shape]})
+    cfg = config.load("wmt16-base", {"train.precision": "float32", "data.batch_sentences": batch,
+                                     "train.grad_accum": accum, **SHAPES[shape]})
     vocab, length = cfg.data.vocab_size, cfg.data.max_tokens + 1
     dist = Single()
     set_threads(dist)
@@ -65,12 +77,16 @@ def step_worker(shape: str, batch: int) -> dict:
     g = tf.random.Generator.from_seed(1)
     src = g.uniform([batch, length], 4, vocab, dtype=tf.int32)
     tgt = tf.concat([tf.fill([batch, 1], 2), g.uniform([batch, length], 4, vocab, dtype=tf.int32)], 1)
-    trainer.run_step([(src, tgt)]).numpy()  # traced; its peak is left out where the kernel lets us
+    n = batch // accum
+    micro = [(src[i * n:(i + 1) * n], tgt[i * n:(i + 1) * n]) for i in range(accum)]
+    trainer.run_step(micro).numpy()  # traced; its peak is left out where the kernel lets us
     steady = _reset_peak()
-    stats = trainer.run_step([(src, tgt)])
+    baseline = _vmrss()
+    stats = trainer.run_step(micro)
     stats.numpy()
-    return {"shape": shape, "batch": batch, "peak_rss": _hwm() if steady else _rss(), "steady": steady,
-            "vocab": vocab, "length": length}
+    peak = _hwm() if steady else _rss()
+    return {"shape": shape, "batch": batch, "accum": accum, "peak_rss": peak, "steady": steady,
+            "increment": peak - baseline, "vocab": vocab, "length": length}
 
 
 def loss_worker(which: str, b: int, t: int, v: int) -> dict:
@@ -124,6 +140,19 @@ def steps(shape: str, batches: list[int]) -> dict:
     return {"shape": shape, "measured_per_sentence": slope, "projected_per_sentence": est.per_sentence, "ratio": ratio}
 
 
+def micro_batches(shape: str, batch: int, splits: list[int]) -> dict:
+    """{micro-batches: the steady step's increment above the baseline} for `batch` sentences split that many ways."""
+    out = {}
+    for k in splits:
+        r = _fresh("--worker-step", shape, str(batch), str(k))
+        out[k] = r["increment"]
+        print(f"  {shape}: {k} x {batch // k}: step increment {r['increment'] / 2**20:8.1f} MiB above the baseline "
+              f"(peak RSS {r['peak_rss'] / 2**30:.2f} GiB)", flush=True)
+    for k in splits[1:]:
+        print(f"{shape}: {k} x {batch // k} / 1 x {batch} = {out[k] / out[splits[0]]:.2f}", flush=True)
+    return out
+
+
 def losses(b: int = 256, t: int = 57, v: int = 32768) -> dict:
     out = {}
     for which in ("before", "kit"):
@@ -141,11 +170,17 @@ def main(argv=None) -> int:
     ap.add_argument("--batches", default="32,64,128")
     ap.add_argument("--loss-only", action="store_true")
     ap.add_argument("--step-only", action="store_true")
-    ap.add_argument("--worker-step", nargs=2, help=argparse.SUPPRESS)
+    ap.add_argument("--micro", action="store_true", help="the step's increment for the batch in 1, 2, ... parts")
+    ap.add_argument("--splits", default="1,2", help="--micro: micro-batch counts")
+    ap.add_argument("--worker-step", nargs="+", help=argparse.SUPPRESS)
     ap.add_argument("--worker-loss", nargs=4, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.worker_step:
-        print("RESULT " + json.dumps(step_worker(a.worker_step[0], int(a.worker_step[1]))), flush=True)
+        shape, *numbers = a.worker_step
+        print("RESULT " + json.dumps(step_worker(shape, *map(int, numbers))), flush=True)
+        return 0
+    if a.micro:
+        micro_batches(a.shape, int(a.batches.split(",")[0]), [int(k) for k in a.splits.split(",")])
         return 0
     if a.worker_loss:
         w, *dims = a.worker_loss

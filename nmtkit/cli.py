@@ -52,7 +52,7 @@ def _config(args) -> config_mod.Config:
 
 def cmd_doctor(args) -> int:
     from nmtkit import doctor
-    return doctor.main(as_json=args.json, data_dir=args.data)
+    return doctor.main(as_json=args.json, data_dir=args.data, profile=args.profile)
 
 
 def cmd_prepare(args) -> int:
@@ -100,7 +100,7 @@ def cmd_train(args) -> int:
 def dry_run(cfg) -> int:
     """`nmtkit train --dry-run`: the step's projected memory and the micro-batches, from the config alone (no data,
     nothing written): for a first GPU run, before paying for hours."""
-    from nmtkit.doctor import gpu_memory
+    from nmtkit.gpus import gpu_memory
     from nmtkit.model.memory import GIB, fit
     from nmtkit.training.precision import decide_precision
     device = gpu_memory()
@@ -242,6 +242,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("doctor", help="check the stack: Python, TensorFlow, Keras, Horovod build, GPUs, disk")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--data", default="data", help="where data goes (for the free-disk check)")
+    p.add_argument("--profile", default=None, help="the profile whose disk need is checked (default $NMTKIT_PROFILE, "
+                   "else tiny)")
     p.set_defaults(func=cmd_doctor)
 
     _add_prepare(sub)

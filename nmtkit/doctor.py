@@ -19,13 +19,14 @@ from pathlib import Path
 import nmtkit  # noqa: F401  (TF_USE_LEGACY_KERAS=1 before TensorFlow)
 from nmtkit.data.wmt import DISK_NEED_GB
 from nmtkit.errors import ConfigError
+from nmtkit.gpus import nvml_gpus, ptx_driver_problem
 
 # The pins the kit was verified on (pyproject.toml holds the same; a test keeps them in step).
 TENSORFLOW_VERSION = "2.18.1"
 TF_KERAS_SERIES = "2.18"
 HOROVOD_VERSION = "0.28.1"
 PYTHON_RANGE = ((3, 10), (3, 12))
-MIN_FREE_GB = 1.0
+MIN_FREE_GB = 1.0  # a profile on its own synthetic data (tiny): the data, a few small checkpoints, the logs
 
 HOROVOD_REINSTALL = ("reinstall Horovod against this TensorFlow: `make setup` (or: HOROVOD_WITH_TENSORFLOW=1 "
                      "HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 "
@@ -64,6 +65,7 @@ class Facts:
     versions: dict = field(default_factory=dict)    # ipyparallel, sentencepiece, sacrebleu
     disk_path: str = "data"
     disk_free_gb: float | None = None
+    profile: str = "tiny"                           # the profile whose disk need is checked (disk_need)
 
 
 def _version(module: str) -> str | None:
@@ -73,8 +75,9 @@ def _version(module: str) -> str | None:
         return None
 
 
-def gather(data_dir: str | os.PathLike = "data") -> Facts:
-    f = Facts()
+def gather(data_dir: str | os.PathLike = "data", profile: str | None = None) -> Facts:
+    from nmtkit.config import PROFILE_ENV
+    f = Facts(profile=profile or os.environ.get(PROFILE_ENV) or "tiny")
     try:
         from nmtkit.keras2 import keras_flavour
         f.keras_flavour = keras_flavour()  # imports TensorFlow first, without its CUDA-probe chatter
@@ -140,67 +143,6 @@ def driver_clues(timeout: float = 120) -> list[str]:
     return [line.strip()[-200:] for line in err.splitlines() if DRIVER_CLUES.search(line)]
 
 
-def nvml_gpus() -> tuple[list, str]:
-    """GPUs as NVML sees them (name, memory, driver), or ([], why not)."""
-    try:
-        import pynvml
-    except ImportError:
-        return [], "nvidia-ml-py not installed"
-    try:
-        pynvml.nvmlInit()
-    except Exception as e:  # noqa: BLE001  no driver: the normal case on a laptop
-        return [], f"no NVIDIA driver ({type(e).__name__})"
-    try:
-        driver = pynvml.nvmlSystemGetDriverVersion()
-        driver = driver.decode() if isinstance(driver, bytes) else driver
-        gpus = []
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            h = pynvml.nvmlDeviceGetHandleByIndex(i)
-            name = pynvml.nvmlDeviceGetName(h)
-            gpus.append({"name": name.decode() if isinstance(name, bytes) else name,
-                         "memory_gb": round(pynvml.nvmlDeviceGetMemoryInfo(h).total / 2**30, 1),
-                         "driver": driver})
-        return gpus, ""
-    finally:
-        pynvml.nvmlShutdown()
-
-
-def gpu_holders(engine_pids=()) -> list[dict]:
-    """Per GPU (NVML): its memory in MiB, used and total, and the processes other than `engine_pids` holding it
-    ({"pid", "mib", "name"}); [] without NVML. TensorFlow never gives memory back, so an idle notebook kernel
-    that trained on GPU 0 still holds it when notebook 03's rank 0 needs it."""
-    try:
-        import pynvml
-        pynvml.nvmlInit()
-    except Exception:  # noqa: BLE001  no NVML, no driver: nothing holds a GPU here
-        return []
-    try:
-        out = []
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            h = pynvml.nvmlDeviceGetHandleByIndex(i)
-            mem = pynvml.nvmlDeviceGetMemoryInfo(h)
-            procs = []
-            for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h):
-                if p.pid in engine_pids:
-                    continue
-                try:
-                    import psutil
-                    name = " ".join(psutil.Process(p.pid).cmdline()[:3])[:80]
-                except Exception:  # noqa: BLE001  gone, or another container's
-                    name = "?"
-                procs.append({"pid": p.pid, "mib": (p.usedGpuMemory or 0) / 2**20, "name": name})
-            out.append({"gpu": i, "used_mib": mem.used / 2**20, "total_mib": mem.total / 2**20, "held_by": procs})
-        return out
-    finally:
-        pynvml.nvmlShutdown()
-
-
-def gpu_memory() -> float | None:
-    """Bytes of the smallest GPU NVML sees (every rank's batch must fit its own), None without one."""
-    gpus, _ = nvml_gpus()
-    return min(g["memory_gb"] for g in gpus) * 2**30 if gpus else None
-
-
 def judge(f: Facts) -> list[Check]:
     """Turn facts into rows; a failed row carries one line saying how to fix it."""
     rows = []
@@ -259,11 +201,14 @@ def _judge_horovod(f: Facts) -> list[Check]:
 def _judge_gpus(f: Facts) -> list[Check]:
     rows = []
     if f.nvml_gpus:
-        desc = ("; ".join(f"{g['name']} {g['memory_gb']} GB" for g in f.nvml_gpus)
-                + f" (driver {f.nvml_gpus[0]['driver']})")
+        desc = "; ".join(f"{g['name']} {g['memory_gb']} GB" for g in f.nvml_gpus)
+        desc += f" (driver {f.nvml_gpus[0]['driver']})"
     else:
         desc = f"none: CPU mode ({f.nvml_error})" if f.nvml_error else "none: CPU mode"
     rows.append(Check("GPUs (NVML)", desc))
+    ptx = ptx_driver_problem(f.nvml_gpus)
+    if ptx:
+        rows.append(Check("driver for compute capability 9.0", ptx.split(":")[0], False, ptx))
     tf_ok = not f.nvml_gpus or len(f.tf_gpus) == len(f.nvml_gpus)
     rows.append(Check("GPUs (TensorFlow)", ", ".join(f.tf_gpus) or "none: CPU mode", tf_ok,
                       "NVML sees GPUs that TensorFlow does not: install tensorflow[and-cuda]==2.18.1 and check "
@@ -271,8 +216,9 @@ def _judge_gpus(f: Facts) -> list[Check]:
     if f.driver_clues:
         rows.append(Check("TensorFlow's driver messages", " | ".join(f.driver_clues[:3]), tf_ok,
                           "the NVIDIA driver and TensorFlow's CUDA 12.5 libraries do not work together: check "
-                          "`nvidia-smi` (a driver for CUDA 12.5, 555 or newer, or 525+ with compatible minor "
-                          "versions), then `NMTKIT_GPU=1 make setup`"))
+                          "`nvidia-smi` (a driver for CUDA 12.5: 555 or newer; 525+ runs CUDA 12.5's libraries on "
+                          "GPUs TensorFlow ships machine code for, not on compute capability 9.0, H100/H200), then "
+                          "`NMTKIT_GPU=1 make setup`"))
     return rows
 
 
@@ -281,12 +227,30 @@ def _judge_rest(f: Facts) -> list[Check]:
     for mod, v in f.versions.items():
         rows.append(Check(mod, v or "missing", v is not None, f"{mod} does not import: run `make setup`"))
     rows.append(_homework_step(f))
-    free = f.disk_free_gb
-    rows.append(Check(f"free disk ({f.disk_path})", "?" if free is None else f"{free:.1f} GB",
-                      free is None or free >= MIN_FREE_GB,
-                      f"less than {MIN_FREE_GB} GB free where data goes: free space or pass --data elsewhere "
-                      f"(WMT16 needs {DISK_NEED_GB} GB)"))
+    free, need = f.disk_free_gb, disk_need(f.profile)
+    parts = ", ".join(f"{k} {v:.1f}" for k, v in need.items())
+    total = sum(need.values())
+    rows.append(Check(f"free disk ({f.disk_path})", "?" if free is None else f"{free:.1f} GB (profile {f.profile} "
+                      f"needs {total:.1f})", free is None or free >= total,
+                      f"less than the {total:.1f} GB profile {f.profile} needs where data and runs go ({parts} GB): "
+                      "free space or pass --data elsewhere"))
     return rows
+
+
+def disk_need(profile_name: str) -> dict:
+    """GB of free disk a profile's run needs, by part: preparing its data (WMT16: DISK_NEED_GB) and the
+    checkpoints it keeps (train.keep_checkpoints, the best, and the one being written, each the weights and Adam's
+    two slots in float32)."""
+    from nmtkit.config import profile
+    from nmtkit.model.memory import params_of
+    try:
+        cfg = profile(profile_name)
+    except ConfigError:
+        return {"the kit's minimum": MIN_FREE_GB}
+    if cfg.data.source != "wmt16":
+        return {"the kit's minimum": MIN_FREE_GB}
+    state = 3 * 4 * params_of(cfg.model, cfg.data.vocab_size) / 1e9
+    return {"WMT16 preparation": DISK_NEED_GB, "checkpoints": (cfg.train.keep_checkpoints + 2) * state}
 
 
 def _homework_step(f: Facts) -> Check:
@@ -312,8 +276,8 @@ def format_table(rows: list[Check]) -> str:
     return "\n".join(lines)
 
 
-def main(as_json: bool = False, data_dir: str = "data", facts: Facts | None = None) -> int:
-    rows = judge(facts or gather(data_dir))
+def main(as_json: bool = False, data_dir: str = "data", facts: Facts | None = None, profile: str | None = None) -> int:
+    rows = judge(facts or gather(data_dir, profile))
     failed = [r for r in rows if not r.ok]
     if as_json:
         print(json.dumps({"ok": not failed, "checks": [asdict(r) for r in rows]}, indent=2))

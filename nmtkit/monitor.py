@@ -27,6 +27,7 @@ import psutil
 
 from nmtkit.errors import TrainError
 from nmtkit.files import append_jsonl
+from nmtkit.gpus import open_nvml
 
 # --- column names: the one definition the sampler writes and the analysis reads -----------------------
 
@@ -75,20 +76,7 @@ def interfaces(columns) -> list[str]:
 
 def open_gpus(nvml=None) -> tuple[object | None, list, str]:
     """(nvml module, device handles, reason) — no handles and a reason when there is no usable GPU."""
-    if nvml is None:
-        try:
-            import pynvml as nvml
-        except ImportError:
-            return None, [], "nvidia-ml-py (pynvml) is not installed"
-    try:
-        nvml.nvmlInit()
-        count = nvml.nvmlDeviceGetCount()
-        handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
-    except Exception as e:  # noqa: BLE001  NVMLError_LibraryNotFound, DriverNotLoaded, ...: all mean "no GPU here"
-        return None, [], f"NVML unavailable ({e})"
-    if not handles:
-        return nvml, [], "NVML found no GPU"
-    return nvml, handles, ""
+    return open_nvml(nvml)
 
 
 def gpu_sample(nvml, handles: list) -> dict:

@@ -22,9 +22,14 @@ find_python() {
   return 1
 }
 if [ ! -x "$VENV/bin/python" ]; then
-  PY=$(find_python) || die "python3.11 not found (Python 3.10-3.12 needed; TensorFlow 2.18 has no wheels for 3.13).
-  Install it: sudo apt-get install -y python3.11 python3.11-venv python3.11-dev   (or set PYTHON=/path/to/python3.11)"
-  "$PY" -c 'import venv, ensurepip' 2>/dev/null || die "$PY lacks venv/ensurepip: sudo apt-get install -y python3.11-venv"
+  PY=$(find_python) || die "no Python 3.10-3.12 found (TensorFlow 2.18 has no wheels for 3.13). Install one:
+  Ubuntu 22.04: sudo apt-get install -y python3.11 python3.11-venv python3.11-dev
+  Ubuntu 24.04 (its Python is 3.12): sudo apt-get install -y python3.12-venv python3.12-dev
+  (or set PYTHON=/path/to/python3.X)"
+  # the venv package is named for the interpreter found: python3.12-venv on Ubuntu 24.04, python3.11-venv on 22.04
+  PYV=$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo 3.11)
+  "$PY" -c 'import venv, ensurepip' 2>/dev/null ||
+    die "$PY (Python $PYV) lacks venv/ensurepip: sudo apt-get install -y python$PYV-venv python$PYV-dev"
 fi
 # Wheel given (the image's final stage, Dockerfile): NMTKIT_HOROVOD_WHEEL names a Horovod wheel built for this
 # TensorFlow pin and Python (the builder stage's); it is installed as it is, so no compiler or make is needed.
@@ -44,6 +49,14 @@ if [ "$GPU" = auto ]; then
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q GPU; then GPU=1; else GPU=0; fi
 fi
 CUDA_FOR_TF=12.5   # the CUDA TensorFlow 2.18's wheels are built against; nvcc compiles Horovod's GPU kernels
+# The TA's default: NVIDIA's apt repository (its keyring first), then nvcc and the CUDA runtime headers only, not the
+# 4-6 GB cuda-toolkit-12-5 (Horovod's GPU build compiles with nvcc against the runtime's headers and library).
+CUDA_APT="add NVIDIA's apt repository (its keyring; ubuntu2204 on 22.04, ubuntu2404 on 24.04):
+      wget https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/cuda-keyring_1.1-1_all.deb
+      sudo dpkg -i cuda-keyring_1.1-1_all.deb && sudo apt-get update
+  then nvcc and the runtime headers (not the 4-6 GB cuda-toolkit-${CUDA_FOR_TF/./-}):
+      sudo apt-get install -y cuda-nvcc-${CUDA_FOR_TF/./-} cuda-cudart-dev-${CUDA_FOR_TF/./-}
+  and rerun with CUDA_HOME=/usr/local/cuda-$CUDA_FOR_TF"
 if [ "$GPU" = 1 ]; then
   # CUDA 12's pip wheels (tensorflow[and-cuda]) carry no nvcc: a VM with only a driver needs the toolkit.
   CUDA_HOME=${CUDA_HOME:-${HOROVOD_CUDA_HOME:-}}
@@ -52,11 +65,10 @@ if [ "$GPU" = 1 ]; then
     else CUDA_HOME=/usr/local/cuda; fi
   fi
   [ -x "$CUDA_HOME/bin/nvcc" ] ||
-    die "GPU mode (NMTKIT_GPU=1 or nvidia-smi found) needs nvcc, the CUDA toolkit's compiler, to build Horovod's
-  NCCL operations, and $CUDA_HOME/bin/nvcc does not exist. Install CUDA toolkit $CUDA_FOR_TF (TensorFlow 2.18 is built
-  against it; the driver alone and the pip wheels have no nvcc), e.g. on Ubuntu from NVIDIA's apt repository:
-      sudo apt-get install -y cuda-toolkit-${CUDA_FOR_TF/./-}
-  then rerun with CUDA_HOME=/usr/local/cuda-$CUDA_FOR_TF. Or use NVIDIA's NGC TensorFlow container, which ships Horovod.
+    die "GPU mode (NMTKIT_GPU=1 or nvidia-smi found) needs nvcc, CUDA $CUDA_FOR_TF's compiler, to build Horovod's
+  NCCL operations, and $CUDA_HOME/bin/nvcc does not exist (TensorFlow 2.18 is built against CUDA $CUDA_FOR_TF; the
+  driver alone and the pip wheels have no nvcc). On Ubuntu, $CUDA_APT
+  Or use NVIDIA's NGC TensorFlow container, which ships Horovod.
   To install the CPU-only stack instead: NMTKIT_GPU=0 make setup"
 fi
 
@@ -83,14 +95,14 @@ min_cuda_for() { case $1 in 1[0-9][0-9]) echo 12.8;; 90|89) echo 11.8;; 87) echo
 ver_lt() { [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -1)" = "$1" ] && [ "$1" != "$2" ]; }
 check_nvcc() {  # nvcc's release against every GPU's compute capability: an old toolkit fails late, in the build
   local ver=$1 cc need
-  [ -n "$ver" ] || die "$CUDA_HOME/bin/nvcc --version names no release: reinstall CUDA toolkit $CUDA_FOR_TF (sudo apt-get install -y cuda-toolkit-${CUDA_FOR_TF/./-})"
+  [ -n "$ver" ] || die "$CUDA_HOME/bin/nvcc --version names no release: reinstall nvcc $CUDA_FOR_TF: $CUDA_APT"
   for cc in ${2//,/ }; do
     need=$(min_cuda_for "$cc")
     if ver_lt "$ver" "$need"; then
-      die "nvcc $ver ($CUDA_HOME) cannot compile for compute capability ${cc:0:-1}.${cc: -1} (needs CUDA $need or newer): install CUDA toolkit $CUDA_FOR_TF (sudo apt-get install -y cuda-toolkit-${CUDA_FOR_TF/./-}) and rerun with CUDA_HOME=/usr/local/cuda-$CUDA_FOR_TF"
+      die "nvcc $ver ($CUDA_HOME) cannot compile for compute capability ${cc:0:-1}.${cc: -1} (needs CUDA $need or newer): install nvcc $CUDA_FOR_TF: $CUDA_APT"
     fi
     if ! ver_lt "$ver" 13.0 && [ "$cc" -le 72 ]; then
-      die "nvcc $ver ($CUDA_HOME) dropped compute capability ${cc:0:-1}.${cc: -1} (CUDA 13 builds for 7.5 and newer): install CUDA toolkit $CUDA_FOR_TF (sudo apt-get install -y cuda-toolkit-${CUDA_FOR_TF/./-})"
+      die "nvcc $ver ($CUDA_HOME) dropped compute capability ${cc:0:-1}.${cc: -1} (CUDA 13 builds for 7.5 and newer): install nvcc $CUDA_FOR_TF: $CUDA_APT"
     fi
   done
 }
@@ -108,7 +120,7 @@ compiler_plan() {  # sets HVD_CC_ENV (CC/CXX for the build), HVD_PATCH (1: apply
     say "$cxx is gcc $major, which Horovod ${HVD_PIN#horovod==} does not compile with: building it with gcc-12/g++-12"
   else
     HVD_PATCH=1; COMPILER_DESC="cxx=gcc$major+headers-fix"
-    say "$cxx is gcc $major: applying Horovod's upstream gcc 13 header fix (commit ff4ca09) to the ${HVD_PIN#horovod==} source; if the build still fails: sudo apt-get install -y gcc-12 g++-12"
+    say "$cxx is gcc $major and gcc-12 is not installed: applying Horovod's upstream gcc 13 header fix (commit ff4ca09) to the ${HVD_PIN#horovod==} source. That path has not been compiled by the kit's CI (no gcc 13 there); gcc 12 is the verified route: sudo apt-get install -y gcc-12 g++-12 (Ubuntu 24.04 has them), then rerun"
   fi
 }
 patch_horovod_source() {  # $1: an unpacked Horovod source tree (the pinned release); adds the two includes of commit ff4ca09
@@ -137,8 +149,8 @@ d = m.distribution("tensorflow"); print(hashlib.sha256((d.read_text("RECORD") or
       die "no NCCL found (the nvidia-nccl-cu12 wheel of tensorflow[and-cuda], or HOROVOD_NCCL_HOME): reinstall with
   NMTKIT_GPU=1 make setup, or point HOROVOD_NCCL_HOME at a directory with include/nccl.h and lib/libnccl.so*"
     local so2
-    so2=$(ls "$nccl"/lib/libnccl.so.[0-9]* 2>/dev/null | head -1)
-    [ -n "$so2" ] || [ -e "$nccl/lib/libnccl.so" ] || die "$nccl/lib holds no libnccl.so*: reinstall nvidia-nccl-cu12"
+    so2=$( { ls "$nccl"/lib/libnccl.so.[0-9]* 2>/dev/null || true; } | head -1)  # none: the message below, not rc 2
+    [ -n "$so2" ] || [ -e "$nccl/lib/libnccl.so" ] || die "$nccl/lib holds no libnccl.so.N (NCCL's library): reinstall the wheel (NMTKIT_GPU=1 NMTKIT_REBUILD_HOROVOD=1 make setup), or point HOROVOD_NCCL_HOME at a directory with include/nccl.h and lib/libnccl.so.2"
     # Horovod's FindNCCL asks for libnccl_static.a, then for libnccl.so: link the wheel's library under that name
     # and link it shared; the rpath makes libnccl.so.2 resolve at run time without LD_LIBRARY_PATH.
     [ -e "$nccl/lib/libnccl.so" ] || ln -s "$(basename "$so2")" "$nccl/lib/libnccl.so"

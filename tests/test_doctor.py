@@ -86,7 +86,7 @@ def test_gpu_seen_by_nvml_but_not_tensorflow():
     ({"python": (3, 13, 0)}, "Python", "python3.11"),
     ({"horovod": None, "horovod_error": "ModuleNotFoundError"}, "Horovod", "reinstall Horovod"),
     ({"horovod_gloo": False}, "Horovod controllers", "without Gloo"),
-    ({"disk_free_gb": 0.2}, "free disk (data)", "GB free"),
+    ({"disk_free_gb": 0.2}, "free disk (data)", "GB profile tiny needs"),
 ])
 def test_each_failure_says_how_to_fix(changes, name, words):
     assert words in failed(healthy(**changes))[name]
@@ -114,3 +114,30 @@ def test_keras3_loaded_first_gets_a_clear_error():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=180)
     assert "STACKERROR" in r.stdout, r.stderr[-2000:]
     assert "Restart" in r.stdout and "TF_USE_LEGACY_KERAS=1" in r.stdout
+
+
+def test_h100_with_driver_550_is_refused_with_the_555_fix():
+    # TensorFlow 2.18.1 has only PTX for compute_90; CUDA 12.5's PTX needs driver 555+ (the docs said 525+ works)
+    h100 = [{"name": "NVIDIA H100 80GB HBM3", "memory_gb": 79.6, "driver": "550.54.15", "capability": (9, 0)}]
+    fixes = failed(healthy(nvml_gpus=h100, tf_gpus=["/physical_device:GPU:0"], horovod_nccl=True, horovod_cuda=True))
+    assert any("9.0" in k for k in fixes), f"doctor passed an H100 on driver 550: {fixes}"
+    [fix] = [v for k, v in fixes.items() if "9.0" in k]
+    assert "555" in fix and "PTX" in fix and "driver 550.54.15" in fix
+    newer = [dict(h100[0], driver="555.42.06")]
+    assert failed(healthy(nvml_gpus=newer, tf_gpus=["/physical_device:GPU:0"], horovod_nccl=True,
+                          horovod_cuda=True)) == {}
+    a100 = [{"name": "NVIDIA A100-SXM4-40GB", "memory_gb": 39.4, "driver": "535.104.05", "capability": (8, 0)}]
+    assert failed(healthy(nvml_gpus=a100, tf_gpus=["/physical_device:GPU:0"], horovod_nccl=True,
+                          horovod_cuda=True)) == {}  # sm_80 machine code ships: no PTX to compile
+
+
+def test_doctor_checks_the_disk_the_profile_needs():
+    # the homework (wmt16-base) prepares WMT16 and keeps its checkpoints: far more than the old flat 1 GB
+    fixes = failed(healthy(profile="wmt16-base", disk_free_gb=8.0))
+    assert any(k.startswith("free disk") for k in fixes), f"8 GB free passed for wmt16-base: {fixes}"
+    need = doctor.disk_need("wmt16-base")
+    assert sum(need.values()) > 10 and "checkpoints" in need
+    [fix] = [v for k, v in fixes.items() if k.startswith("free disk")]
+    assert "wmt16-base" in fix and f"{sum(need.values()):.1f} GB" in fix
+    assert failed(healthy(profile="tiny", disk_free_gb=8.0)) == {}
+    assert failed(healthy(profile="wmt16-base", disk_free_gb=sum(need.values()) + 1)) == {}

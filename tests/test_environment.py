@@ -128,7 +128,7 @@ def test_setup_gpu_mode_without_cuda_toolkit_says_what_to_do(tmp_path):
                                        "NMTKIT_GPU": "1", "CUDA_HOME": str(tmp_path / "no-cuda"),
                                        "HOME": str(tmp_path)})
     assert r.returncode != 0
-    assert "CUDA toolkit" in r.stderr and "NMTKIT_GPU=0" in r.stderr
+    assert "cuda-nvcc-12-5 cuda-cudart-dev-12-5" in r.stderr and "NMTKIT_GPU=0" in r.stderr
 
 
 def test_setup_names_a_missing_python(tmp_path):

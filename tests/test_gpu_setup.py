@@ -108,7 +108,8 @@ def test_without_nvcc_setup_names_the_toolkit_to_install(gpu_vm, tmp_path):
     env = dict(gpu_vm["env"], CUDA_HOME=str(tmp_path / "nowhere"))
     r = subprocess.run(["bash", str(SETUP), "--horovod-plan"], env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 1
-    assert "CUDA toolkit 12.5" in r.stderr and "cuda-toolkit-12-5" in r.stderr
+    assert "CUDA 12.5" in r.stderr and "cuda-keyring" in r.stderr  # NVIDIA's apt repository, its keyring first
+    assert "sudo apt-get install -y cuda-nvcc-12-5 cuda-cudart-dev-12-5" in r.stderr  # not the 4-6 GB toolkit
 
 
 @pytest.mark.skipif(_cmake() is None, reason="no cmake (make setup installs it into the venv)")
@@ -168,7 +169,7 @@ def test_an_nvcc_too_old_for_a_gpu_is_named_before_the_build(gpu_vm, tmp_path, r
     _tool(gpu_vm["cuda"] / "bin", "nvcc", f"echo 'Cuda compilation tools, release {release}, V{release}.1'")
     r = _setup(gpu_vm["env"], "--horovod-plan")
     assert r.returncode == 1 and f"nvcc {release}" in r.stderr and f"compute capability {caps}" in r.stderr
-    assert f"needs CUDA {needs}" in r.stderr and "cuda-toolkit-12-5" in r.stderr
+    assert f"needs CUDA {needs}" in r.stderr and "cuda-nvcc-12-5 cuda-cudart-dev-12-5" in r.stderr
 
 
 def test_cuda_13_has_dropped_volta(gpu_vm, tmp_path):
@@ -212,3 +213,20 @@ def test_the_header_fix_applies_to_horovods_own_source(tmp_path):
     assert "#include <memory>\n#include <stdexcept>\n" in common and "#include <queue>\n#include <string>\n" in table
     assert _setup(dict(os.environ), "--patch-horovod-source", str(root)).returncode == 0  # idempotent
     assert (root / "horovod/common/common.h").read_text().count("<stdexcept>") == 1
+
+
+def test_a_nccl_directory_without_its_library_is_named_not_a_silent_exit(gpu_vm):
+    (gpu_vm["nccl"] / "lib" / "libnccl.so.2").unlink()
+    r = _setup(gpu_vm["env"], "--horovod-plan")
+    assert r.returncode == 1 and "holds no libnccl.so.N" in r.stderr, (r.returncode, r.stderr)
+
+
+def test_ubuntu_2404s_python_312_without_venv_names_its_own_package(tmp_path):
+    # Ubuntu 24.04's only Python is 3.12; Debian here has none: a faked interpreter whose venv module is missing
+    bins = tmp_path / "bin"
+    bins.mkdir()
+    _tool(bins, "python3.12", 'case "$*" in *"import venv"*) exit 1;; *print*) echo 3.12;; *) exit 0;; esac')
+    env = dict(os.environ, VENV=str(tmp_path / "new-venv"), PYTHON=str(bins / "python3.12"))
+    r = _setup(env)
+    assert r.returncode == 1 and "sudo apt-get install -y python3.12-venv" in r.stderr, r.stderr
+    assert "python3.11-venv" not in r.stderr

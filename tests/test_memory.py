@@ -75,15 +75,28 @@ def test_auto_picks_the_fewest_micro_batches_that_fit_and_a_set_value_is_kept():
         fit(two, 32768, 4 * GIB, "mixed_float16")
 
 
-def _peak(batch: int) -> float:
+def _step(batch: int, accum: int = 1) -> dict:
     # without oneDNN, as bench/memory.py measures: its CPU-only copies were 1.26x the projection on an AMX host
     # (1.86x under load) and 1.0x on one without; a GPU has no such copies
     env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2", TF_ENABLE_ONEDNN_OPTS="0",
                PYTHONPATH=str(ROOT))
-    p = subprocess.run([sys.executable, str(ROOT / "bench" / "memory.py"), "--worker-step", "small", str(batch)],
-                       env=env, capture_output=True, text=True, timeout=300)
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "memory.py"), "--worker-step", "small", str(batch),
+                        str(accum)], env=env, capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, p.stderr[-2000:]
-    return json.loads(p.stdout.split("RESULT ", 1)[1])["peak_rss"]
+    return json.loads(p.stdout.split("RESULT ", 1)[1])
+
+
+def _peak(batch: int) -> float:
+    return _step(batch)["peak_rss"]
+
+
+def test_micro_batches_run_one_after_the_other():
+    # the projection counts one micro-batch's activations at a time: 2 x 32 must not hold what 1 x 64 holds
+    # (side by side they did: the executor runs independent branches at once)
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(2) as pool:  # a process each: their peaks are their own
+        one, two = pool.map(lambda a: _step(64, a)["increment"], [1, 2])
+    assert two <= 0.6 * one, (two / 2**20, one / 2**20)
 
 
 def test_the_projection_meets_the_memory_measured_on_this_cpu_at_a_small_shape():
@@ -101,8 +114,9 @@ def test_the_projection_meets_the_memory_measured_on_this_cpu_at_a_small_shape()
 def test_preflight_names_the_process_holding_a_gpu_before_the_job_starts(monkeypatch):
     import types
 
-    from nmtkit import doctor
     from nmtkit.cluster.preflight import held_gpu_memory, preflight_problems
+    from nmtkit.gpus import gpu_holders
+
     def proc(pid, gib):
         return types.SimpleNamespace(pid=pid, usedGpuMemory=int(gib * 2**30))
     held = {0: [proc(4242, 14.2), proc(999, 0.3)], 1: []}  # GPU 0: notebook 02's idle kernel; 999: this engine
@@ -112,7 +126,7 @@ def test_preflight_names_the_process_holding_a_gpu_before_the_job_starts(monkeyp
         nvmlDeviceGetMemoryInfo=lambda h: types.SimpleNamespace(total=16 * 2**30, used=14.5 * 2**30 if h == 0 else 0),
         nvmlDeviceGetComputeRunningProcesses=lambda h: held[h])
     monkeypatch.setitem(sys.modules, "pynvml", fake)
-    gpus = doctor.gpu_holders(engine_pids=[999])
+    gpus = gpu_holders(engine_pids=[999])
     assert [p["pid"] for p in gpus[0]["held_by"]] == [4242] and gpus[1]["held_by"] == []
     [line] = held_gpu_memory(gpus)
     assert line.startswith("GPU 0: 14.2 of 16.0 GiB held by pid 4242") and "notebook 02" in line
@@ -120,4 +134,4 @@ def test_preflight_names_the_process_holding_a_gpu_before_the_job_starts(monkeyp
              "horovod_build": "gloo,nccl", "gpus": 2, "gpu_memory": gpus}
     assert any("held by pid 4242" in p for p in preflight_problems([facts]))
     held[0] = [proc(4242, 1.0)]  # a little: not a problem
-    assert held_gpu_memory(doctor.gpu_holders(engine_pids=[999])) == []
+    assert held_gpu_memory(gpu_holders(engine_pids=[999])) == []

@@ -128,9 +128,9 @@ def rank_env(slot: SlotInfo, *, addr: str, port: int, iface: str, nccl: bool = F
         env["NMTKIT_GPUS_BOUND"] = "1"
     if nccl:
         env["HOROVOD_GPU_OPERATIONS"] = "NCCL"
-    for key in ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS"):  # what NCCL chose (P2P, SHM, NET), on SSH-started engines too
-        if os.environ.get(key):
-            env[key] = os.environ[key]
+    # every NCCL_* setting of the driver (NCCL_DEBUG, NCCL_P2P_DISABLE=1, NCCL_IB_DISABLE=1 a VM may need, ...)
+    # reaches every rank, SSH- and Slurm-started engines too, which do not inherit the driver's environment
+    env.update({k: v for k, v in os.environ.items() if k.startswith("NCCL_") and v})
     cycle = cycle_time_ms(nccl, cycle_ms)
     if cycle is not None:
         env["HOROVOD_CYCLE_TIME"] = f"{cycle:g}"
@@ -209,7 +209,12 @@ def link_iface(iface: str, hosts: list, launcher: str) -> str:
 
 
 def iface_for(addr: str) -> str:
-    """The network interface this machine would use to reach `addr` (the one Gloo should bind to)."""
+    """The network interface this machine would use to reach `addr` (the one Gloo should bind to). An address of
+    this machine's own NIC gives that NIC, not the `lo` the kernel routes it through: the driver's VM is the first
+    host of every documented layout, and its ranks must bind where the other nodes reach them."""
+    holder = _holding(addr) if not addr.startswith("127.") else None
+    if holder:
+        return holder
     try:
         out = subprocess.run(["ip", "-o", "route", "get", addr], capture_output=True, text=True, timeout=5).stdout
         m = re.search(r"\bdev (\S+)", out)
@@ -223,6 +228,14 @@ def iface_for(addr: str) -> str:
         if any(a.address == src for a in addrs):
             return name
     return "lo" if addr.startswith("127.") else ""
+
+
+def _holding(addr: str) -> str | None:
+    """The interface other than loopback holding `addr`, None when no interface here holds it."""
+    for name, addrs in psutil.net_if_addrs().items():
+        if name != "lo" and any(a.address == addr for a in addrs):
+            return name
+    return None
 
 
 def check_launcher(launcher: str, hosts: list, allowed) -> str:

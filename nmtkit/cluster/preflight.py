@@ -64,7 +64,8 @@ def preflight_problems(facts: list[dict], iface: str = "") -> list[str]:
         if f.get("error"):
             problems.append(f"{_who(f)}: {f['error']}")
         else:
-            problems += [f"{_who(f)}: {p}" for p in _node_problems(f, ref)]
+            siblings = [g["pid"] for g in facts if g.get("host") == f.get("host") and g.get("pid") is not None]
+            problems += [f"{_who(f)}: {p}" for p in _node_problems(f, ref, siblings)]
             if iface and f.get("ifaces") and iface not in f["ifaces"]:
                 problems.append(f"{_who(f)}: cluster.iface={iface!r} is no network interface there (it has "
                                 f"{', '.join(f['ifaces'])}); set cluster.iface to the NIC that reaches the other nodes")
@@ -78,20 +79,23 @@ def _who(f: dict) -> str:
 HELD_SHARE = 0.25  # of a GPU's memory held by another process before the job starts: too much to train beside it
 
 
-def held_gpu_memory(gpus: list[dict]) -> list[str]:
-    """One problem per GPU whose memory other processes hold (doctor.gpu_holders), naming them and the fix."""
-    out = []
+def held_gpu_memory(gpus: list[dict], engine_pids=()) -> list[str]:
+    """One problem per GPU whose memory other processes hold (nmtkit.gpus.gpu_holders), naming them and the fix.
+    `engine_pids`: this cluster's engines on that host, which hold their GPU from one launch to the next (TensorFlow
+    never gives memory back): a sibling engine is the job's own, not a stranger in its way."""
+    out, ours = [], set(engine_pids)
     for g in gpus:
-        held = sum(p["mib"] for p in g["held_by"])
-        if g["held_by"] and held >= HELD_SHARE * g["total_mib"]:
-            who = ", ".join(f"pid {p['pid']} ({p['name']}) {p['mib'] / 1024:.1f} GiB" for p in g["held_by"])
+        others = [p for p in g["held_by"] if p["pid"] not in ours]
+        held = sum(p["mib"] for p in others)
+        if others and held >= HELD_SHARE * g["total_mib"]:
+            who = ", ".join(f"pid {p['pid']} ({p['name']}) {p['mib'] / 1024:.1f} GiB" for p in others)
             out.append(f"GPU {g['gpu']}: {held / 1024:.1f} of {g['total_mib'] / 1024:.1f} GiB held by {who}; "
                        f"TensorFlow never gives memory back: shut down that kernel (notebook 02's: Kernel > Shut "
                        f"Down Kernel) or stop that process, then launch again")
     return out
 
 
-def _node_problems(f: dict, ref: dict) -> list[str]:
+def _node_problems(f: dict, ref: dict, engine_pids=()) -> list[str]:
     out = []
     if f is not ref:
         for key, label in SAME_EVERYWHERE:
@@ -114,7 +118,7 @@ def _node_problems(f: dict, ref: dict) -> list[str]:
     if f.get("rendezvous_ok") is False:
         out.append(f"cannot reach the rendezvous server at {f.get('rendezvous')} ({f.get('rendezvous_error')}); "
                    f"open that port from the node to the driver, or choose the address with cluster.listen")
-    out += held_gpu_memory(f.get("gpu_memory") or [])
+    out += held_gpu_memory(f.get("gpu_memory") or [], engine_pids)
     if f.get("gpus", 0) and not f.get("nccl_built"):
         out.append(f"has {f['gpus']} GPU(s) but Horovod was built without NCCL; rebuild with "
                    f"HOROVOD_GPU_OPERATIONS=NCCL (gradients would go through host memory)")

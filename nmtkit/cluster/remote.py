@@ -18,9 +18,9 @@ from ipyparallel.datapub import publish_data
 import nmtkit
 from nmtkit.cluster.plan import iface_for
 from nmtkit.config import Config
-from nmtkit.doctor import gpu_holders
 from nmtkit.errors import ClusterError
 from nmtkit.files import sha256_file
+from nmtkit.gpus import gpu_holders
 from nmtkit.keras2 import import_tf
 from nmtkit.runs import RunHandle
 

@@ -10,7 +10,7 @@ import dataclasses
 import json
 
 from nmtkit.config import Config
-from nmtkit.doctor import gpu_memory
+from nmtkit.gpus import gpu_memory
 from nmtkit.keras2 import import_tf
 from nmtkit.model.decode import Searcher
 from nmtkit.model.memory import fit
@@ -128,7 +128,11 @@ class Trainer:
         """
         losses, src_tok, tgt_tok, total = [], 0.0, 0.0, None
         for micro, (src, tgt) in enumerate(batches):
-            grads, loss, ntok = self._micro_step(src, tgt, self._dropout_seed(micro))
+            # one after the other: nothing else orders the micro-batches, and TensorFlow's executor runs independent
+            # branches at once, which would hold every micro-batch's activations together (the memory projection
+            # counts one); so each micro-batch's ops wait for the previous one's gradients
+            with tf.control_dependencies(total or []):
+                grads, loss, ntok = self._micro_step(src, tgt, self._dropout_seed(micro))
             if self.accum > 1:
                 local = [tf.convert_to_tensor(g) / self.accum for g in grads]
                 grads = local if total is None else [a + g for a, g in zip(total, local)]
