@@ -73,28 +73,44 @@ def cmd_prepare(args) -> int:
     return 0
 
 
+ONE_PROCESS = ("auto", "local")  # with --np 1 and no --hosts: this process alone, no nmtkit.cluster import
+
+
 def cmd_train(args) -> int:
-    from nmtkit.cluster.driver import check_ranks
-    from nmtkit.runs import RunDir
-    check_ranks(args.np, args.hosts)  # before anything: no engine, no SSH, no run directory
+    """Decide once whether ranks are needed and check them (nothing started yet); then one RunDir and one settled,
+    frozen config go to the loop or to the cluster's driver."""
+    distributed = args.np != 1 or bool(args.hosts) or args.launcher not in ONE_PROCESS
+    if distributed:
+        from nmtkit.cluster.driver import check_ranks
+        check_ranks(args.np, args.hosts)  # before anything: no engine, no SSH, no run directory
     if args.dry_run:
         return dry_run(_config(args))
     if not args.logdir:
         raise ConfigError("nmtkit train needs --logdir DIR: the run directory (config, logs, checkpoints)")
-    run = RunDir(args.logdir)  # a file where the run directory belongs is named as such
-    cfg = _config(args)
-    budget = {k: v for k, v in (("train.max_hours", args.max_hours), ("train.max_cost", args.max_cost))
-              if v is not None}
-    cfg = cfg.with_overrides(budget) if budget else cfg
-    if args.np > 1 or args.hosts or args.launcher in ("ssh", "manual", "slurm"):
+    from nmtkit.runs import RunDir  # names a file where the run directory belongs; ranks elsewhere need it absolute
+    run = RunDir(Path(args.logdir).resolve() if distributed else args.logdir)
+    cfg = _settled(args, distributed)
+    if distributed:
         from nmtkit.cluster.driver import train_distributed
-        return train_distributed(cfg, run.path, np=args.np, hosts=args.hosts, launcher=args.launcher,
-                                 resume=not args.fresh)
+        return train_distributed(cfg, run, np=args.np, resume=not args.fresh)
+    from nmtkit.allocation import allocation_end
     from nmtkit.training.loop import train
-    summary = train(cfg, run, resume=not args.fresh)
+    summary = train(cfg, run, resume=not args.fresh, deadline=allocation_end())  # salloc/sbatch: stop before its end
     why = f" ({summary['reason']})" if summary.get("reason") else ""
     print(f"run {summary.get('status', 'finished')}{why} at step {summary.get('step')}: {args.logdir}")
     return 0 if summary.get("status") in ("finished", "stopped") else 1
+
+
+def _settled(args, distributed: bool) -> config_mod.Config:
+    """The run's config, settled once before it starts, then frozen: profile and --set, budget, cluster (ranks,
+    hosts, launcher) and data directory (absolute for ranks, which may run elsewhere; else as config.json has it)."""
+    cfg = _config(args)
+    over = {k: v for k, v in (("train.max_hours", args.max_hours), ("train.max_cost", args.max_cost)) if v is not None}
+    over["data.dir"] = str(Path(cfg.data.dir).resolve() if distributed else Path(cfg.data.dir))
+    if distributed:
+        over.update({"cluster.engines": args.np, "cluster.launcher": args.launcher})
+        over.update({"cluster.hosts": args.hosts} if args.hosts else {})
+    return cfg.with_overrides(over).freeze()
 
 
 def dry_run(cfg) -> int:

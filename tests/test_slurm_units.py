@@ -13,8 +13,9 @@ import time
 import pytest
 
 from nmtkit import config
+from nmtkit.allocation import parse_time_left
 from nmtkit.cluster.plan import device_indices
-from nmtkit.cluster.slurm import SlurmEngineSet, SlurmJob, parse_time_left
+from nmtkit.cluster.slurm import SlurmEngineSet, SlurmJob
 from nmtkit.errors import ClusterError, ConfigError
 from nmtkit.training.budget import DEADLINE_MARGIN_S, outlives
 
@@ -216,7 +217,7 @@ def test_train_without_np_inside_an_allocation_stops_at_a_checkpoint_before_its_
     """`salloc -t 5 nmtkit train ...` (one process, no launcher): the loop asks squeue for the job's time left."""
     import json
 
-    from nmtkit.training.budget import DEADLINE_ENV, allocation_end
+    from nmtkit.allocation import DEADLINE_ENV, allocation_end
     from nmtkit.training.loop import train
 
     from conftest import small_config
