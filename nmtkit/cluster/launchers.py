@@ -20,6 +20,7 @@ from typing import Callable
 import nmtkit
 from nmtkit.allocation import DEADLINE_ENV, allocation_end
 from nmtkit.cluster.plan import check_iface, controller_ip
+from nmtkit.cluster.slurm import SlurmJob
 from nmtkit.config import ClusterConfig, choices
 from nmtkit.errors import ClusterError
 
@@ -174,7 +175,6 @@ class SlurmLauncher(Launcher):
     logical_hosts = False  # Slurm's nodes are real hosts: their engines share a host and pin its GPUs
 
     def __init__(self, hosts: list, cc: ClusterConfig):
-        from nmtkit.cluster.slurm import SlurmJob
         super().__init__(hosts)
         self.job = SlurmJob(cc)
 
