@@ -30,6 +30,7 @@ from pathlib import Path
 
 import nmtkit  # noqa: F401  (selects the Keras 2 API before anything imports TensorFlow)
 from nmtkit import config as config_mod
+from nmtkit import route
 
 # the instructor's kit holds the course's verdicts; a student's release (nmtkit release) leaves them out
 from nmtkit.course import INSTRUCTOR_KIT
@@ -73,13 +74,10 @@ def cmd_prepare(args) -> int:
     return 0
 
 
-ONE_PROCESS = ("auto", "local")  # with --np 1 and no --hosts: this process alone, no nmtkit.cluster import
-
-
 def cmd_train(args) -> int:
     """Decide once whether ranks are needed and check them (nothing started yet); then one RunDir and one settled,
     frozen config go to the loop or to the cluster's driver."""
-    distributed = args.np != 1 or bool(args.hosts) or args.launcher not in ONE_PROCESS
+    distributed = route.needs_ranks(args)
     if distributed:
         from nmtkit.cluster.driver import check_ranks
         check_ranks(args.np, args.hosts)  # before anything: no engine, no SSH, no run directory
@@ -89,7 +87,7 @@ def cmd_train(args) -> int:
         raise ConfigError("nmtkit train needs --logdir DIR: the run directory (config, logs, checkpoints)")
     from nmtkit.runs import RunDir  # names a file where the run directory belongs; ranks elsewhere need it absolute
     run = RunDir(Path(args.logdir).resolve() if distributed else args.logdir)
-    cfg = _settled(args, distributed)
+    cfg = route.settled(_config(args), args, distributed)
     if distributed:
         from nmtkit.cluster.driver import train_distributed
         return train_distributed(cfg, run, np=args.np, resume=not args.fresh)
@@ -99,18 +97,6 @@ def cmd_train(args) -> int:
     why = f" ({summary['reason']})" if summary.get("reason") else ""
     print(f"run {summary.get('status', 'finished')}{why} at step {summary.get('step')}: {args.logdir}")
     return 0 if summary.get("status") in ("finished", "stopped") else 1
-
-
-def _settled(args, distributed: bool) -> config_mod.Config:
-    """The run's config, settled once before it starts, then frozen: profile and --set, budget, cluster (ranks,
-    hosts, launcher) and data directory (absolute for ranks, which may run elsewhere; else as config.json has it)."""
-    cfg = _config(args)
-    over = {k: v for k, v in (("train.max_hours", args.max_hours), ("train.max_cost", args.max_cost)) if v is not None}
-    over["data.dir"] = str(Path(cfg.data.dir).resolve() if distributed else Path(cfg.data.dir))
-    if distributed:
-        over.update({"cluster.engines": args.np, "cluster.launcher": args.launcher})
-        over.update({"cluster.hosts": args.hosts} if args.hosts else {})
-    return cfg.with_overrides(over).freeze()
 
 
 def dry_run(cfg) -> int:
