@@ -46,7 +46,7 @@ _FRONT = {
     "Tokenizer": ("nmtkit.data.bpe", "Tokenizer"), "make_dataset": ("nmtkit.data.pipeline", "make_dataset"),
     "build_model": ("nmtkit.model.transformer", "build"), "count_params": ("nmtkit.model.size", "count_params"),
     "transformer_lr": ("nmtkit.lr", "transformer_lr"),
-    "train": ("nmtkit.training.loop", "train"), "restore": ("nmtkit.training.checkpoints", "load_model"),
+    "train": ("nmtkit.notebook", "train"), "restore": ("nmtkit.training.checkpoints", "load_model"),
     "checkpoint_files": ("nmtkit.training.checkpoints", "checkpoint_files"),
     "Translator": ("nmtkit.model.decode", "Translator"),
     "Cluster": ("nmtkit.cluster.engines", "Cluster"), "panel": ("nmtkit.notebook", "panel"),

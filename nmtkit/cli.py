@@ -30,6 +30,7 @@ from pathlib import Path
 
 import nmtkit  # noqa: F401  (selects the Keras 2 API before anything imports TensorFlow)
 from nmtkit import config as config_mod
+from nmtkit import route
 
 # the instructor's kit holds the course's verdicts; a student's release (nmtkit release) leaves them out
 from nmtkit.course import INSTRUCTOR_KIT
@@ -74,24 +75,25 @@ def cmd_prepare(args) -> int:
 
 
 def cmd_train(args) -> int:
-    from nmtkit.cluster.driver import check_ranks
-    from nmtkit.runs import RunDir
-    check_ranks(args.np, args.hosts)  # before anything: no engine, no SSH, no run directory
+    """Decide once whether ranks are needed and check them (nothing started yet); then one RunDir and one settled,
+    frozen config go to the loop or to the cluster's driver."""
+    distributed = route.needs_ranks(args)
+    if distributed:
+        from nmtkit.cluster.driver import check_ranks
+        check_ranks(args.np, args.hosts)  # before anything: no engine, no SSH, no run directory
     if args.dry_run:
         return dry_run(_config(args))
     if not args.logdir:
         raise ConfigError("nmtkit train needs --logdir DIR: the run directory (config, logs, checkpoints)")
-    run = RunDir(args.logdir)  # a file where the run directory belongs is named as such
-    cfg = _config(args)
-    budget = {k: v for k, v in (("train.max_hours", args.max_hours), ("train.max_cost", args.max_cost))
-              if v is not None}
-    cfg = cfg.with_overrides(budget) if budget else cfg
-    if args.np > 1 or args.hosts or args.launcher in ("ssh", "manual", "slurm"):
+    from nmtkit.runs import RunDir  # names a file where the run directory belongs; ranks elsewhere need it absolute
+    run = RunDir(Path(args.logdir).resolve() if distributed else args.logdir)
+    cfg = route.settled(_config(args), args, distributed)
+    if distributed:
         from nmtkit.cluster.driver import train_distributed
-        return train_distributed(cfg, run.path, np=args.np, hosts=args.hosts, launcher=args.launcher,
-                                 resume=not args.fresh)
+        return train_distributed(cfg, run, np=args.np, resume=not args.fresh)
+    from nmtkit.allocation import allocation_end
     from nmtkit.training.loop import train
-    summary = train(cfg, run, resume=not args.fresh)
+    summary = train(cfg, run, resume=not args.fresh, deadline=allocation_end())  # salloc/sbatch: stop before its end
     why = f" ({summary['reason']})" if summary.get("reason") else ""
     print(f"run {summary.get('status', 'finished')}{why} at step {summary.get('step')}: {args.logdir}")
     return 0 if summary.get("status") in ("finished", "stopped") else 1

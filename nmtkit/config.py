@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nmtkit.errors import ConfigError
-from nmtkit.fieldrules import Rule, RuleRow, rule
+from nmtkit.fieldrules import Rule, RuleRow, Settled, rule
 from nmtkit.files import atomic_write_text, read_json
 from nmtkit.lr import SCALINGS
 
@@ -21,7 +21,7 @@ DEFAULT_PROFILE = "tiny"
 
 
 @dataclass
-class DataConfig:
+class DataConfig(Settled):
     source: str = rule("synthetic", choices=("synthetic", "wmt16", "files"),
                        doc="synthetic: the embedded grammar; wmt16: the homework's corpus; files: your own "
                            "parallel text (data.train_src ...)")
@@ -55,7 +55,7 @@ class DataConfig:
 
 
 @dataclass
-class ModelConfig:
+class ModelConfig(Settled):
     d_model: int = rule(128, ge=2, doc="width of every layer; even (sin/cos position pairs), a multiple of "
                                        "model.num_heads")
     encoder_layers: int = rule(1, ge=1, doc="encoder blocks")  # tiny: 1+1, 0.68x 2+2's time (bench/README.md)
@@ -69,7 +69,7 @@ class ModelConfig:
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(Settled):
     steps: int = rule(300, ge=1, doc="optimizer steps")
     lr_scale: float = rule(2.0, gt=0, doc="lr = lr_scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)")
     warmup_steps: int = rule(100, ge=1, doc="steps of linear warm-up to the peak learning rate")
@@ -98,7 +98,7 @@ class TrainConfig:
 
 
 @dataclass
-class EvalConfig:
+class EvalConfig(Settled):
     every: int = rule(75, ge=0, doc="dev BLEU every this many steps (0: only at the end)")
     beam_size: int = rule(4, ge=1, doc="beam search width (1: greedy)")
     length_penalty: float = rule(0.6, ge=0, doc="beam search's length penalty alpha (GNMT's)")
@@ -111,7 +111,7 @@ class EvalConfig:
 
 
 @dataclass
-class ClusterConfig:
+class ClusterConfig(Settled):
     engines: int = rule(2, ge=1, doc="local engines (\"nodes\") when cluster.hosts is empty")
     hosts: str = rule("", doc="remote nodes and their slots, e.g. 10.0.0.5:2,10.0.0.6:2")
     iface: str = rule("", doc="NIC carrying Horovod traffic; empty: lo locally, else detected")
@@ -136,7 +136,7 @@ class ClusterConfig:
 
 
 @dataclass
-class MonitorConfig:
+class MonitorConfig(Settled):
     enabled: bool = rule(True, doc="sample CPU, memory, GPU and network on every rank")
     interval: float = rule(1.0, gt=0, doc="seconds between samples")
     link_gbps: float = rule(1.0, gt=0, doc="inter-node link capacity assumed when none was measured; a verdict "
@@ -146,7 +146,7 @@ class MonitorConfig:
 
 
 @dataclass
-class Config:
+class Config(Settled):
     profile: str = DEFAULT_PROFILE
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)

@@ -8,6 +8,8 @@ from __future__ import annotations
 import typing
 from dataclasses import dataclass, field
 
+from nmtkit.errors import ConfigError
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -54,3 +56,23 @@ class RuleRow(typing.NamedTuple):
     default: object
     rule: str       # Rule.text(): "" when any value of the type will do
     doc: str
+
+
+class Settled:
+    """A config section that can be frozen once a run settled it (Config.freeze): assigning to it then is an
+    error, where a silent change would differ from the config.json the run recorded."""
+
+    def __setattr__(self, name, value):
+        if self.__dict__.get("_frozen"):
+            raise ConfigError(f"{type(self).__name__}.{name}: this config is settled for a run and frozen; change "
+                              f"a copy instead, e.g. cfg.with_overrides({{'<section>.{name}': ...}})")
+        object.__setattr__(self, name, value)
+
+    def freeze(self):
+        """Settled for a run (budget, cluster, data dir): no assignment from here on, in its sections either;
+        copies (with_overrides, from_dict) are not frozen. Returns self."""
+        object.__setattr__(self, "_frozen", True)
+        for value in vars(self).values():
+            if isinstance(value, Settled):
+                value.freeze()
+        return self

@@ -2,6 +2,7 @@
 through `import nmtkit as nk` (nk.setup, nk.analyse, nk.panel, nk.translation_box, ...).
 
     cfg, run = nk.setup(run_name="baseline")     # the preamble: config, data directory, run directory
+    summary = nk.train(cfg, run)                 # one process in this kernel; the summary shows as a table
     rep = nk.analyse(["baseline", "horovod"])    # a Report (figures, answers) or, with no runs, one that says so
     rep.figure("loss"); rep.verdict(10)        # the kit's verdict: instructors' cells only
     nk.panel(job)                                # a cluster Job's live progress
@@ -51,6 +52,27 @@ def config_table(cfg: config.Config, *sections: str, exclude=("data.dir",)) -> p
     Introduced in notebook 01_data_prep_bpe."""
     rows = [r for r in config.table(cfg) if r[0].split(".")[0] in sections and r[0] not in exclude]
     return pd.DataFrame(rows, columns=["key", "value"]).set_index("key")
+
+
+class Summary(dict):
+    """A run's summary: a dict, shown in a notebook as a readable table (nmtkit.analysis.report.summary_table)."""
+
+    def _repr_html_(self) -> str:
+        return report.summary_table(self).to_html()
+
+
+def train(cfg: config.Config, run, *, data_dir=None, resume: bool = True, progress: bool | None = None,
+          on_log=None) -> Summary:
+    """Train (or resume) a run in this kernel, one process (nmtkit.training.loop.train): returns its summary, shown
+    as a table. Inside a Slurm allocation (Jupyter under salloc/sbatch) the run stops at a checkpoint before the
+    allocation ends. `run`: the run directory; `data_dir`: the prepared data (default cfg.data.dir); `resume`:
+    from the last checkpoint; `progress`: a progress bar (default: when no `on_log`).
+
+    Introduced in notebook 02_single_gpu_baseline."""
+    from nmtkit.allocation import allocation_end
+    from nmtkit.training.loop import train as train_loop
+    return Summary(train_loop(cfg, run, data_dir=data_dir, resume=resume, progress=progress, on_log=on_log,
+                              deadline=allocation_end()))
 
 
 # --- the analysis report -----------------------------------------------------------------------------------

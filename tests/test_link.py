@@ -103,15 +103,17 @@ def test_the_link_cell_reads_the_nic_that_routes_to_a_peer_not_loopback(monkeypa
     from horovod.runner.common.util.hosts import HostInfo
 
     from nmtkit.cluster import plan
+    from nmtkit.cluster.launchers import make_launcher
     hosts = [HostInfo("vm1", 2), HostInfo("vm2", 2)]
+    ssh, local = make_launcher("ssh", hosts), make_launcher("local", hosts)
     monkeypatch.setattr(plan.socket, "gethostbyname", lambda h: {"vm1": "10.0.0.5", "vm2": "10.0.0.6"}[h])
     monkeypatch.setattr(plan, "iface_for", lambda addr: "ens5" if addr.startswith("10.0.0.") else "lo")
-    assert plan.link_iface("", hosts, "ssh") == "ens5"            # notebook 03's compression cell on two VMs
-    assert plan.link_iface("eth1", hosts, "ssh") == "eth1"        # cluster.iface wins
-    assert plan.link_iface("", hosts, "local") == "lo"            # local engines posing as nodes
+    assert plan.link_iface("", hosts, ssh) == "ens5"            # notebook 03's compression cell on two VMs
+    assert plan.link_iface("eth1", hosts, ssh) == "eth1"        # cluster.iface wins
+    assert plan.link_iface("", hosts, local) == "lo"            # local engines posing as nodes
     # the cell itself passes no iface: compression_trials asks link_iface with the cluster's own settings
     seen = {}
-    cluster = SimpleNamespace(iface="", hosts=hosts, launcher="ssh")
+    cluster = SimpleNamespace(iface="", hosts=hosts, backend=ssh)
 
     class Stop(Exception):
         pass

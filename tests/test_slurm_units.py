@@ -13,8 +13,9 @@ import time
 import pytest
 
 from nmtkit import config
+from nmtkit.allocation import parse_time_left
 from nmtkit.cluster.plan import device_indices
-from nmtkit.cluster.slurm import SlurmEngineSet, SlurmJob, parse_time_left
+from nmtkit.cluster.slurm import SlurmEngineSet, SlurmJob
 from nmtkit.errors import ClusterError, ConfigError
 from nmtkit.training.budget import DEADLINE_MARGIN_S, outlives
 
@@ -216,8 +217,8 @@ def test_train_without_np_inside_an_allocation_stops_at_a_checkpoint_before_its_
     """`salloc -t 5 nmtkit train ...` (one process, no launcher): the loop asks squeue for the job's time left."""
     import json
 
-    from nmtkit.training.budget import DEADLINE_ENV, allocation_end
-    from nmtkit.training.loop import train
+    from nmtkit import cli
+    from nmtkit.allocation import DEADLINE_ENV, allocation_end
 
     from conftest import small_config
     bin_ = tmp_path / "bin"
@@ -231,7 +232,13 @@ def test_train_without_np_inside_an_allocation_stops_at_a_checkpoint_before_its_
     monkeypatch.setenv("SLURM_JOB_ID", "99")
     assert abs(allocation_end() - (time.time() + 18)) < 2
     run = tmp_path / "run"
-    train(small_config(**{"train.steps": 100_000, "train.ckpt_every": 20}), run, data_dir=nmt_data, progress=False)
+    # the CLI's own route (it asks nmtkit.allocation and hands the loop a plain deadline), with small_config's values
+    cfg = small_config(**{"train.steps": 100_000, "train.ckpt_every": 20})
+    sets = [f"{sec}.{k}={v}" for sec, part in cfg.to_dict().items() if isinstance(part, dict) for k, v in part.items()
+            if k != "dir"]
+    args = cli.build_parser().parse_args(["train", "--profile", "tiny", "--data", str(nmt_data), "--logdir", str(run),
+                                          *(a for kv in sets for a in ("--set", kv))])
+    assert args.func(args) == 0
     status = json.loads((run / "run.json").read_text())
     assert status["status"] == "stopped" and status["reason"] == "time limit", status
     assert (run / "checkpoints" / f"ckpt-{status['step']}.index").exists(), status  # the stop's checkpoint

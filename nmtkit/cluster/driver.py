@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 from typing import TextIO
 
 from nmtkit.cluster.plan import parse_hosts
+from nmtkit.config import Config
 from nmtkit.errors import ClusterError
 from nmtkit.runs import RunDir
 from nmtkit.training.signals import caught
@@ -55,38 +55,34 @@ def _start(cluster, say) -> None:
     try:
         cluster.start()
     except (KeyboardInterrupt, SystemExit):  # Ctrl-C; SIGTERM (the CLI's handler raises SystemExit)
-        job_id = cluster.slurm.job_id if cluster.slurm is not None else None
-        say(f"interrupted before training began{f': Slurm job {job_id} cancelled' if job_id else ''}")
+        also = cluster.backend.interrupted()
+        say(f"interrupted before training began{f': {also}' if also else ''}")
         raise
 
 
-def train_distributed(cfg, run_dir: str | Path, *, np: int, hosts: str = "", launcher: str = "auto",
-                      data_dir: str | Path | None = None, resume: bool = True, out: TextIO = sys.stdout,
+def train_distributed(cfg: Config, run: RunDir, *, np: int, resume: bool = True, out: TextIO = sys.stdout,
                       poll: float = 0.5) -> int:
-    """Run (or resume) a multi-rank training from the command line; returns the process exit code."""
+    """Run (or resume) a multi-rank training from the command line; returns the process exit code. `cfg` is
+    settled by the caller (cluster.engines/hosts/launcher and an absolute data.dir, frozen) and `np` checked
+    against the hosts (check_ranks) before anything started; `run` is the CLI's RunDir."""
     from nmtkit.cluster.engines import Cluster
     from nmtkit.errors import RankFailedError
 
     def say(text: str) -> None:
         print(f"[nmtkit] {text}", file=out, flush=True)
 
-    check_ranks(np, hosts)  # before anything starts: no engine, no SSH
-    overrides = {"cluster.engines": np, "cluster.launcher": launcher}
-    if hosts:
-        overrides["cluster.hosts"] = hosts
-    cfg = cfg.with_overrides(overrides)
-    run = RunDir(Path(run_dir).resolve())
-    data = Path(data_dir or cfg.data.dir).resolve()
-    with run.session():  # the driver's one place to take and release the lock
+    hosts = cfg.cluster.hosts
+    with run.session():  # the lock's owner for the CLI driver (docs/architecture.md, "Who holds the lock")
         say(run.message)
         cluster = Cluster(cfg)
         say(f"starting {np} engines ({cluster.launcher} launcher{', hosts ' + hosts if hosts else ''})")
         _start(cluster, say)
         try:
             with caught() as signals:
-                if cluster.slurm is not None:
-                    say(cluster.slurm.describe())
-                job = cluster.launch(cfg, run, data_dir=data, resume=resume, ranks=np)
+                where = cluster.backend.describe()  # e.g. the Slurm job, its nodes and time left
+                if where:
+                    say(where)
+                job = cluster.launch(cfg, run, resume=resume, ranks=np)
                 say(f"{np} ranks training into {run.path}")
                 echo = _Echo(job.output_of_rank(0), out)
                 while not job.done:
@@ -116,7 +112,6 @@ def train_distributed(cfg, run_dir: str | Path, *, np: int, hosts: str = "", lau
     sums = [r.value.get("weights_checksum") for r in results]  # the ranks stayed in sync: one value
     say(f"weights checksum {sums[0]!r} on all {len(sums)} ranks" if len(set(sums)) == 1 else
         f"weights differ across ranks (checksums {', '.join(map(repr, sums))}): the ranks fell out of sync")
-    if summary.get("reason") == "time limit" and cluster.slurm is not None:
-        say(f"Slurm job {cluster.slurm.job_id}'s time limit was near: stopped at a checkpoint before it; run the "
-            f"same command again (a new job) to resume")
+    if summary.get("reason") == "time limit" and cluster.backend.time_limit_note():
+        say(cluster.backend.time_limit_note())
     return 0 if summary.get("status") in ("finished", "stopped") else 1

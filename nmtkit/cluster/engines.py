@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -15,18 +14,15 @@ import ipyparallel as ipp
 import pandas as pd
 
 from nmtkit.cluster.connfiles import connection_files, engine_command, secure
-from nmtkit.cluster.jobs import Job
+from nmtkit.cluster.jobs import Job, end_session, take_session
+from nmtkit.cluster.launchers import make_launcher
 from nmtkit.cluster.lifeline import Lifeline, hold
 from nmtkit.cluster.plan import (
     Engine,
     assign_slots,
     bound_hosts,
-    check_iface,
-    check_launcher,
     check_listen,
-    controller_ip,
     device_indices,
-    engine_env,
     iface_for,
     parse_hosts,
     rank_env,
@@ -42,12 +38,9 @@ from nmtkit.cluster.preflight import (
 )
 from nmtkit.cluster.remote import engine_identity, rank_check, rank_main, train_rank
 from nmtkit.cluster.rendezvous import Rendezvous
-from nmtkit.cluster.slurm import SlurmJob
-from nmtkit.config import ClusterConfig, Config, choices
+from nmtkit.config import ClusterConfig, Config
 from nmtkit.errors import ClusterError
 from nmtkit.runs import RunDir
-
-LAUNCHERS = choices("cluster.launcher")
 
 
 class Cluster:
@@ -67,19 +60,15 @@ class Cluster:
         cc = cfg.cluster if isinstance(cfg, Config) else (cfg or ClusterConfig())
         self.n = engines if engines is not None else cc.engines
         self.hosts = parse_hosts(hosts if hosts is not None else cc.hosts)
-        self.launcher = check_launcher(launcher or cc.launcher, self.hosts, LAUNCHERS)
-        if self.hosts and self.launcher != "local":
-            self.n = sum(h.slots for h in self.hosts)
-        self.slurm = SlurmJob(cc) if self.launcher == "slurm" else None  # the engines' job, once submitted
+        self.backend = make_launcher(launcher or cc.launcher, self.hosts, cc)  # the seam: see launchers.py
+        self.launcher = self.backend.name  # its name, for messages
+        self.n = self.backend.engine_count(self.n)
         self.logical_hosts = cc.logical_hosts if logical_hosts is None else logical_hosts
-        if self.slurm is not None and logical_hosts is None:
-            self.logical_hosts = False  # Slurm's nodes are real hosts: their engines share a host and pin its GPUs
+        if self.backend.logical_hosts is not None and logical_hosts is None:
+            self.logical_hosts = self.backend.logical_hosts
         self.iface = cc.iface if iface is None else iface
-        if self.launcher == "local":  # remote hosts' interfaces: preflight checks them on each host
-            check_iface(self.iface)
-        remote = [h.hostname for h in self.hosts] if self.launcher != "local" else []
-        default_ip = self.slurm.listen_ip if self.slurm is not None else (lambda: controller_ip(remote))
-        self.listen_ip = check_listen(listen_ip if listen_ip is not None else (cc.listen or default_ip()))
+        self.backend.check_iface(self.iface)
+        self.listen_ip = check_listen(listen_ip if listen_ip is not None else (cc.listen or self.backend.listen_ip()))
         self.start_timeout = start_timeout or cc.start_timeout
         self.gloo_timeout = gloo_timeout or cc.rendezvous_timeout
         self.cycle_time_ms = cc.cycle_time_ms
@@ -105,15 +94,14 @@ class Cluster:
         if self.profile_dir:
             Path(self.profile_dir).mkdir(parents=True, exist_ok=True)
             kwargs["profile_dir"] = self.profile_dir
-        if self.launcher == "ssh":
-            kwargs["engine_launcher_class"] = "ssh"  # the hosts go to start_engines (ipyparallel 9: not both here)
+        kwargs.update(self.backend.controller_kwargs())
         self._ipp = ipp.Cluster(**kwargs)
         self._ipp.start_controller_sync()
         self._lifeline = Lifeline(self.listen_ip)
         self._lifeline.reap([self._ipp.controller.pid])
         secure(self._ipp, self.start_timeout)
         self.client = self._ipp.connect_client_sync()
-        if self.launcher != "manual":
+        if self.backend.starts_engines:
             try:
                 self._start_engines(self.n)
             except BaseException:  # Ctrl-C while a Slurm job is queued, engines that never came: end what started
@@ -128,7 +116,7 @@ class Cluster:
                 if self.client is not None:
                     self.client.close()
             finally:
-                if self.launcher == "local":  # all at once: ipyparallel's stop waits for each engine's exit in turn
+                if self.backend.stop_engines_first():  # ipyparallel's stop waits for each engine's exit in turn
                     self._ipp.signal_engines_sync(signal.SIGTERM)
                 self._ipp.stop_cluster_sync()
                 self._ipp, self.client, self.ids, self._engines = None, None, [], None
@@ -144,24 +132,20 @@ class Cluster:
 
     def _start_engines(self, n: int) -> None:
         known = set(self.client.ids)
-        # over SSH: the hosts and their slots, and this venv's python (the remote default is the system python3)
-        launch = ({"engines": {h.hostname: h.slots for h in self.hosts}, "remote_python": sys.executable}
-                  if self.launcher == "ssh" else {})
-        count = n
-        if self.slurm is not None:  # sbatch through ipyparallel's Slurm launcher, or an srun step of one process
-            self._ipp.engine_launcher_class, count, launch = self.slurm.engine_set(n, self._ipp.profile_dir)
-        set_id = self._ipp.start_engines_sync(count, environment=engine_env(self.launcher, self.n), **launch)
-        steps = (self.slurm.started(self._ipp.engines[set_id], self._lifeline, self._ipp.controller.pid)
-                 if self.slurm is not None else [])
+        cls, count, launch = self.backend.engine_set(n, self._ipp.profile_dir)
+        if cls is not None:
+            self._ipp.engine_launcher_class = cls
+        set_id = self._ipp.start_engines_sync(count, environment=self.backend.engine_env(self.n), **launch)
+        steps = self.backend.started(self._ipp.engines[set_id], self._lifeline, self._ipp.controller.pid)
         self.ids = self._wait_for_new(known, n)
         # Tie the engines' lives to this driver's (a busy engine never notices a dead controller by itself),
         # and let the reaper end the controller and the local engines if the driver is killed outright.
         pids = self.client[self.ids].apply_sync(hold, self._lifeline.addr, self._lifeline.port)
-        self._lifeline.reap([self._ipp.controller.pid] + (pids if self.launcher == "local" else []) + steps)
+        self._lifeline.reap([self._ipp.controller.pid] + self.backend.reaped(pids) + steps)
 
     def restart_engines(self) -> None:
         """Fresh engine processes (the way out of a rank stuck in a Gloo collective): same count, new ids."""
-        if self.launcher == "manual":
+        if not self.backend.owns_engines:
             raise ClusterError("engines started by hand cannot be restarted from here: restart ipengine on each node")
         self._ipp.stop_engines_sync()
         self._lifeline.on_death = []  # that job is gone; the next one arms its own scancel
@@ -182,14 +166,12 @@ class Cluster:
 
     def cause(self) -> str:
         """What ended the engines, as far as the launcher knows ('' if nothing): a Slurm job's state, lost nodes."""
-        if self.slurm is None:
-            return ""
         silent = lambda: [e.host for e in self._engines or [] if e.id not in self.alive_ids()]  # noqa: E731
-        return self.slurm.cause(silent, hasten=self._end_engines, settle_s=5 * self.heartbeat_ms / 1000 + 1)
+        return self.backend.cause(silent, self._end_engines, settle_s=5 * self.heartbeat_ms / 1000 + 1)
 
     def allocation_ended(self) -> str | None:
         """'Slurm job N was cancelled (...)' when the engines' job ended under them, else None."""
-        return self.slurm.ended(hasten=self._end_engines) if self.slurm is not None else None
+        return self.backend.ended(self._end_engines)
 
     def _end_engines(self) -> None:
         """Ask the live engines to exit now (their job is ending anyway: its end state shows once they are gone)."""
@@ -201,7 +183,7 @@ class Cluster:
         """End a failed job's engines at once: SIGKILL via each engine's nanny (it acts while the engine is stuck in
         Gloo; no SSH round trip), then forget them. Hand-started engines are not ours to kill: abort their task."""
         live = [i for i in ids if i in self.alive_ids()]
-        if self.launcher == "manual":
+        if not self.backend.owns_engines:
             self.client.abort(targets=live, block=False)
             return
         if live:
@@ -211,7 +193,7 @@ class Cluster:
     def _replace_missing(self) -> None:
         """Restart the engines when fewer than planned are alive. Lazily, at the next use rather than when a rank
         dies: over SSH a restart takes a minute or two, and the error naming the dead rank must not wait for it."""
-        if self.launcher == "manual" or self.client is None or self._ipp is None:
+        if not self.backend.owns_engines or self.client is None or self._ipp is None:
             return
         alive = set(self.client.ids)
         if sum(i in alive for i in self.ids) < self.n:
@@ -260,7 +242,7 @@ class Cluster:
         return self._engines
 
     def is_local(self, engine: Engine) -> bool:
-        return engine.host == socket.gethostname() and self.launcher == "local"
+        return engine.host == socket.gethostname() and self.backend.is_local()
 
     def _first(self, ranks: int | None) -> list[Engine]:
         """The first `ranks` engines (all by default), re-planned as a job of that size."""
@@ -316,8 +298,7 @@ class Cluster:
         each engine's HOROVOD_* environment, hvd.init(), then fn. Returns a Job at once, which marks `run`
         failed when a rank fails and, with `owns_session`, releases its session at its end."""
         engines, t0 = self._first(ranks), time.time()
-        if self.slurm is not None:
-            self.slurm.refresh_deadline()  # an administrator may have changed the limit since the job started
+        self.backend.refresh_deadline()  # an administrator may have changed an allocation's limit meanwhile
         rdv = Rendezvous(self.listen_ip, [e.slot for e in engines])
         facts = {f["rank"]: f for f in self.facts}  # NCCL and GPUs per rank, when a preflight ran
         pending = []
@@ -328,7 +309,7 @@ class Cluster:
                            nccl=bool(f.get("nccl_built")) and int(f.get("gpus") or 0) > 0,
                            gloo_timeout=self.gloo_timeout, device_index=e.device_index, gpus_bound=e.gpus_bound,
                            cycle_ms=self.cycle_time_ms)
-            env.update(self.slurm.rank_env() if self.slurm is not None else {})  # the allocation's end
+            env.update(self.backend.rank_env())  # e.g. the allocation's end
             pending.append(self.client[e.id].apply_async(rank_main, env, fn, args, kwargs))
         return Job(self, engines, pending, rdv, t0, run=run, owns_session=owns_session)
 
@@ -339,8 +320,7 @@ class Cluster:
         the first `ranks`; resumes with any number of ranks) given the session's handle. Returns a Job at once."""
         data = Path(data_dir or cfg.data.dir).resolve()
         run = run_dir if isinstance(run_dir, RunDir) else RunDir(Path(run_dir).resolve())
-        took = not run.holds
-        run.take()
+        took = take_session(run)  # the lock's owner for a notebook job: jobs.py, which releases it at the end
         try:
             if preflight:
                 self.preflight(data)
@@ -349,8 +329,7 @@ class Cluster:
             return self.submit(train_rank, cfg.to_dict(), run.handle(), str(data), resume, ranks=ranks, run=run,
                                owns_session=took)
         except BaseException:
-            if took:
-                run.release()
+            end_session(run, took)
             raise
 
     def check_ranks(self, timeout: float = 300) -> pd.DataFrame:

@@ -41,6 +41,19 @@ class RankResult:
     value: Any
 
 
+def take_session(run: RunDir) -> bool:
+    """A notebook job's lock on its run directory, taken here unless the caller (the CLI driver) holds it. True
+    when taken: then the Job releases it at its end, or end_session() when the launch fails before the Job."""
+    took = not run.holds
+    run.take()
+    return took
+
+
+def end_session(run: RunDir, took: bool) -> None:
+    if took:
+        run.release()
+
+
 DIED = "its engine process died (killed, or out of memory) while training"
 
 
@@ -93,8 +106,8 @@ class Job:
         return sorted((RankResult(**p.get()) for p in self.pending), key=lambda r: r.rank)
 
     def _end_session(self) -> None:
-        if self.owns_session and self.run is not None:
-            self.run.release()
+        if self.run is not None:
+            end_session(self.run, self.owns_session)
             self.owns_session = False
 
     def output_of_rank(self, rank: int = 0):

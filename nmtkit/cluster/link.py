@@ -184,7 +184,7 @@ def compression_trials(cluster, cfg, run_root, compressions=("none", "fp16"), *,
     from nmtkit.cluster.plan import link_iface
     from nmtkit.files import read_jsonl
     from nmtkit.ring import ring_bytes
-    iface = iface or link_iface(cluster.iface, cluster.hosts, cluster.launcher)
+    iface = iface or link_iface(cluster.iface, cluster.hosts, cluster.backend)
     rows = []
     for comp in compressions:
         run = Path(run_root) / f"{comp}-{time.strftime('%Y%m%d-%H%M%S')}"

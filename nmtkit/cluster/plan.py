@@ -12,7 +12,6 @@ import re
 import socket
 import subprocess
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 import psutil
@@ -20,7 +19,6 @@ from horovod.runner.common.util.hosts import HostInfo, SlotInfo, get_host_assign
 from horovod.runner.common.util.hosts import parse_hosts as horovod_parse_hosts
 from horovod.runner.gloo_run import create_run_env_vars, create_slot_env_vars
 
-import nmtkit
 from nmtkit.errors import ClusterError
 
 LOOPBACK = "127.0.0.1"
@@ -192,13 +190,13 @@ def check_iface(iface: str) -> str:
     return iface
 
 
-def link_iface(iface: str, hosts: list, launcher: str) -> str:
+def link_iface(iface: str, hosts: list, launcher) -> str:
     """The interface that carries a cluster's traffic to the other nodes, the one to sample for its bytes:
     cluster.iface when set, else the one that routes to the first remote host; loopback when the "nodes" are
     local engines. Never lo for remote nodes: under NCCL, ranks within a node do not use the network at all."""
     if iface:
         return iface
-    remote = [h.hostname for h in hosts] if launcher != "local" else []
+    remote = launcher.remote_hosts(hosts)  # a cluster.launchers.Launcher: none for local engines
     if not remote:
         return "lo"
     try:
@@ -237,30 +235,3 @@ def _holding(addr: str) -> str | None:
             return name
     return None
 
-
-def check_launcher(launcher: str, hosts: list, allowed) -> str:
-    """The launcher a cluster uses ("auto": ssh with hosts, else local), or ClusterError naming the key."""
-    if launcher not in allowed:
-        raise ClusterError(f"cluster.launcher: {launcher!r}: choose {', '.join(allowed)}")
-    if launcher == "auto":
-        launcher = "ssh" if hosts else "local"
-    if launcher == "ssh" and not hosts:
-        raise ClusterError("cluster.launcher=ssh needs cluster.hosts, e.g. 10.0.0.5:2,10.0.0.6:2")
-    if launcher == "slurm" and hosts:
-        raise ClusterError("cluster.launcher=slurm: Slurm picks the nodes; leave cluster.hosts (--hosts) empty "
-                           "and give the number of engines (--np, cluster.engines)")
-    return launcher
-
-
-def engine_env(launcher: str, n: int) -> dict[str, str]:
-    """Environment of the engines: nmtkit importable, Keras 2, and on one machine each 'node' its share of the
-    cores. Slurm's engines see this checkout too (a shared filesystem); their cores are Slurm's to give."""
-    root = str(Path(nmtkit.__file__).resolve().parents[1])
-    path = {"PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)}
-    if launcher == "slurm":
-        return {**path, "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
-    if launcher != "local":
-        return {"TF_USE_LEGACY_KERAS": "1"}
-    threads = max(1, (os.cpu_count() or 1) // max(1, n))
-    return {**path, "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2",
-            "TF_NUM_INTRAOP_THREADS": str(threads), "TF_NUM_INTEROP_THREADS": "1"}

@@ -16,6 +16,7 @@ import psutil
 from ipyparallel.datapub import publish_data
 
 import nmtkit
+from nmtkit.allocation import rank_deadline
 from nmtkit.cluster.plan import iface_for
 from nmtkit.config import Config
 from nmtkit.errors import ClusterError
@@ -199,8 +200,8 @@ def train_rank(cfg_dict: dict, run: RunHandle, data_dir: str | None, resume: boo
 
     cfg = Config.from_dict(cfg_dict)
     dist = Horovod(compression=cfg.train.compression)
-    summary = train(cfg, run.open(), data_dir=data_dir, dist=dist, on_log=on_log,
-                    resume=resume)
+    summary = train(cfg, run.open(), data_dir=data_dir, dist=dist, on_log=on_log, resume=resume,
+                    deadline=rank_deadline())  # the allocation's end, as the launcher gave every rank
     summary["weights_checksum"] = dist.weights_checksum()  # equal on every rank when the ranks stayed in sync
     summary["host"] = dist.host
     summary["fused_allreduce"] = dist.fused

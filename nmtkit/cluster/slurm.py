@@ -6,7 +6,7 @@ Only what Slurm alone knows lives here: the job's id, whether it waits in the qu
 node, its time limit), and when its time runs out. The rank plan, pinning, rendezvous, lifeline and fault handling
 are the Cluster's, as for the local and SSH launchers. Two hooks reach the rest of the kit:
 - `rank_env()` gives each rank NMTKIT_DEADLINE (the allocation's end, epoch seconds): rank 0's budget stops the run at
-  a checkpoint before it (nmtkit.training.budget.outlives, reason "time limit");
+  a checkpoint before it (nmtkit.allocation holds the question; the loop's stop rule gets a plain deadline);
 - `cause()` and `ended()` name the job and its state in the one line a fault gives (Job's RankFailedError, and the
   driver's line when the ranks stopped because Slurm signalled them).
 """
@@ -22,10 +22,10 @@ from pathlib import Path
 from ipyparallel.cluster.launcher import SlurmEngineSetLauncher
 from traitlets import List, Unicode
 
+from nmtkit.allocation import DEADLINE_ENV, job_end
 from nmtkit.cluster.plan import controller_ip
 from nmtkit.config import ClusterConfig
 from nmtkit.errors import ClusterError
-from nmtkit.training.budget import DEADLINE_ENV, parse_time_left
 
 INSTALL = "run on the cluster's login node with Slurm's commands on PATH (e.g. `module load slurm`)"
 # job states that end a job, and what each means in the line the driver prints
@@ -183,8 +183,7 @@ class SlurmJob:
         self.refresh_deadline()
 
     def refresh_deadline(self) -> float | None:
-        left = parse_time_left(run(["squeue", "-h", "-j", str(self.job_id), "-o", "%L"]).strip() or "INVALID")
-        self.deadline = None if left is None else time.time() + left
+        self.deadline = job_end(self.job_id, ask=run)  # squeue failing names itself (ClusterError)
         return self.deadline
 
     def rank_env(self) -> dict[str, str]:

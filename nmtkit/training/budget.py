@@ -1,5 +1,5 @@
 """What a run will cost, and when to stop it: the projection from measured step times, the budget
-(train.max_hours, train.max_cost), the allocation's time limit (a Slurm job's end: `outlives`) and early stopping
+(train.max_hours, train.max_cost), the allocation's time limit (a plain deadline: `outlives`) and early stopping
 on dev BLEU (eval.early_stopping). TensorFlow-free.
 
 The loop asks two questions. `Budget.exhausted(now, step)`: would training on to the next checkpoint (plus the
@@ -8,19 +8,14 @@ bleu)`: has dev BLEU not improved by eval.min_improvement for eval.early_stoppin
 """
 from __future__ import annotations
 
-import os
-import shutil
 import statistics
-import subprocess
-import time
 from dataclasses import dataclass, field
 
 from nmtkit.config import Config
 from nmtkit.errors import ConfigError
 
 SKIP_STEPS = 2  # each session's first steps trace the graph: their times are no guide to the rest
-DEADLINE_ENV = "NMTKIT_DEADLINE"  # the allocation's end (epoch seconds) in a rank's environment (cluster.slurm)
-DEADLINE_MARGIN_S = 15.0  # after the stop: the last checkpoint written and the results home before Slurm's SIGTERM
+DEADLINE_MARGIN_S = 15.0  # after the stop: the last checkpoint written and the results home before the allocation ends
 
 
 def _duration(hours: float) -> str:
@@ -136,7 +131,7 @@ def outlives(deadline: float | None, now: float, step: int, step_s: float | None
              reserve_s: float = 0.0) -> bool:
     """The allocation's time limit as a budget in wall-clock time: True when training on to the next checkpoint
     (or the end), plus `reserve_s` (a dev evaluation that may fall due) and DEADLINE_MARGIN_S, would pass `deadline`
-    (epoch seconds; None: no limit). The run then stops here, at a checkpoint, before Slurm ends the job."""
+    (epoch seconds; None: no limit). The run then stops here, at a checkpoint, before the allocation ends."""
     if deadline is None:
         return False
     return now + _ahead_s(step, step_s, ckpt_every, total, reserve_s) + DEADLINE_MARGIN_S > deadline
@@ -175,35 +170,3 @@ class Plateau:
     def fields(self) -> dict:
         return {"plateau": {"patience": self.patience, "min_improvement": self.min_improvement, "best": self.best,
                             "flat": self.flat, "evaluations": self.evaluations}}
-
-
-def parse_time_left(text: str) -> float | None:
-    """Slurm's [days-]hours:minutes:seconds (or minutes:seconds) in seconds; None for UNLIMITED, NOT_SET, INVALID."""
-    text = text.strip()
-    days, _, clock = text.rpartition("-") if "-" in text else ("", "", text)
-    try:
-        parts = [int(p) for p in clock.split(":")]
-        d = int(days) if days else 0
-    except ValueError:
-        return None
-    if not 1 <= len(parts) <= 3:
-        return None
-    while len(parts) < 3:
-        parts.insert(0, 0)
-    h, m, s = parts
-    return float(((d * 24 + h) * 60 + m) * 60 + s)
-
-
-def allocation_end(env: dict | None = None) -> float | None:
-    """The end (epoch seconds) of the Slurm job this process runs in (SLURM_JOB_ID: `salloc`/`sbatch` running
-    `nmtkit train` or Jupyter), by squeue's time left; None outside Slurm, without a limit, or when squeue fails."""
-    job = (os.environ if env is None else env).get("SLURM_JOB_ID")
-    if not job or shutil.which("squeue") is None:
-        return None
-    try:
-        r = subprocess.run(["squeue", "-h", "-j", job, "-o", "%L"], capture_output=True, text=True, timeout=30,
-                           stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    left = parse_time_left(r.stdout.strip() or "INVALID") if r.returncode == 0 else None
-    return None if left is None else time.time() + left

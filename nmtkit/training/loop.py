@@ -23,7 +23,7 @@ from nmtkit.config import Config
 from nmtkit.errors import RunDirError, TrainError
 from nmtkit.model.transformer import count_params
 from nmtkit.runs import MONITOR_DIR, RunDir
-from nmtkit.training.budget import DEADLINE_ENV, Budget, Plateau, Projection, allocation_end, measured_step_s, outlives
+from nmtkit.training.budget import Budget, Plateau, Projection, measured_step_s, outlives
 from nmtkit.training.checkpoints import Checkpoints, DataPosition, _check_resumable, copy_data_files, finished_summary
 from nmtkit.training.dist import Single, set_threads
 from nmtkit.training.evaluate import Evaluator
@@ -34,34 +34,29 @@ from nmtkit.training.trainer import Trainer, trainer_for
 
 
 def train(cfg: Config, run_dir: str | os.PathLike | RunDir, *, data_dir: str | os.PathLike | None = None, dist=None,
-          on_log: Callable[[dict], None] | None = None, resume: bool = True, progress: bool | None = None) -> dict:
+          on_log: Callable[[dict], None] | None = None, resume: bool = True, progress: bool | None = None,
+          deadline: float | None = None) -> dict:
     """Train (or resume) a run; returns a summary dict (status, step, losses, BLEU, timing).
 
     `progress`: a tqdm bar on rank 0 (default: when interactive, single process and no on_log publisher).
     `run_dir`: a path or a RunDir. One process takes the run directory's session itself; a rank of a cluster job
     gets its driver's as an argument (a RunDir opened from the driver's RunHandle, which holds the token).
-
-    Introduced in notebook 02_single_gpu_baseline.
+    `deadline`: when the allocation running this ends (epoch seconds; nmtkit.allocation), else None.
     """
     dist = dist or Single()
     rd = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
+    # the config as this run uses it, frozen from here on (a copy: the caller's stays theirs); config.json
+    # records the data this run used
+    cfg = cfg.with_overrides({"data.dir": str(Path(data_dir or cfg.data.dir))}).freeze()
     if rd.token:  # the driver's session (a rank of a cluster job), or the caller's own
-        return _train(cfg, rd, data_dir, dist, on_log, resume, progress)
+        return _train(cfg, rd, dist, on_log, resume, progress, deadline)
     if dist.size > 1:
         raise RunDirError(f"{rd.path}: {dist.size} ranks need their driver's session: start them with "
                           f"Cluster.launch or `nmtkit train --np N`, which lock the run directory for them")
-    with rd.session():
+    with rd.session():  # the lock's owner for a lone run (docs/architecture.md, "Who holds the lock")
         if rd.message.startswith("took over"):
             print(rd.message, flush=True)
-        return Summary(_train(cfg, rd, data_dir, dist, on_log, resume, progress))
-
-
-class Summary(dict):
-    """A run's summary: a dict, shown in a notebook as a readable table (nmtkit.analysis.report.summary_table)."""
-
-    def _repr_html_(self) -> str:
-        from nmtkit.analysis.report import summary_table
-        return summary_table(self).to_html()
+        return _train(cfg, rd, dist, on_log, resume, progress, deadline)
 
 
 @dataclass
@@ -88,7 +83,7 @@ class Spend:
                                    # evaluation is timed (the final one traces its graphs too)
     t0: float = 0.0
     projected: bool = False
-    deadline: float | None = None  # the allocation's end (a Slurm job's, epoch seconds), when it has one
+    deadline: float | None = None  # the allocation's end (epoch seconds), when it has one
 
     def hours(self) -> float:
         return self.prior_h + (time.time() - self.t0) / 3600
@@ -106,11 +101,11 @@ class Spend:
         return None
 
 
-def _train(cfg: Config, rd: RunDir, data_dir, dist, on_log, resume: bool, progress: bool | None) -> dict:
+def _train(cfg: Config, rd: RunDir, dist, on_log, resume: bool, progress: bool | None,
+           deadline: float | None) -> dict:
     from nmtkit.data.pipeline import make_dataset
     set_threads(dist)  # before TensorFlow's first op: the thread pools are fixed from then on
-    data_dir = Path(data_dir or cfg.data.dir)
-    cfg = cfg.with_overrides({"data.dir": str(data_dir)})  # config.json records the data this run used
+    data_dir = Path(cfg.data.dir)
     tok, chief, t = _tokenizer(data_dir), dist.is_chief, cfg.train
     # the model, its optimizer and the last checkpoint
     _check_resumable(rd.path, cfg, resume)
@@ -129,7 +124,7 @@ def _train(cfg: Config, rd: RunDir, data_dir, dist, on_log, resume: bool, progre
         return done
     # the run's record and its budget (rank 0)
     params = count_params(trainer.model)
-    spend = _spend(cfg, rd, dist) if chief else None
+    spend = _spend(cfg, rd, dist, deadline) if chief else None
     if chief:
         _start_run(rd, cfg, data_dir, dist, trainer, start, params)
     # the input, from where the last session stopped
@@ -235,17 +230,14 @@ def _finish(p: Progress, t, rd: RunDir, ckpts: Checkpoints, evaluator: Evaluator
     return summary
 
 
-def _spend(cfg: Config, rd: RunDir, dist) -> Spend:
+def _spend(cfg: Config, rd: RunDir, dist, deadline: float | None) -> Spend:
     """Rank 0 at the start: the budget (refused here when it cannot buy a step at the last session's pace) and the
     plateau record, continuing what earlier sessions left in run.json."""
     status = rd.status()
     budget = Budget.of(cfg, nodes=max(1, dist.size // getattr(dist, "local_size", 1)))
     prior_h, step_s = status.get("spent_hours") or 0.0, (status.get("projection") or {}).get("step_s")
     budget.check_affordable(prior_h, step_s)
-    deadline = os.environ.get(DEADLINE_ENV)  # set by the cluster's Slurm launcher on every rank
-    if not deadline and os.environ.get("SLURM_JOB_ID"):  # `nmtkit train` (no --np) inside the user's own allocation
-        deadline = allocation_end()
-    return Spend(budget, Plateau.of(cfg, status), prior_h, step_s, deadline=float(deadline) if deadline else None)
+    return Spend(budget, Plateau.of(cfg, status), prior_h, step_s, deadline=deadline)
 
 
 def _project(spend: Spend, rd: RunDir, p: Progress, t, reporter: Reporter) -> None:
