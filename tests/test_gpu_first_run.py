@@ -42,12 +42,13 @@ def _own_address() -> str:
 
 def test_no_lo_for_a_cross_node_job_with_cluster_iface_empty():
     # the real route lookup: `ip route get <own address>` answers `lo`; hosts[0] is the driver's own VM
+    from nmtkit.cluster.launchers import make_launcher
     from nmtkit.cluster.plan import iface_for, link_iface, parse_hosts
     own = _own_address()
     assert iface_for(own) != "lo"
     hosts = parse_hosts(f"{own}:2,198.51.100.7:2")  # the second VM (TEST-NET-2: never reached, only routed)
-    assert link_iface("", hosts, "ssh") not in ("lo", "")
-    assert iface_for("127.0.0.1") == "lo" and link_iface("", [], "local") == "lo"
+    assert link_iface("", hosts, make_launcher("ssh", hosts)) not in ("lo", "")
+    assert iface_for("127.0.0.1") == "lo" and link_iface("", [], make_launcher("local", [])) == "lo"
 
 
 def test_every_nccl_variable_on_the_driver_reaches_every_rank(monkeypatch):
@@ -74,7 +75,7 @@ def test_notebook_03_cells_read_a_table_with_an_ens5_column(capsys):
     import pandas as pd
 
     from nmtkit.course import practice, prose
-    rows = [{"compression": comp, "ranks": 4, "params": 1_054_208, "bytes/step on ens5": sent,
+    rows = [{"compression": comp, "ranks": 4, "params": 1_054_208, "interface": "ens5", "bytes/step sent": sent,
              "step time (ms)": ms, "same weights": True}
             for comp, sent, ms in (("none", 6_324_000, 160.3), ("fp16", 3_170_000, 351.0))]
     ns = {"trials": pd.DataFrame(rows).set_index("compression"), "gbps": 1.0}

@@ -18,7 +18,8 @@ def trials(step_none=160.3, step_fp16=351.0, params=1_054_208, ranks=2):
     for comp, width, on_lo in (("none", 4, 8_476_940), ("fp16", 2, 4_306_256)):
         per_rank = 2 * (ranks - 1) / ranks * width * params
         rows.append({"compression": comp, "ranks": ranks, "params": params, "steps measured": "3..6",
-                     "bytes/step on lo": on_lo, "ring model": round(per_rank * ranks), "measured / model": 1.0,
+                     "interface": "lo", "bytes/step sent": on_lo, "ring model": round(per_rank * ranks),
+                     "measured / model": 1.0,
                      "bytes/step per rank (model)": round(per_rank),
                      "step time (ms)": step_none if comp == "none" else step_fp16, "same weights": True})
     return pd.DataFrame(rows).set_index("compression")
@@ -69,7 +70,7 @@ def test_schedule(capsys):
 
 def test_break_even_link_and_decision(capsys):
     t = trials()
-    even = t["bytes/step on lo"] / t["ranks"] * 8 / (t["step time (ms)"] / 1000) / 1e9
+    even = t["bytes/step sent"] / t["ranks"] * 8 / (t["step time (ms)"] / 1000) / 1e9
     assert even["none"] == pytest.approx(4_238_470 * 8 / 0.1603 / 1e9)
     practice.check_link_share(even, False, t, 1.0)  # 0.21 Gbit/s break-even: a 1 Gbit/s link would not bind
     out = capsys.readouterr().out

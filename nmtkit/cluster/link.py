@@ -198,7 +198,7 @@ def compression_trials(cluster, cfg, run_root, compressions=("none", "fp16"), *,
         per_rank = ring_bytes(params, n, 2 if comp == "fp16" else 4)
         model = per_rank * (n if iface == "lo" else 1)
         rows.append({"compression": comp, "ranks": n, "params": params, "steps measured": t["steps"],
-                     f"bytes/step on {iface}": round(t["bytes_per_step"]), "ring model": round(model),
+                     "interface": iface, "bytes/step sent": round(t["bytes_per_step"]), "ring model": round(model),
                      "measured / model": round(t["bytes_per_step"] / model, 2),
                      "bytes/step per rank (model)": round(per_rank),
                      "step time (ms)": round(1000 * t["step_time_s"], 1),

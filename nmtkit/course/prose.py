@@ -49,6 +49,14 @@ def measured_link(run_dir=None) -> tuple[float, str]:
     return mbit / 1000, f"measured by preflight from {m.get('from', '?')} to {m.get('to', '?')}"
 
 
+SENT = "bytes/step sent"  # compression_trials' column, counted on the row's "interface"
+
+
+def rank_share(trials):
+    """Each row's bytes one rank sent a step: loopback carries every rank's sends, a node's own NIC one ring edge."""
+    return trials[SENT] / trials["ranks"].where(trials["interface"] == "lo", 1)
+
+
 def link_table(trials, gbps: float):
     """compression_trials' table -> per compression: the step time measured here, the bytes each rank sent
     (measured), the link rate at which sending them would take as long as the step's compute, and on a `gbps` link
@@ -56,12 +64,10 @@ def link_table(trials, gbps: float):
 
     Introduced in notebook 03_horovod_multinode."""
     import pandas as pd
-    sent = next((c for c in trials.columns if c.startswith("bytes/step on ")), None)
-    for col in (sent or "bytes/step on <iface>", "step time (ms)", "ranks"):
+    for col in (SENT, "interface", "step time (ms)", "ranks"):
         if col not in trials:
             raise CourseError(f"the trials table has no column {col!r}: pass what nk.compression_trials returned")
-    # loopback carries every rank's sends; a node's own link one ring edge, one rank's share
-    per_rank = trials[sent] / (trials["ranks"] if sent.endswith(" lo") else 1)
+    per_rank = rank_share(trials)
     compute_s = trials["step time (ms)"] / 1000  # on loopback the exchange costs next to nothing: the step ~ compute
     exchange_ms = per_rank * 8 / (gbps * 1e9) * 1000
     table = pd.DataFrame({"step time here (ms)": trials["step time (ms)"], "bytes per rank (MB)": per_rank / 1e6,
@@ -130,14 +136,12 @@ def ring_derivation(trials, compression: str = "none") -> dict:
     """From the bytes measured on loopback (every rank's sends): each rank's share, the gradient it implies
     (share x N / (2(N-1))), and the model's gradient (parameters x bytes per value)."""
     row = trials.loc[compression]
-    col = next((c for c in trials.columns if c.startswith("bytes/step on ")), None)
-    if col is None:
-        raise CourseError("the trials table has no 'bytes/step on <iface>' column: pass nk.compression_trials' table")
+    if SENT not in trials or "interface" not in trials:
+        raise CourseError(f"the trials table has no {SENT!r} or 'interface' column: pass nk.compression_trials' table")
     n, params = int(row["ranks"]), int(row["params"])
     if n < 2:
         raise CourseError(f"a ring needs 2 ranks or more; the trials ran {n}")
-    on_lo = col == "bytes/step on lo"  # loopback sees every rank's sends; a node's NIC one ring edge
-    per_rank = row[col] / n if on_lo else row[col]
+    per_rank = rank_share(trials)[compression]
     width = 2 if compression == "fp16" else 4
     return {"ranks": n, "params": params, "bytes_per_rank": per_rank, "chunk": per_rank / (2 * (n - 1)),
             "gradient_measured": per_rank * n / (2 * (n - 1)), "gradient_model": params * width,
