@@ -14,9 +14,9 @@ FROM ${BASE} AS builder
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       python3 python3-venv python3-dev g++ make && rm -rf /var/lib/apt/lists/*
 WORKDIR /opt/nmtkit
+# only the pins and the set-up script: a change to the kit or its notebooks never recompiles Horovod
 COPY pyproject.toml ./
 COPY scripts/setup.sh scripts/
-COPY nmtkit/ nmtkit/
 # set-up's Horovod wheel cache, filled on the host (wheelhouse/nmtkit-wheels/), and Horovod's source: a wheel built for
 # the same configuration is reused, else set-up compiles it here (its key holds the TensorFlow install's RECORD,
 # whose script hashes name the venv's path: in practice it compiles here, 2-4 minutes)
@@ -24,7 +24,7 @@ RUN --mount=type=bind,from=wheelhouse,target=/wheelhouse \
     { cp -r /wheelhouse/nmtkit-wheels /tmp/wheels 2>/dev/null || mkdir -p /tmp/wheels; } && \
     mkdir -p /tmp/wheels/sdist && cp /wheelhouse/horovod-*.tar.gz /tmp/wheels/sdist/ && \
     PIP_NO_INDEX=1 PIP_FIND_LINKS=/wheelhouse NMTKIT_WHEEL_CACHE=/tmp/wheels NMTKIT_GPU=0 VENV=/opt/venv \
-      bash scripts/setup.sh && mkdir -p /horovod && cp /tmp/wheels/horovod-*/horovod-*.whl /horovod/
+      bash scripts/setup.sh --horovod-wheel-only /horovod
 
 # --- the image students get: no compiler, Horovod's wheel only ------------------------------------------------------
 FROM ${BASE}
