@@ -178,7 +178,8 @@ def check_outputs(executed_dir: Path, directory: Path = NOTEBOOKS_DIR,
     """Differences between executed notebooks and the committed ones on every `# NBVAL_CHECK_OUTPUT` cell.
 
     Outputs are compared after notebooks/sanitize.cfg (timings, addresses, paths), as nbval does; [] = all match.
-    Cells `not_run` (by notebook name: unanswered exercises and the cells that need them) are not compared.
+    Cells `not_run` (by notebook name: unanswered exercises and the cells that need them) are not compared, nor are
+    committed cells without outputs (a student's copy has every output cleared: nothing to compare with).
     """
     import re
 
@@ -202,7 +203,7 @@ def check_outputs(executed_dir: Path, directory: Path = NOTEBOOKS_DIR,
         new = nbformat.read(executed, as_version=4).cells
         for i, (a, b) in enumerate(zip(ref, new)):
             if a.cell_type != "code" or ("check", True) not in list(find_comment_markers(a.source)) or \
-                    i in (not_run or {}).get(path.name, ()):
+                    i in (not_run or {}).get(path.name, ()) or not a.get("outputs"):
                 continue
             if a.source != b.source:
                 problems.append(f"{path.name}: cell {i}: its source differs from the committed notebook")
