@@ -22,7 +22,7 @@ command -v debootstrap >/dev/null 2>&1 || die "no debootstrap: sudo apt-get inst
 MIRROR=${MIRROR:-$(sed -n 's/^URIs: *\([^ ]*\).*/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null | grep -v security | head -1)}
 MIRROR=${MIRROR:-$(awk '$1=="deb" && $0 !~ /security/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null)}
 MIRROR=${MIRROR:-http://deb.debian.org/debian}
-SUITE=${BASE##*:}; SUITE=${SUITE%-slim}
+SUITE=${SUITE:-${BASE##*:}}; SUITE=${SUITE%%-*}   # debian:bookworm-slim(-arm64) -> bookworm
 root=$(mktemp -d /tmp/nmtkit-base.XXXXXX)
 trap 'rm -rf "$root"' EXIT
 say "debootstrap --variant=minbase --arch=$ARCH $SUITE from $MIRROR (about a minute)"
