@@ -45,10 +45,13 @@ COPY pyproject.toml ./
 COPY scripts/setup.sh scripts/
 COPY nmtkit/ nmtkit/
 COPY --from=builder /horovod/ /tmp/horovod/
+# HOME=/root: the install's caches and settings (pip, IPython, Jupyter, Keras) never land, root-owned, in the home
+# jovyan writes to (`jupyter trust` keeps its database there)
 RUN --mount=type=bind,from=wheelhouse,target=/wheelhouse \
     w=$(ls /tmp/horovod/horovod-*.whl) && \
     PIP_NO_INDEX=1 PIP_FIND_LINKS=/wheelhouse NMTKIT_HOROVOD_WHEEL="$w" NMTKIT_EXTRAS=hub NMTKIT_GPU=0 \
-      VENV=/opt/venv bash scripts/setup.sh && rm -rf /tmp/horovod /root/.cache
+      VENV=/opt/venv HOME=/root bash scripts/setup.sh && \
+    rm -rf /tmp/horovod /root/.cache /root/.ipython /root/.jupyter /root/.keras /root/.local
 # the course itself: everything else of the kit (or the release)
 COPY . /opt/nmtkit/
 RUN echo "${KIT_COMMIT}" > /opt/nmtkit/COMMIT && \
