@@ -30,10 +30,6 @@ RUN --mount=type=bind,from=wheelhouse,target=/wheelhouse \
 FROM ${BASE}
 ARG NB_USER=jovyan
 ARG NB_UID=1000
-ARG KIT_COMMIT=unknown
-ARG KIT_KIND=instructor
-LABEL org.opencontainers.image.title="nmtkit" org.opencontainers.image.revision="${KIT_COMMIT}" \
-      nmtkit.kind="${KIT_KIND}"
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       python3 python3-venv make procps iproute2 && rm -rf /var/lib/apt/lists/* && \
     useradd --create-home --shell /bin/bash --uid "${NB_UID}" "${NB_USER}"
@@ -54,6 +50,12 @@ RUN --mount=type=bind,from=wheelhouse,target=/wheelhouse \
     rm -rf /tmp/horovod /root/.cache /root/.ipython /root/.jupyter /root/.keras /root/.local
 # the course itself: everything else of the kit (or the release)
 COPY . /opt/nmtkit/
+# declared here, not above: an ARG's value is in the environment of every RUN after it, so a new commit would miss
+# the cache of the install layers (TensorFlow reinstalled on every build)
+ARG KIT_COMMIT=unknown
+ARG KIT_KIND=instructor
+LABEL org.opencontainers.image.title="nmtkit" org.opencontainers.image.revision="${KIT_COMMIT}" \
+      nmtkit.kind="${KIT_KIND}"
 RUN echo "${KIT_COMMIT}" > /opt/nmtkit/COMMIT && \
     install -m 755 docker/start.sh /usr/local/bin/nmtkit-start && chmod -R a+rX /opt/nmtkit
 USER ${NB_UID}

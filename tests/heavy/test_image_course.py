@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from dockertools import ROOT, TAG, docker, run, why_not
+from solutions import put_solutions
 
 pytestmark = pytest.mark.skipif(why_not() is not None, reason=why_not() or "")
 # the cgroup's peak (v1, then v2), printed after the course so the test can read it
@@ -36,13 +37,7 @@ def course(net, notebooks: Path | None = None) -> tuple[subprocess.CompletedProc
 
 
 def test_the_course_with_the_solutions_runs_green_within_a_laptops_limits(image, net, tmp_path):
-    solved = tmp_path / "notebooks"
-    shutil.copytree(image / "notebooks", solved)
-    for nb in ROOT.glob("notebooks/[0-9][0-9]_*.ipynb"):
-        shutil.copy(nb, solved / nb.name)
-    solved.chmod(0o755)
-    for p in solved.rglob("*"):
-        p.chmod(0o755 if p.is_dir() else 0o644)
+    solved = put_solutions(image / "notebooks", tmp_path / "notebooks")
     out, seconds, peak = course(net, solved)
     print(f"[course, solutions, --memory 4g --cpus 2] {seconds:.0f} s, cgroup peak {peak / 2**30:.2f} GiB")
     assert out.stdout.count(" ok (") == 5 and "unanswered" not in out.stdout, out.stdout[-3000:]
@@ -105,8 +100,9 @@ def test_no_expected_figure_in_the_kits_own_files(image, exported):
 
 # what the build makes beside the release's files and the packages (each for a reason the Dockerfile gives)
 MADE = re.compile(r"opt/nmtkit/(COMMIT|nmtkit\.egg-info/.*)|opt/venv/(pyvenv\.cfg|\.nmtkit-setup|\.horovod-tf|"
-                  r"bin/python[0-9.]*|lib64)|usr/local/bin/nmtkit-start|home/jovyan/\.(bashrc|profile|bash_logout)"
-                  r"|.*/__pycache__/.*\.pyc")
+                  r"bin/python[0-9.]*|bin/(activate|activate\.csh|activate\.fish|Activate\.ps1)|lib64|"
+                  r"share/jupyter/kernels/nmtkit/.*)|usr/local/bin/nmtkit-start|"
+                  r"home/jovyan/\.(bashrc|profile|bash_logout)|.*/__pycache__/.*\.pyc")
 
 
 def test_every_file_outside_debians_and_pips_packages_is_the_releases(image, exported):

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from solutions import put_solutions
 
 from nmtkit.course import INSTRUCTOR_KIT
 
@@ -77,9 +78,8 @@ def test_make_demo_runs_as_far_as_the_answers_go_and_lists_the_rest(rel):
 
 def test_with_the_solutions_put_in_every_notebook_runs_green(rel, tmp_path):
     solved = tmp_path / "kit"
-    shutil.copytree(rel, solved, ignore=shutil.ignore_patterns("runs", "workspace", ".nmtkit-venv"))
-    for nb in ROOT.glob("notebooks/[0-9][0-9]_*.ipynb"):
-        shutil.copy(nb, solved / "notebooks" / nb.name)
+    shutil.copytree(rel, solved, ignore=shutil.ignore_patterns("runs", "workspace", ".nmtkit-venv", "notebooks"))
+    put_solutions(rel / "notebooks", solved / "notebooks")
     assert not stubs(solved / "notebooks")
     out = make(solved, "demo")
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
