@@ -98,11 +98,12 @@ def test_no_expected_figure_in_the_kits_own_files(image, exported):
     assert not leaks, leaks[:10]
 
 
-# what the build makes beside the release's files and the packages (each for a reason the Dockerfile gives)
+# what the build makes beside the release's files and the packages (each for a reason the Dockerfile gives; root's
+# and jovyan's dotfiles are base-files' and useradd's copies of /etc/skel, which dpkg lists under their own names)
 MADE = re.compile(r"opt/nmtkit/(COMMIT|nmtkit\.egg-info/.*)|opt/venv/(pyvenv\.cfg|\.nmtkit-setup|\.horovod-tf|"
                   r"bin/python[0-9.]*|bin/(activate|activate\.csh|activate\.fish|Activate\.ps1)|lib64|"
                   r"share/jupyter/kernels/nmtkit/.*)|usr/local/bin/nmtkit-start|"
-                  r"home/jovyan/\.(bashrc|profile|bash_logout)|.*/__pycache__/.*\.pyc")
+                  r"home/jovyan/\.(bashrc|profile|bash_logout)|root/\.(bashrc|profile)|.*/__pycache__/.*\.pyc")
 
 
 def test_every_file_outside_debians_and_pips_packages_is_the_releases(image, exported):
