@@ -14,9 +14,9 @@ FROM ${BASE} AS builder
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       python3 python3-venv python3-dev g++ make && rm -rf /var/lib/apt/lists/*
 WORKDIR /opt/nmtkit
+# only the pins and the set-up script: a change to the kit or its notebooks never recompiles Horovod
 COPY pyproject.toml ./
 COPY scripts/setup.sh scripts/
-COPY nmtkit/ nmtkit/
 # set-up's Horovod wheel cache, filled on the host (wheelhouse/nmtkit-wheels/), and Horovod's source: a wheel built for
 # the same configuration is reused, else set-up compiles it here (its key holds the TensorFlow install's RECORD,
 # whose script hashes name the venv's path: in practice it compiles here, 2-4 minutes)
@@ -24,16 +24,12 @@ RUN --mount=type=bind,from=wheelhouse,target=/wheelhouse \
     { cp -r /wheelhouse/nmtkit-wheels /tmp/wheels 2>/dev/null || mkdir -p /tmp/wheels; } && \
     mkdir -p /tmp/wheels/sdist && cp /wheelhouse/horovod-*.tar.gz /tmp/wheels/sdist/ && \
     PIP_NO_INDEX=1 PIP_FIND_LINKS=/wheelhouse NMTKIT_WHEEL_CACHE=/tmp/wheels NMTKIT_GPU=0 VENV=/opt/venv \
-      bash scripts/setup.sh && mkdir -p /horovod && cp /tmp/wheels/horovod-*/horovod-*.whl /horovod/
+      bash scripts/setup.sh --horovod-wheel-only /horovod
 
 # --- the image students get: no compiler, Horovod's wheel only ------------------------------------------------------
 FROM ${BASE}
 ARG NB_USER=jovyan
 ARG NB_UID=1000
-ARG KIT_COMMIT=unknown
-ARG KIT_KIND=instructor
-LABEL org.opencontainers.image.title="nmtkit" org.opencontainers.image.revision="${KIT_COMMIT}" \
-      nmtkit.kind="${KIT_KIND}"
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       python3 python3-venv make procps iproute2 && rm -rf /var/lib/apt/lists/* && \
     useradd --create-home --shell /bin/bash --uid "${NB_UID}" "${NB_USER}"
@@ -45,14 +41,26 @@ COPY pyproject.toml ./
 COPY scripts/setup.sh scripts/
 COPY nmtkit/ nmtkit/
 COPY --from=builder /horovod/ /tmp/horovod/
+# HOME=/root: the install's caches and settings (pip, IPython, Jupyter, Keras) never land, root-owned, in the home
+# jovyan writes to (`jupyter trust` keeps its database there)
 RUN --mount=type=bind,from=wheelhouse,target=/wheelhouse \
     w=$(ls /tmp/horovod/horovod-*.whl) && \
     PIP_NO_INDEX=1 PIP_FIND_LINKS=/wheelhouse NMTKIT_HOROVOD_WHEEL="$w" NMTKIT_EXTRAS=hub NMTKIT_GPU=0 \
-      VENV=/opt/venv bash scripts/setup.sh && rm -rf /tmp/horovod /root/.cache
+      VENV=/opt/venv HOME=/root bash scripts/setup.sh && \
+    rm -rf /tmp/horovod /root/.cache /root/.ipython /root/.jupyter /root/.keras /root/.local
 # the course itself: everything else of the kit (or the release)
 COPY . /opt/nmtkit/
+# declared here, not above: an ARG's value is in the environment of every RUN after it, so a new commit would miss
+# the cache of the install layers (TensorFlow reinstalled on every build)
+ARG KIT_COMMIT=unknown
+ARG KIT_KIND=instructor
+LABEL org.opencontainers.image.title="nmtkit" org.opencontainers.image.revision="${KIT_COMMIT}" \
+      nmtkit.kind="${KIT_KIND}"
+# ~/work made here, owned by jovyan: a new named volume mounted on it takes its owner (else root's, and start.sh
+# could not copy the course into it)
 RUN echo "${KIT_COMMIT}" > /opt/nmtkit/COMMIT && \
-    install -m 755 docker/start.sh /usr/local/bin/nmtkit-start && chmod -R a+rX /opt/nmtkit
+    install -m 755 docker/start.sh /usr/local/bin/nmtkit-start && chmod -R a+rX /opt/nmtkit && \
+    install -d -o "${NB_USER}" -g "${NB_USER}" "/home/${NB_USER}/work"
 USER ${NB_UID}
 WORKDIR /home/${NB_USER}
 EXPOSE 8888

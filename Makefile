@@ -1,5 +1,6 @@
 # nmtkit: two commands on a fresh machine.
-#   make demo   set up .venv (TensorFlow, Horovod build, everything) and run the whole course (tiny profile)
+#   make demo   set up .venv (TensorFlow, Horovod build, everything) and run the course (tiny profile) as far as
+#               the answers go: a student's unanswered exercises are listed, the cells needing them skipped
 #   make test   the same set-up, then the unit tests and the notebooks under nbval (what CI runs)
 #   make lab    JupyterLab on 127.0.0.1 with the 'nmtkit' kernel
 #   make student  course staff: student copies of the notebooks (solutions removed) in student/
@@ -94,15 +95,23 @@ rehearsal: setup
 # from Debian's packages where no registry is reachable); the Python packages come from wheelhouse/, filled here.
 DOCKER ?= /usr/bin/docker
 KIND := $(if $(wildcard nmtkit/course/instructor/__init__.py),instructor,students)
-IMAGE ?= nmtkit-$(KIND):latest
+IMAGE ?= nmtkit-$(KIND)$(FOREIGN):latest
 KIT_COMMIT ?= $(shell cat COMMIT 2>/dev/null || git rev-parse HEAD 2>/dev/null || echo unknown)
-WHEELHOUSE ?= wheelhouse
+# ARCH=arm64 on an x86-64 host: the same Dockerfile under QEMU (qemu-user-static, binfmt-support); a foreign base
+# cannot share the native one's tag here (one local image store), so it is tagged debian:bookworm-slim-arm64
+HOST_ARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
+ARCH ?= $(HOST_ARCH)
+FOREIGN := $(if $(filter $(HOST_ARCH),$(ARCH)),,-$(ARCH))
+BASE ?= debian:bookworm-slim$(FOREIGN)
+WHEELHOUSE ?= wheelhouse$(FOREIGN)
 image:
-	DOCKER=$(DOCKER) bash scripts/base-image.sh
-	WHEELHOUSE='$(WHEELHOUSE)' PY=$(if $(wildcard $(PY)),$(PY),python3) bash scripts/wheelhouse.sh
-	printf 'FROM scratch\nCOPY . /\n' | DOCKER_BUILDKIT=1 $(DOCKER) build -q -t nmtkit-wheelhouse:latest -f - '$(WHEELHOUSE)'
-	DOCKER_BUILDKIT=1 $(DOCKER) build --network host --build-arg KIT_COMMIT=$(KIT_COMMIT) --build-arg KIT_KIND=$(KIND) \
-		-t $(IMAGE) .
+	DOCKER=$(DOCKER) BASE=$(BASE) ARCH=$(ARCH) bash scripts/base-image.sh
+	WHEELHOUSE='$(WHEELHOUSE)' ARCH=$(ARCH) PY=$(if $(wildcard $(PY)),$(PY),python3) bash scripts/wheelhouse.sh
+	printf 'FROM scratch\nCOPY . /\n' | DOCKER_BUILDKIT=1 $(DOCKER) build -q --platform linux/$(ARCH) \
+		-t nmtkit-wheelhouse$(FOREIGN):latest -f - '$(WHEELHOUSE)'
+	DOCKER_BUILDKIT=1 $(DOCKER) build --network host --platform linux/$(ARCH) --build-arg BASE=$(BASE) \
+		--build-arg WHEELHOUSE=nmtkit-wheelhouse$(FOREIGN):latest --build-arg KIT_COMMIT=$(KIT_COMMIT) \
+		--build-arg KIT_KIND=$(KIND) -t $(IMAGE) .
 
 # The image as one file to hand out (USB stick, course page): `docker load -i nmtkit-image.tar.gz` on the laptop
 IMAGE_FILE ?= nmtkit-image.tar.gz

@@ -27,10 +27,10 @@ if [ "${NMTKIT_COPY_NOTEBOOKS:-1}" != 0 ]; then
     if [ ! -e "$work/$name" ]; then
       cp "$src" "$work/$name.tmp" && mv -n "$work/$name.tmp" "$work/$name"
       echo "$sum" > "$state/$name"
-      echo "[nmtkit] copied $name into $work"
+      echo "[nmtkit] copied $name into $work" >&2
     elif [ "$(cat "$state/$name" 2>/dev/null)" != "$sum" ]; then
       beside="$work/${name%.ipynb}.${commit:0:12}.ipynb"
-      [ -e "$beside" ] || { cp "$src" "$beside"; echo "[nmtkit] this image changed $name: its version is beside yours, $(basename "$beside")"; }
+      [ -e "$beside" ] || { cp "$src" "$beside"; echo "[nmtkit] this image changed $name: its version is beside yours, $(basename "$beside")" >&2; }
       echo "$sum" > "$state/$name"
     fi
   done
@@ -38,7 +38,7 @@ if [ "${NMTKIT_COPY_NOTEBOOKS:-1}" != 0 ]; then
     case $f in *.ipynb) continue;; esac
     [ -e "$work/$(basename "$f")" ] || cp -r "$f" "$work/"
   done
-  jupyter trust "$work"/[0-9][0-9]_*.ipynb >/dev/null 2>&1 || echo "[nmtkit] could not trust the notebooks"
+  jupyter trust "$work"/[0-9][0-9]_*.ipynb >/dev/null 2>&1 || echo "[nmtkit] could not trust the notebooks" >&2
 fi
 cd "$work"
 exec "$@"

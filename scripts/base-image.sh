@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The Dockerfile's default base, debian:bookworm-slim, built from Debian's own packages where no image registry is
-# reachable: debootstrap (minbase) from the Debian mirror apt already uses, imported and tagged with exactly that
+# reachable: debootstrap (minbase) from the Debian mirror apt already uses, made an image and tagged with exactly that
 # name, so the same Dockerfile builds here and anywhere (elsewhere `docker pull debian:bookworm-slim` gives it).
 # Idempotent: an existing image of that name is kept (FORCE=1 rebuilds). Needs root, debootstrap and docker.
 #   BASE=debian:bookworm-slim  ARCH=amd64|arm64 (another arch needs qemu-user-static and binfmt-support)
@@ -22,7 +22,7 @@ command -v debootstrap >/dev/null 2>&1 || die "no debootstrap: sudo apt-get inst
 MIRROR=${MIRROR:-$(sed -n 's/^URIs: *\([^ ]*\).*/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null | grep -v security | head -1)}
 MIRROR=${MIRROR:-$(awk '$1=="deb" && $0 !~ /security/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null)}
 MIRROR=${MIRROR:-http://deb.debian.org/debian}
-SUITE=${BASE##*:}; SUITE=${SUITE%-slim}
+SUITE=${SUITE:-${BASE##*:}}; SUITE=${SUITE%%-*}   # debian:bookworm-slim(-arm64) -> bookworm
 root=$(mktemp -d /tmp/nmtkit-base.XXXXXX)
 trap 'rm -rf "$root"' EXIT
 say "debootstrap --variant=minbase --arch=$ARCH $SUITE from $MIRROR (about a minute)"
@@ -34,5 +34,13 @@ rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin "$root"/usr/share
 printf 'Types: deb\nURIs: http://deb.debian.org/debian\nSuites: %s %s-updates\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n\nTypes: deb\nURIs: http://deb.debian.org/debian-security\nSuites: %s-security\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
   "$SUITE" "$SUITE" "$SUITE" > "$root/etc/apt/sources.list.d/debian.sources"
 rm -f "$root/etc/apt/sources.list"
-tar -C "$root" -c . | "$DOCKER" import --platform "linux/$ARCH" -c 'CMD ["bash"]' - "$BASE" >/dev/null
-say "tagged $BASE ($ARCH, $("$DOCKER" image inspect -f '{{.Size}}' "$BASE") bytes)"
+# a BuildKit build FROM scratch, not `docker import`: dockerd 20.10's import drops --platform (a foreign base came out
+# labelled amd64, and the Dockerfile's build then looked for the base on a registry)
+ctx=$(mktemp -d /tmp/nmtkit-base-ctx.XXXXXX)
+trap 'rm -rf "$root" "$ctx"' EXIT
+tar -C "$root" -cf "$ctx/rootfs.tar" .
+printf 'FROM scratch\nADD rootfs.tar /\nCMD ["bash"]\n' |
+  DOCKER_BUILDKIT=1 "$DOCKER" build -q --platform "linux/$ARCH" -t "$BASE" -f - "$ctx" >/dev/null
+got=$("$DOCKER" image inspect -f '{{.Architecture}}' "$BASE")
+[ "$got" = "$ARCH" ] || die "$BASE came out as $got, not $ARCH"
+say "tagged $BASE ($got, $("$DOCKER" image inspect -f '{{.Size}}' "$BASE") bytes)"

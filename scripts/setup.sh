@@ -191,10 +191,13 @@ build_horovod() {  # the wheel into $CACHE; a failure names its cause (the CMake
     patch_horovod_source "$CACHE.tmp/horovod-$HVD_VER"
     sdist=$CACHE.tmp/horovod-$HVD_VER
   fi
-  # CMAKE_POLICY_VERSION_MINIMUM: Horovod's bundled gloo predates CMake 4 (harmless with CMake 3).
+  # CMAKE_POLICY_VERSION_MINIMUM: Horovod's bundled gloo predates CMake 4 (harmless with CMake 3). The venv's bin
+  # (its pinned cmake) first on PATH, absolute whether VENV is relative (.venv) or not (the image's /opt/venv): else
+  # Horovod fetches a "temporary CMake" from the index, which an offline build (PIP_NO_INDEX) cannot.
+  local vbin; vbin=$(cd "$VENV/bin" && pwd)
   if ! env "${HVD_GPU_ENV[@]}" "${HVD_CC_ENV[@]}" HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 \
        HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 MAKEFLAGS=${MAKEFLAGS:--j2} CMAKE_POLICY_VERSION_MINIMUM=3.5 \
-       PATH="$HERE/$VENV/bin:$PATH" \
+       PATH="$vbin:$PATH" \
        "${PIP[@]}" wheel -v --no-build-isolation --no-deps --no-cache-dir -w "$CACHE.tmp" "$sdist" \
        > "$CACHE_ROOT/build-$HVD_KEY.log" 2>&1; then
     echo "[setup] the Horovod build failed; its first errors (whole log: $CACHE_ROOT/build-$HVD_KEY.log):" >&2
@@ -276,6 +279,14 @@ else
   fi
   "${PIP[@]}" install --force-reinstall --no-deps "$CACHE"/horovod-*.whl
   echo "$HVD_KEY" > "$VENV/.horovod-tf"
+fi
+
+# --horovod-wheel-only DIR (the image's builder stage): the wheel of this configuration copied into DIR; the kit
+# itself is installed by the final stage, so the builder depends on pyproject.toml and this script only (a change to
+# the kit never recompiles Horovod)
+if [ "${1:-}" = --horovod-wheel-only ]; then
+  mkdir -p "${2:?--horovod-wheel-only DIR}" && cp "$CACHE"/horovod-*.whl "$2"/
+  say "Horovod wheel ($HVD_DESC) in $2; the kit itself not installed"; exit 0
 fi
 
 say "nmtkit and its pinned dependencies (pyproject.toml [dev])"

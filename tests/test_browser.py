@@ -175,6 +175,8 @@ def _expected_widgets(path: Path) -> int:
 
 
 def test_jupyterlab_renders_the_saved_widgets_of_trusted_notebooks(tmp_path, chromium):
+    if (ROOT / "RELEASE.md").exists():
+        pytest.skip("a student release's notebooks carry no saved outputs (cleared with the solutions)")
     clone = tmp_path / "notebooks"
     clone.mkdir()
     for name in WIDGET_NOTEBOOKS:

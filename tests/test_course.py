@@ -87,6 +87,11 @@ def test_check_outputs_compares_checked_cells_after_sanitizing(tmp_path):
     book(executed, "49,999 lines\n", "took 4.7 s\n", "anything\n")
     assert course.check_outputs(executed, committed) == [
         "01_data.ipynb: cell 0: output differs from the committed notebook"]
+    cleared = nbformat.read(committed / "01_data.ipynb", as_version=4)
+    for cell in cleared.cells:
+        cell.outputs = []  # a student's copy: nothing to compare with
+    nbformat.write(cleared, committed / "01_data.ipynb")
+    assert course.check_outputs(executed, committed) == []
 
 
 def test_the_notebooks_share_one_kernel_and_each_starts_from_an_empty_namespace(tmp_path):
@@ -113,3 +118,29 @@ def _alive(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+def test_unanswered_exercises_are_listed_and_only_what_needs_them_is_skipped(books, tmp_path, capsys):
+    nb = new_notebook(cells=[nbformat.v4.new_markdown_cell("## 1.7 Exercise: which file?"),
+                             new_code_cell("# Exercise\nraise NotImplementedError"),
+                             new_code_cell("# NBVAL_CHECK_OUTPUT\nprint(biggest_mb)"),
+                             new_code_cell("import os, pathlib\n"
+                                           "ws = pathlib.Path(os.environ['NMTKIT_WORKDIR'])\n"
+                                           "(ws / 'after').write_text('ran'); (ws / 'step1').write_text('')")])
+    nb.metadata["kernelspec"] = {"name": "nmtkit", "display_name": "Python 3 (nmtkit)", "language": "python"}
+    nbformat.write(nb, books / "01_first.ipynb")
+    out = tmp_path / "run"
+    assert course.run_course(out_dir=out, directory=books) == 0
+    text = capsys.readouterr().out
+    assert "1 unanswered, 1 cells after them skipped" in text
+    assert ("course: 1 exercises are still unanswered (each raises NotImplementedError; the cells that need its "
+            "answer were skipped):\n  01_first: 1.7 Exercise: which file?\n") in text
+    assert (out / "after").read_text() == "ran"  # a cell not downstream of the exercise ran
+    executed = nbformat.read(out / "01_first.ipynb", as_version=4)
+    assert executed.cells[1].outputs[0]["ename"] == "NotImplementedError" and not executed.cells[2].outputs
+
+
+def test_a_stub_failing_otherwise_is_a_failure(books, tmp_path, capsys):
+    _write(books / "01_first.ipynb", "x = 1 / 0\nraise NotImplementedError")
+    assert course.run_course(out_dir=tmp_path / "run", directory=books) == 1
+    assert "01_first.ipynb: cell 0" in capsys.readouterr().err

@@ -1,6 +1,7 @@
 """The course wing: what runs, copies, checks and grades the course.
 
     runner.py     `nmtkit course`: the notebooks run headless, in order, in a fresh workspace
+    unanswered.py the runner's plan: unanswered exercises and the cells that need their answers
     student.py    the exercise convention (nbgrader metadata, grade ids) and student copies (`nmtkit student`)
     targets.py    notebook 04's figures by name, with tolerances and hints
     exercises.py  `nk.check(rep, "qN", ...)`: graded by instructor/hidden.py in the instructor's kit, else its form only

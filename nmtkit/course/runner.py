@@ -14,6 +14,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+from nmtkit.course import unanswered
 from nmtkit.course.student import NOTEBOOKS_DIR, kernel_name
 from nmtkit.errors import CourseError
 
@@ -25,10 +26,10 @@ def notebooks(directory: Path = NOTEBOOKS_DIR) -> list[Path]:
     return found
 
 
-def _failing_cell(nb) -> tuple[int, str]:
-    """(index, first line of source) of the first cell whose output is an error."""
+def _failing_cell(nb, allowed: set[int] = frozenset()) -> tuple[int, str]:
+    """(index, first line of source) of the first cell whose output is an error (an unanswered exercise's aside)."""
     for i, cell in enumerate(nb.cells):
-        for out in cell.get("outputs", []):
+        for out in cell.get("outputs", []) if i not in allowed else []:
             if out.get("output_type") == "error":
                 first = next((line for line in cell.source.splitlines() if line.strip() and not line.startswith("#")),
                              "")
@@ -74,16 +75,26 @@ class SharedKernel:
 
 def execute(path: Path, out_dir: Path, timeout: int = 1200, kernel: SharedKernel | None = None) -> float:
     """Run one notebook (in `kernel`, else a fresh kernel of its own); write the executed copy to out_dir; raise
-    CourseError naming the cell on failure."""
+    CourseError naming the cell on failure. Its unanswered exercises and the cells that need them are run and skipped
+    as nmtkit.course.unanswered says (execute_planned returns them too)."""
+    return execute_planned(path, out_dir, timeout, kernel)[0]
+
+
+def execute_planned(path: Path, out_dir: Path, timeout: int = 1200,
+                    kernel: SharedKernel | None = None) -> tuple[float, unanswered.Plan]:
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
     nb = nbformat.read(path, as_version=4)
-    # Cells graders skip (# NBVAL_SKIP: e.g. starting a TensorBoard server) are skipped headless too.
-    skipped = [c for c in nb.cells if c.cell_type == "code" and c.source.lstrip().startswith("# NBVAL_SKIP")]
-    for cell in skipped:
-        cell.metadata.setdefault("tags", []).append("skip-execution")
+    plan = unanswered.plan(nb.cells)
+    # Cells graders skip (# NBVAL_SKIP: e.g. starting a TensorBoard server) are skipped headless too, and so are the
+    # cells that need an unanswered exercise; the exercise's own NotImplementedError is expected (checked below).
+    tagged = [(c, "skip-execution") for i, c in enumerate(nb.cells) if c.cell_type == "code" and
+              (c.source.lstrip().startswith("# NBVAL_SKIP") or i in plan.skipped)]
+    tagged += [(nb.cells[i], "raises-exception") for i in plan.unanswered]
+    for cell, tag in tagged:
+        cell.metadata.setdefault("tags", []).append(tag)
     t0 = time.time()
     km = kernel.manager(nb, path) if kernel else None
     client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name(nb), km=km,
@@ -93,19 +104,25 @@ def execute(path: Path, out_dir: Path, timeout: int = 1200, kernel: SharedKernel
     log = None if kernel else open(out_dir / f"{path.stem}.kernel.log", "wb")
     try:
         client.execute(**({"stderr": log, "stdout": log} if log else {}))
+        for i in plan.unanswered:  # a stub that failed otherwise (a half-made answer) is a failure like any other
+            errors = [o for o in nb.cells[i].get("outputs", []) if o.get("output_type") == "error"]
+            if errors and errors[0].get("ename") != "NotImplementedError":
+                first = next((line for line in nb.cells[i].source.splitlines() if line.strip()), "")
+                raise CourseError(f"{path.name}: cell {i} ({first.strip()[:60]!r}) failed: "
+                                  f"{errors[0].get('ename')}: {errors[0].get('evalue')}")
     except CellExecutionError as e:
-        index, first = _failing_cell(nb)
+        index, first = _failing_cell(nb, allowed=set(plan.unanswered))
         last = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
         raise CourseError(f"{path.name}: cell {index} ({first.strip()[:60]!r}) failed: {last}") from None
     finally:
         if log:
             log.close()
-        for cell in skipped:
-            cell.metadata["tags"].remove("skip-execution")
+        for cell, tag in tagged:
+            cell.metadata["tags"].remove(tag)
             if not cell.metadata["tags"]:
                 del cell.metadata["tags"]
         nbformat.write(nb, out_dir / path.name)
-    return time.time() - t0
+    return time.time() - t0, plan
 
 
 def _drop_noise(cell) -> None:
@@ -156,10 +173,13 @@ def _text_outputs(cell) -> list[str]:
     return texts
 
 
-def check_outputs(executed_dir: Path, directory: Path = NOTEBOOKS_DIR) -> list[str]:
+def check_outputs(executed_dir: Path, directory: Path = NOTEBOOKS_DIR,
+                  not_run: dict[str, set[int]] | None = None) -> list[str]:
     """Differences between executed notebooks and the committed ones on every `# NBVAL_CHECK_OUTPUT` cell.
 
     Outputs are compared after notebooks/sanitize.cfg (timings, addresses, paths), as nbval does; [] = all match.
+    Cells `not_run` (by notebook name: unanswered exercises and the cells that need them) are not compared, nor are
+    committed cells without outputs (a student's copy has every output cleared: nothing to compare with).
     """
     import re
 
@@ -182,7 +202,8 @@ def check_outputs(executed_dir: Path, directory: Path = NOTEBOOKS_DIR) -> list[s
         ref = nbformat.read(path, as_version=4).cells
         new = nbformat.read(executed, as_version=4).cells
         for i, (a, b) in enumerate(zip(ref, new)):
-            if a.cell_type != "code" or ("check", True) not in list(find_comment_markers(a.source)):
+            if a.cell_type != "code" or ("check", True) not in list(find_comment_markers(a.source)) or \
+                    i in (not_run or {}).get(path.name, ()) or not a.get("outputs"):
                 continue
             if a.source != b.source:
                 problems.append(f"{path.name}: cell {i}: its source differs from the committed notebook")
@@ -203,31 +224,44 @@ def run_course(out_dir: str | os.PathLike | None = None, profile: str | None = N
     books = [p for p in notebooks(directory) if not only or any(p.name.startswith(o) for o in only)]
     print(f"course: {len(books)} notebooks, profile {os.environ['NMTKIT_PROFILE']}, into {_rel(out)}", flush=True)
     t0 = time.time()
+    left: list[tuple[str, str]] = []  # (notebook, heading) of every unanswered exercise
+    not_run: dict[str, set[int]] = {}
     with SharedKernel(out) as kernel:
         for i, path in enumerate(books, 1):
             print(f"[{i}/{len(books)}] {path.stem} ...", end=" ", flush=True)
             try:
-                seconds = execute(path, out, kernel=kernel)
+                seconds, plan = execute_planned(path, out, kernel=kernel)
             except CourseError as e:
                 print("FAILED", flush=True)
                 print(f"course: {e}\ncourse: the executed copy (with the error) is {_rel(out / path.name)}",
                       file=sys.stderr)
                 return 1
-            print(f"ok ({seconds:.0f} s)", flush=True)
+            left += [(path.stem, heading) for heading in plan.unanswered.values()]
+            not_run[path.name] = set(plan.unanswered) | set(plan.skipped)
+            aside = f"; {len(plan.unanswered)} unanswered, {len(plan.skipped)} cells after them skipped" \
+                if plan.unanswered else ""
+            print(f"ok ({seconds:.0f} s{aside})", flush=True)
     print(f"course: done in {(time.time() - t0) / 60:.1f} min", flush=True)
     reports = sorted(out.rglob("report.md"), key=lambda p: p.stat().st_mtime)  # notebook 04 writes it
-    if not reports:
+    if not reports and not left:
         print(f"course: no report.md was written under {_rel(out)}", file=sys.stderr)
         return 1
-    problems = check_outputs(out, directory)
+    problems = check_outputs(out, directory, not_run)
     for problem in problems:
         print(f"course: NBVAL_CHECK_OUTPUT mismatch: {problem}", file=sys.stderr)
     if not problems:
         print("course: every NBVAL_CHECK_OUTPUT cell matches the committed notebooks", flush=True)
+    if left:
+        # the student's to-do list: every cell not downstream of these ran (nmtkit.course.unanswered: the rule)
+        print(f"course: {len(left)} exercises are still unanswered (each raises NotImplementedError; the cells "
+              "that need its answer were skipped):", flush=True)
+        for book, heading in left:
+            print(f"  {book}: {heading}", flush=True)
     if publish_outputs:
         for path in publish(out, directory):
             print(f"course: published outputs into {_rel(path)}")
-    print(f"report: {_rel(reports[-1])}")
+    if reports:
+        print(f"report: {_rel(reports[-1])}")
     return 0
 
 
