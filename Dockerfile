@@ -18,8 +18,8 @@ WORKDIR /opt/nmtkit
 COPY pyproject.toml ./
 COPY scripts/setup.sh scripts/
 # set-up's Horovod wheel cache, filled on the host (wheelhouse/nmtkit-wheels/), and Horovod's source: a wheel built for
-# the same configuration is reused, else set-up compiles it here (its key holds the TensorFlow install's RECORD,
-# whose script hashes name the venv's path: in practice it compiles here, 2-4 minutes)
+# the same configuration (Horovod, Python, the TensorFlow build, the system: a Debian 12 host's) is reused, else
+# set-up compiles it here (2-4 minutes)
 RUN --mount=type=bind,from=wheelhouse,target=/wheelhouse \
     { cp -r /wheelhouse/nmtkit-wheels /tmp/wheels 2>/dev/null || mkdir -p /tmp/wheels; } && \
     mkdir -p /tmp/wheels/sdist && cp /wheelhouse/horovod-*.tar.gz /tmp/wheels/sdist/ && \

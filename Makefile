@@ -1,7 +1,8 @@
 # nmtkit: two commands on a fresh machine.
 #   make demo   set up .venv (TensorFlow, Horovod build, everything) and run the course (tiny profile) as far as
 #               the answers go: a student's unanswered exercises are listed, the cells needing them skipped
-#   make test   the same set-up, then the unit tests and the notebooks under nbval (what CI runs)
+#   make test   the same set-up, then the unit tests and the notebooks under nbval (the quick one)
+#   make test-all  make test, then the heavy suites of tests/heavy/ (what CI runs: .ci/run)
 #   make lab    JupyterLab on 127.0.0.1 with the 'nmtkit' kernel
 #   make student  course staff: student copies of the notebooks (solutions removed) in student/
 #
@@ -44,7 +45,7 @@ demo: setup
 test: setup
 	@bash scripts/test.sh
 
-# what CI runs: `make test`, then the heavy suites in tests/heavy/ (Docker images, the release's set-up, GPU-mode build)
+# what CI runs (.ci/run): `make test`, then the heavy suites in tests/heavy/ (Docker images, the release's set-up, GPU-mode build)
 test-all: setup
 	@PY='$(PY)' bash scripts/test-all.sh
 

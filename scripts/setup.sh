@@ -136,11 +136,18 @@ horovod_plan() {  # sets HVD_GPU_ENV, HVD_CC_ENV, HVD_PATCH, HVD_KEY, CACHE; GPU
   TF_VER=$("$VPY" -c 'import importlib.metadata as m; print(m.version("tensorflow"))')
   PY_TAG=$("$VPY" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
   local tf_build
+  # the TensorFlow build: its RECORD's package files, sorted, without the venv's scripts (../../../bin/, whose hashes
+  # hold the venv's path) or pip's own notes (.dist-info/): a wheel built in one venv serves another of the same
+  # system (the image's build reuses the host's)
   tf_build=$("$VPY" -c 'import importlib.metadata as m, hashlib
-d = m.distribution("tensorflow"); print(hashlib.sha256((d.read_text("RECORD") or "").encode()).hexdigest()[:16])')
+d = m.distribution("tensorflow"); rows = (d.read_text("RECORD") or "").splitlines()
+rows = sorted(x for x in rows if not x.startswith("../") and ".dist-info/" not in x.split(",")[0])
+print(hashlib.sha256("\n".join(rows).encode()).hexdigest()[:16])')
+  # the system it is built on (glibc and libstdc++ differ between releases): never reused on another
+  local system; system=$( { . /etc/os-release 2>/dev/null && echo "${ID:-}-${VERSION_ID:-}"; } || echo unknown)
   HVD_VER=${HVD_PIN#horovod==}
   HVD_GPU_ENV=()
-  local desc="horovod=$HVD_VER python=$PY_TAG tensorflow=$TF_VER build=$tf_build gpu=$GPU"
+  local desc="horovod=$HVD_VER python=$PY_TAG tensorflow=$TF_VER build=$tf_build system=$system gpu=$GPU"
   if [ "$GPU" = 1 ]; then
     local nccl=${HOROVOD_NCCL_HOME:-}
     # tensorflow[and-cuda] brings NCCL as the nvidia-nccl-cu12 wheel: include/nccl.h and lib/libnccl.so.2 only.

@@ -1,7 +1,41 @@
 """Shared pytest fixtures. Keep each engineer's fixtures in its own section."""
+import os
+from pathlib import Path
+
 import pytest
 
 import nmtkit  # noqa: F401  (Keras 2 API before TensorFlow)
+
+# --- a student release's `make test` (nmtkit release writes RELEASE.md) ---------------------------------------
+
+# The test files that check a student's install and what the student runs: the stack and its pins, the corpus and BPE,
+# training and its logs, two local ranks under Horovod, the CLI, the doctor, the course runner and the browser. In a
+# release they are its `make test` (minutes on a laptop); the others check the kit's engineering (GPU decisions,
+# Slurm, multi-host, the memory fit, the front door's design, the model's numerics) and run in the kit's own
+# `make test` on the same code. A release ships them all to read; NMTKIT_ALL_TESTS=1 runs them there too.
+STUDENT_TESTS = ("test_environment.py", "test_config.py", "test_errors.py", "test_files.py", "test_makefile.py",
+                 "test_data_synthetic.py", "test_data_pipeline.py", "test_data_prepare.py", "test_layers.py",
+                 "test_loss.py", "test_keras2.py", "test_train_loop.py", "test_train_eval.py", "test_train_schedule.py",
+                 "test_train_layout.py", "test_tensorboard.py", "test_monitor.py", "test_runs.py", "test_runlock.py",
+                 "test_run_session.py", "test_course.py", "test_unanswered.py", "test_practice.py", "test_browser.py",
+                 "test_cli.py", "test_bad_inputs.py", "test_doctor.py", "test_cluster.py", "test_rendezvous.py",
+                 "test_link.py", "test_lifeline.py")
+A_RELEASE = (Path(__file__).resolve().parents[1] / "RELEASE.md").exists()
+
+
+def pytest_ignore_collect(collection_path, config):
+    if A_RELEASE and collection_path.name.startswith("test_") and collection_path.suffix == ".py" and \
+            collection_path.parent == Path(__file__).parent and collection_path.name not in STUDENT_TESTS:
+        return os.environ.get("NMTKIT_ALL_TESTS") != "1"
+    return None
+
+
+def pytest_report_header(config):
+    if A_RELEASE and os.environ.get("NMTKIT_ALL_TESTS") != "1":
+        return (f"a student release: the {len(STUDENT_TESTS)} test files that check your install run (conftest.py's "
+                "STUDENT_TESTS); NMTKIT_ALL_TESTS=1 runs the kit's engineering tests too")
+    return None
+
 
 # --- model / training (nmtkit.model, nmtkit.training, nmtkit.serving) ----------------------------------------
 

@@ -70,7 +70,7 @@ RETRY_BACKOFF = 2.0  # seconds before the first retry of a failed download; doub
 # Preparing holds, at its peak, four copies of the corpus: the archives, the de-en text extracted from them (raw/),
 # the cleaned, shuffled text (train.*) and the encoded ids (int32 per BPE token), each about the archives' size
 # or less: an estimate with headroom, not a measurement. The one disk figure: data/README.md,
-# docs/instructors.md and nmtkit doctor quote DISK_NEED_GB (tests/test_data_wmt.py checks the docs).
+# docs/instructors.md and nmtkit doctor quote DISK_NEED_GB (tests/instructor/test_data_wmt_docs.py checks the docs).
 DISK_FACTOR = 4.0
 
 

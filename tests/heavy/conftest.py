@@ -4,6 +4,7 @@ at the end, also on failure. Tests that need no Docker never touch them."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -31,6 +32,23 @@ def image(tmp_path_factory):
     print(f"[image] built in {time.time() - start:.0f} s")
     yield rel
     docker("rmi", "-f", TAG, check=False)
+
+
+@pytest.fixture(scope="session")
+def exported(image, tmp_path_factory):
+    """The image's whole file system, exported from a container made (never started) from it."""
+    name = f"nmtkit-x-{uuid.uuid4().hex[:8]}"
+    docker("create", "--name", name, TAG)
+    fs = tmp_path_factory.mktemp("fs")
+    try:
+        tar = fs.parent / f"{name}.tar"
+        docker("export", "-o", str(tar), name)
+        subprocess.run(["tar", "-xf", str(tar), "-C", str(fs)], check=True)
+        tar.unlink()
+    finally:
+        docker("rm", "-f", name, check=False)
+    yield fs
+    shutil.rmtree(fs, ignore_errors=True)
 
 
 @pytest.fixture()

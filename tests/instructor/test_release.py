@@ -293,4 +293,20 @@ def test_no_doc_in_the_release_names_a_file_or_command_it_lacks(kit):
              if not p.relative_to(kit).as_posix().startswith("nmtkit/reference/")  # how each run was made: a record
              for n, line in enumerate(p.read_text().splitlines(), 1) if LACKS.search(line)]
     assert not named, named
+    # every kit path a doc names (in text or code) is in the release, or one the kit makes when it runs
+    path = re.compile(r"(?<![\w./-])((?:\.ci|tests|nmtkit|bench|docs|scripts|tools|notebooks|data|docker)/[\w./-]*\w)")
+    made = ("data/tiny", "data/wmt16", "notebooks/workspace")
+    lacking = sorted({(p.relative_to(kit).as_posix(), t) for p in kit.rglob("*.md")
+                      if not p.relative_to(kit).as_posix().startswith("nmtkit/reference/")
+                      for t in path.findall(p.read_text()) if not (kit / t).exists() and not t.startswith(made)})
+    assert not lacking, lacking
+
+
+def test_a_releases_make_test_runs_the_student_tests_and_each_names_a_test_file(kit):
+    from conftest import STUDENT_TESTS
+    assert [t for t in STUDENT_TESTS if not (ROOT / "tests" / t).is_file()] == []
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "tests", "--ignore=tests/heavy"],
+                         cwd=kit, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(kit)})
+    files = {line.split("::")[0].split("/")[-1] for line in out.stdout.splitlines() if "::" in line}
+    assert out.returncode == 0 and files == set(STUDENT_TESTS), (sorted(files ^ set(STUDENT_TESTS)), out.stdout[-1500:])
 
