@@ -3,19 +3,11 @@ status non-zero, never "internal error", and nothing lost."""
 import errno
 import json
 import os
-import subprocess
-import sys
 
 import pytest
+from bad_input import assert_one_line
 
 from nmtkit import cli
-
-
-def nmtkit(cwd, *args, timeout=120):
-    env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2")
-    out = subprocess.run([sys.executable, "-m", "nmtkit.cli", *args], cwd=cwd, env=env, capture_output=True,
-                         text=True, timeout=timeout)
-    return out.returncode, (out.stdout + out.stderr).strip()
 
 
 def _corpus_that_cleans_to_nothing(d):
@@ -47,19 +39,7 @@ CASES = {  # name -> (make the input in tmp dir d -> argv, words the one line mu
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_bad_input_gets_one_line_naming_its_real_cause(tmp_path, case):
-    make, words = CASES[case]
-    argv = make(tmp_path)
-    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
-    rc, out = nmtkit(tmp_path, *argv)
-    # progress lines aside
-    lines = [line for line in out.splitlines() if line.strip() and not line.startswith(("[", "  "))]
-    assert rc != 0, out
-    assert "internal error" not in out, out
-    assert 1 <= len(lines) <= 3, out
-    for w in words:
-        assert w in out, out
-    after = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
-    assert set(before) <= set(after)  # nothing the user had is gone
+    assert_one_line(tmp_path, *CASES[case])
 
 
 def test_a_full_disk_names_the_file_and_the_fix(tmp_path, monkeypatch, capsys):

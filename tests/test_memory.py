@@ -108,7 +108,11 @@ def test_the_projection_meets_the_memory_measured_on_this_cpu_at_a_small_shape()
     cfg = config.load("wmt16-base", {"model.d_model": 256, "model.encoder_layers": 3, "model.decoder_layers": 3,
                                      "model.num_heads": 4, "model.d_ff": 1024})
     projected = project(cfg, cfg.data.vocab_size, precision="float32").per_sentence
-    assert 0.75 <= slope / projected <= 1.25, (slope / 2**20, projected / 2**20)
+    # Above: within 25%, the side that matters (a projection under the real need runs a GPU out of memory). Below:
+    # wider, as the measurement moves with the host's load: the executor overlaps fewer ops when other processes hold
+    # the cores, so the peak falls (1.02x the projection quiet; 0.60x and 0.68x inside make test on 2 cores), and a
+    # projection that errs high costs speed only (bench/README.md).
+    assert 0.5 <= slope / projected <= 1.25, (slope / 2**20, projected / 2**20)
 
 
 def test_preflight_names_the_process_holding_a_gpu_before_the_job_starts(monkeypatch):
