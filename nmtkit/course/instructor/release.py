@@ -64,10 +64,23 @@ def instructor_only(rel: str) -> bool:
     return any(rel == p or (p.endswith("/") and rel.startswith(p)) for p in LEFT_OUT)
 
 
+def _unnamed(text: str) -> str:
+    """A manifest's words without the names of what the release leaves out (the rehearsal's guide; its tools, as a
+    path or a module): the release names nothing it lacks."""
+    for path in LEFT_OUT:
+        if path.endswith("/"):  # a folder: any path or module below it
+            stem = path.rstrip("/")
+            text = re.sub(rf"\b(?:{re.escape(stem)}|{re.escape(stem.replace('/', '.'))})\b[\w./]*",
+                          "<the instructor's tools>", text)
+        else:
+            text = text.replace(path, "the instructor's guide")
+    return text
+
+
 def reduced_manifest(manifest: dict, readme: str | None = None) -> dict:
     """The manifest without the instructor's fields; given the reduced README's text, its listed size and checksum
     are that file's (the manifest lists every file of the run)."""
-    out = {k: v for k, v in manifest.items() if k not in MANIFEST_DROPS}
+    out = {k: _unnamed(v) if isinstance(v, str) else v for k, v in manifest.items() if k not in MANIFEST_DROPS}
     if readme is not None and "README.md" in out.get("files", {}):
         data = readme.encode()
         out["files"] = {**out["files"], "README.md": {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}}
