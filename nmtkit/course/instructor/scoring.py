@@ -1,0 +1,110 @@
+"""The grader's half of a check cell: what the locked cell asks (its function and arguments, from the instructor's
+notebook, never from the run), the cell that records them where the notebook runs, and the score from what it
+recorded, decided here, in the instructor's process, by the instructor's checks.
+
+A check cell's call `nk.<function>(<args>)` becomes a `Call`: the function, and per parameter either a literal of
+the instructor's cell (a question's name: the run cannot change it) or an expression the notebook evaluates (the
+student's figures). `recorder(call)` is the cell the sandbox runs; `decide(call, text, decoder)` scores its figures
+file: passed with the check's own line, failed with the reason (a figure missing, not of its form, or wrong), or
+"manual" for a question graded by hand. Nothing the notebook did beyond the figures it wrote reaches this.
+"""
+from __future__ import annotations
+
+import ast
+import contextlib
+import dataclasses
+import inspect
+import io
+import json
+
+from nmtkit.course import exercises, practice
+from nmtkit.course.figures import Decoder, FiguresError
+from nmtkit.errors import CourseError
+
+FUNCTIONS = {f.__name__: f for f in (exercises.check, exercises.check_plan, practice.check_file_size,
+                                     practice.check_schedule, practice.check_link_share, practice.check_batching)}
+
+
+@dataclasses.dataclass
+class Call:
+    grade_id: str
+    function: str
+    literals: dict   # parameter -> value written in the instructor's cell
+    exprs: dict      # parameter -> the expression's source, evaluated by the notebook
+
+    @property
+    def question(self) -> str | None:
+        return self.literals.get("question")
+
+
+def parse(grade_id: str, source: str) -> Call:
+    """The check cell's one call `nk.<function>(...)`, by parameter name."""
+    tree = ast.parse(source)
+    calls = [n.value for n in tree.body if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call)]
+    if len(calls) != 1 or not (isinstance(calls[0].func, ast.Attribute) and calls[0].func.attr in FUNCTIONS):
+        raise CourseError(f"{grade_id}: a check cell must be one call of {', '.join(sorted(FUNCTIONS))}")
+    call, fn = calls[0], calls[0].func.attr
+    params = list(inspect.signature(FUNCTIONS[fn]).parameters)
+    named = {params[i]: a for i, a in enumerate(call.args)}
+    named.update({k.arg: k.value for k in call.keywords})
+    literals, exprs = {}, {}
+    for name, node in named.items():
+        if isinstance(node, ast.Constant):
+            literals[name] = node.value
+        else:
+            exprs[name] = ast.unparse(node)
+    return Call(grade_id, fn, literals, exprs)
+
+
+def recorder(call: Call) -> str:
+    """The source of the cell that records `call`'s figures where the notebook runs."""
+    thunks = ", ".join(f"{name!r}: lambda: {expr}" for name, expr in call.exprs.items())
+    return ("from nmtkit.course.figures import record as _nmtkit_record\n"
+            f"_nmtkit_record({call.grade_id!r}, {call.function!r}, {{{thunks}}})")
+
+
+def hand_graded(call: Call) -> str | None:
+    """Why `call`'s question is graded by hand for now (nmtkit.course.targets.HAND_GRADED), else None."""
+    from nmtkit.course import targets
+    return getattr(targets, "HAND_GRADED", {}).get(call.question or "")
+
+
+def decide(call: Call, text: str | None, decoder: Decoder) -> dict:
+    """{status, message, figures}: the check's verdict on the figures file's `text` (None: never written)."""
+    if text is None:
+        return {"status": "failed", "message": "no figures recorded (the notebook never ran this check)",
+                "figures": {}}
+    try:
+        data = json.loads(text)
+        args = data["args"] if isinstance(data, dict) and isinstance(data.get("args"), dict) else None
+        if args is None:
+            raise ValueError("no args")
+    except (ValueError, TypeError) as e:
+        return {"status": "failed", "message": f"the figures file is not one ({e})", "figures": {}}
+    figures = {k: v for k, v in args.items() if k in call.exprs and isinstance(v, (int, float))
+               and not isinstance(v, bool)}
+    values = dict(call.literals)
+    for name in call.exprs:
+        if name not in args:
+            return {"status": "failed", "message": f"{name}: missing from the figures", "figures": figures}
+        try:
+            values[name] = decoder(args[name])
+        except FiguresError as e:
+            return {"status": "failed", "message": f"{name}: {e}", "figures": figures, "name_error":
+                    str(e).startswith("NameError")}
+        except Exception as e:  # noqa: BLE001  a claimed run that does not load, a table of another shape
+            return {"status": "failed", "message": f"{name}: not of its form ({type(e).__name__}: "
+                    f"{' '.join(str(e).split())[:200]})", "figures": figures}
+    why = hand_graded(call)
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            FUNCTIONS[call.function](**values)
+    except Exception as e:  # noqa: BLE001  the instructor's check raised: that is its verdict
+        if why:
+            return {"status": "manual", "message": f"graded by hand ({why})", "figures": figures}
+        return {"status": "failed", "message": f"{type(e).__name__}: {' '.join(str(e).split())}", "figures": figures}
+    if why:
+        return {"status": "manual", "message": f"graded by hand ({why})", "figures": figures}
+    return {"status": "passed", "message": out.getvalue().strip().splitlines()[-1] if out.getvalue().strip() else "",
+            "figures": figures}
