@@ -138,35 +138,6 @@ def cmd_course(args) -> int:
     return run_course(out_dir=args.out, profile=args.profile, publish_outputs=args.publish)
 
 
-def cmd_grade(args) -> int:
-    from nmtkit.course.instructor.grade import grade, summary
-    from nmtkit.errors import CourseError
-    if args.jobs is not None and args.jobs < 1:
-        raise CourseError(f"--jobs {args.jobs}: give 1 or more")
-    if args.class_dir:
-        from nmtkit.course.instructor.classgrade import grade_class
-        if not args.out:
-            raise CourseError("--class needs --out DIR: the directory for grades.csv and class-report.md")
-        frame, report = grade_class(args.class_dir, args.out, jobs=args.jobs, only=args.only or ())
-        bad = frame[frame["error"] != ""]
-        print(f"{len(frame)} submissions, {len(frame) - len(bad)} graded: {Path(args.out) / 'grades.csv'}, {report}")
-        for student, err in bad["error"].items():
-            print(f"  {student}: {err}")
-        return 0 if bad.empty else 1
-    results = grade(args.submission, workspace=args.workspace, only=args.only or (), out=args.out,
-                    jobs=args.jobs or os.cpu_count() or 1)
-    print(summary(results))
-    return 0 if all(r["points"] == r["max_points"] for r in results) else 1
-
-
-def cmd_release(args) -> int:
-    from nmtkit.course.instructor.release import build
-    out = build(args.out)
-    print(f"{out}: the student release (student notebooks; no solutions, verdicts, rubric or hidden checks). "
-          f"Publish it as the students' repository; keep this kit private: `nmtkit grade` runs here")
-    return 0
-
-
 def cmd_student(args) -> int:
     from nmtkit.course.student import NOTEBOOKS_DIR, write_student_copies
     for path, replaced in write_student_copies(out_dir=args.out, src_dir=args.notebooks or NOTEBOOKS_DIR,
@@ -284,37 +255,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "changed since; without it such a DIR is refused and nothing is written")
     p.set_defaults(func=cmd_student)
 
-    if INSTRUCTOR_KIT:
-        _add_instructor(sub)
+    if INSTRUCTOR_KIT:  # grading and the release: the instructor's kit only
+        from nmtkit.course.instructor.commands import add
+        add(sub)
 
     p = sub.add_parser("monitor", help="live CPU/GPU/network view in the terminal (nmon-like)")
     p.add_argument("--interval", type=float, default=1.0, help="seconds between samples")
     p.add_argument("--out", default=None, help="also append samples to this JSONL file")
     p.set_defaults(func=cmd_monitor)
     return parser
-
-
-def _add_instructor(sub) -> None:
-    """The commands that need the instructor's kit: grading with the hidden checks, and making the release."""
-    p = sub.add_parser("grade",
-                       help="course staff: grade a student's notebooks with the instructor's checks, no training")
-    who = p.add_mutually_exclusive_group(required=True)
-    who.add_argument("--submission", help="directory holding the student's NN_*.ipynb")
-    who.add_argument("--class", dest="class_dir", metavar="DIR",
-                     help="a class: one sub-directory per student; --out then names a directory for grades.csv and "
-                          "class-report.md")
-    p.add_argument("--jobs", type=int, default=None,
-                   help="submissions graded at once with --class, else the submission's notebooks (default: the cores)")
-    p.add_argument("--workspace", default=None,
-                   help="the student's workspace (their runs); default: a fresh one holding the reference run")
-    p.add_argument("--only", nargs="*", help="grade only these notebooks, by number (e.g. 04)")
-    p.add_argument("--out", default=None, help="also write the grades as JSON here")
-    p.set_defaults(func=cmd_grade)
-
-    p = sub.add_parser("release", help="course staff: the kit students install, with student notebooks and no "
-                                       "solutions, verdicts, rubric or hidden checks")
-    p.add_argument("--out", required=True, help="a new (or empty) directory for the release")
-    p.set_defaults(func=cmd_release)
 
 
 def _error_log(args) -> Path:

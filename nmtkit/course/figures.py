@@ -119,7 +119,10 @@ class Decoder:
         p = str(p)
         for inside, outside in sorted(self.roots.items(), key=lambda kv: -len(kv[0])):
             if p == inside or p.startswith(inside + "/"):
-                return outside / p[len(inside):].lstrip("/")
+                host = (outside / p[len(inside):].lstrip("/")).resolve()
+                if host != outside.resolve() and outside.resolve() not in host.parents:  # a link out of it
+                    break
+                return host
         raise FiguresError(f"{p}: outside the files grading gave the notebook")
 
     def run(self, p, name: str):

@@ -155,12 +155,18 @@ def main(argv=None) -> int:
     p.add_argument("--output-bytes", type=int, default=5_000_000)
     p.add_argument("--scratch", default=None, help="the scratch file system to watch (the container's tmpfs)")
     p.add_argument("--kernel", default="nmtkit")
+    p.add_argument("--workspace-from", default=None,
+                   help="a read-only workspace to copy into the scratch: the notebook's NMTKIT_WORKDIR, writable")
     a = p.parse_args(argv)
     nb = nbformat.read(a.notebook, as_version=4)
     scratch = Path(a.scratch) if a.scratch else None
     cwd = Path(os.environ.get("TMPDIR") or "/tmp") / "nmtkit-graded"
     cwd.mkdir(parents=True, exist_ok=True)
     Path(os.environ[DIR_ENV]).mkdir(parents=True, exist_ok=True)
+    if a.workspace_from:  # the notebooks write beside their runs (the analysis' report); the original stays as it was
+        ws = cwd.parent / "ws"
+        shutil.copytree(a.workspace_from, ws, symlinks=True)
+        os.environ["NMTKIT_WORKDIR"] = str(ws)
     with open(cwd / "kernel.log", "wb") as log:  # the kernel's own chatter; its cells' output is in the notebook
         asyncio.run(run(nb, a.time, a.output_bytes, scratch, a.kernel, cwd, log))
     return 0

@@ -31,13 +31,13 @@ def submissions(class_dir: Path) -> list[Path]:
     return subs
 
 
-def grade_one(sub: Path, out_dir: Path, only: tuple = ()) -> dict:
+def grade_one(sub: Path, out_dir: Path, only: tuple = (), sandbox=None) -> dict:
     """One student's grades, or the one line that says why there are none (the traceback goes to a log)."""
     from nmtkit.course.instructor.grade import grade
     students = out_dir / "students"
     ws = sub / WORKSPACE if (sub / WORKSPACE / "runs").is_dir() else None
     try:
-        results = grade(sub, workspace=ws, only=only, out=students / f"{sub.name}.json")
+        results = grade(sub, workspace=ws, only=only, out=students / f"{sub.name}.json", sandbox=sandbox)
         return {"student": sub.name, "results": results, "error": ""}
     except Exception as e:  # noqa: BLE001  one student's broken hand-in must not stop the class
         log = students / f"{sub.name}.error.log"
@@ -50,18 +50,26 @@ def table(rows: list[dict]):
     import pandas as pd
     out = []
     for r in rows:
-        row = {"student": r["student"]}
+        row, notes = {"student": r["student"]}, []
         for nb in r["results"]:
             for c in nb["cells"]:
                 if c["grade_id"].endswith("-check"):
                     row[c["grade_id"][: -len("-check")]] = c["points"]
+                    if c["status"] != "passed":  # why this check scored nothing (or is the grader's)
+                        notes.append(f"{c['grade_id'][: -len('-check')]}: {c['message'].split('. Hint')[0]}")
         row.update(points=sum(nb["points"] for nb in r["results"]),
                    max_points=sum(nb["max_points"] for nb in r["results"]),
-                   manual=sum(nb["manual"] for nb in r["results"]), error=r["error"])
+                   manual=sum(nb["manual"] for nb in r["results"]),
+                   graded_in="; ".join(sorted({nb["graded_in"] for nb in r["results"]})),
+                   stopped="; ".join(f"{nb['notebook'][:2]}: {nb['stopped']}" for nb in r["results"] if nb["stopped"]),
+                   notes=" | ".join(notes), error=r["error"])
         out.append(row)
     frame = pd.DataFrame(out).set_index("student")
-    checks = sorted(c for c in frame.columns if c not in ("points", "max_points", "manual", "error"))
-    return frame[checks + ["points", "max_points", "manual", "error"]]
+    checks = sorted(c for c in frame.columns if c not in TAIL)
+    return frame[checks + list(TAIL)]
+
+
+TAIL = ("points", "max_points", "manual", "graded_in", "stopped", "notes", "error")  # grades.csv's last columns
 
 
 def report(rows: list[dict], frame, out_dir: Path, expected: dict) -> Path:
@@ -73,7 +81,10 @@ def report(rows: list[dict], frame, out_dir: Path, expected: dict) -> Path:
     figs = out_dir / "figures"
     figs.mkdir(parents=True, exist_ok=True)
     graded = frame[frame["error"] == ""]
+    trusted = frame["graded_in"].str.contains("trusted").any()
     lines = [f"# Class report: {len(frame)} submissions, {len(graded)} graded", "",
+             *(["**Graded with --trust-submissions**: the students' code ran in the instructor's kit, not in a "
+                "sandbox; a grade here is only as good as that trust.", ""] if trusted else []),
              f"Mean {graded['points'].mean():.1f} of {graded['max_points'].max():g} points from checks"
              if len(graded) else "No submission could be graded.", ""]
     broken = frame[frame["error"] != ""]
@@ -89,7 +100,7 @@ def report(rows: list[dict], frame, out_dir: Path, expected: dict) -> Path:
             for name, v in (nb.get("figures") or {}).items():
                 figures.setdefault(name, []).append(v)
     lines += ["## Per exercise", "", "| exercise | passed | the failures' messages |", "|---|---|---|"]
-    for col in [c for c in frame.columns if c not in ("points", "max_points", "manual", "error")]:
+    for col in [c for c in frame.columns if c not in TAIL]:
         got = graded[col].dropna()
         common = sorted(set(messages.get(col, [])), key=messages.get(col, []).count, reverse=True)[:3]
         lines.append(f"| {col} | {int((got > 0).sum())}/{len(got)} | {'; '.join(common)} |")
@@ -125,15 +136,19 @@ def expected_figures() -> dict:
     return out
 
 
-def grade_class(class_dir, out_dir, jobs: int | None = None, only=()) -> tuple:
+def grade_class(class_dir, out_dir, jobs: int | None = None, only=(), sandbox=None) -> tuple:
     """Grade every submission under `class_dir` with `jobs` processes; write grades.csv and class-report.md into
     `out_dir`. Returns (the frame, class-report.md's path)."""
+    from nmtkit.course.instructor.container import Sandbox, ready
     from nmtkit.files import atomic_write_bytes
+    sandbox = sandbox or Sandbox()
+    ready(sandbox)  # once, before any student: no Docker or a stale image is one line, not a column of errors
     subs, out_dir = submissions(Path(class_dir)), Path(out_dir)
     (out_dir / "students").mkdir(parents=True, exist_ok=True)
     jobs = max(1, jobs or os.cpu_count() or 1)
     with ProcessPoolExecutor(max_workers=min(jobs, len(subs))) as pool:
-        rows = list(pool.map(grade_one, subs, [out_dir] * len(subs), [tuple(only)] * len(subs)))
+        rows = list(pool.map(grade_one, subs, [out_dir] * len(subs), [tuple(only)] * len(subs),
+                             [sandbox] * len(subs)))
     frame = table(rows)
     atomic_write_bytes(out_dir / "grades.csv", frame.to_csv().encode())
     return frame, report(rows, frame, out_dir, expected_figures())

@@ -28,6 +28,7 @@ from nmtkit.errors import CourseError
 
 KIT_IN_IMAGE = "/opt/nmtkit/nmtkit"  # the Dockerfile's WORKDIR + the package: where the image's kit sits
 WS_IN_IMAGE, IN_DIR = "/grading/workspace", "/grading/in"
+WS_COPY = "/tmp/ws"  # the driver's writable copy of the workspace, in the scratch (nmtkit.course.sandbox)
 INSTALL = ("Docker is needed to grade in a sandbox: sudo apt-get install docker.io (or Docker Desktop), then build "
            "the students' image (make image in the release); podman's docker-compatible CLI (podman-docker) works "
            "too. To grade in this kit's own kernel instead, without a sandbox, pass --trust-submissions")
@@ -109,6 +110,12 @@ def execute(nb, workspace: Path, sandbox: Sandbox, name: str = "notebook.ipynb")
             kill = None
         else:
             cname = f"nmtkit-grade-{uuid.uuid4().hex[:12]}"
+            # a copy readable by the image's user (a workspace made by mkdtemp, or a student's, may not be)
+            stage = work / "ws"
+            shutil.copytree(workspace, stage, symlinks=True)
+            for p in [work, *work.rglob("*")]:
+                if not p.is_symlink():
+                    p.chmod(0o755 if p.is_dir() else 0o644)
             env = None
             cmd = [docker(), "run", "--rm", "--name", cname, "--network", "none", "--read-only",
                    "--tmpfs", f"/tmp:rw,nosuid,size={sandbox.scratch_mb}m", "--memory", sandbox.memory,
@@ -117,10 +124,10 @@ def execute(nb, workspace: Path, sandbox: Sandbox, name: str = "notebook.ipynb")
                    "-e", "HOME=/tmp/home", "-e", "TMPDIR=/tmp", "-e", "MPLCONFIGDIR=/tmp/home/.mpl",
                    "-e", f"{DIR_ENV}=/tmp/figures", "-e", f"NMTKIT_WORKDIR={WS_IN_IMAGE}",
                    "-e", f"NMTKIT_PROFILE={os.environ.get('NMTKIT_PROFILE', 'tiny')}",
-                   "-v", f"{work / 'in'}:{IN_DIR}:ro", "-v", f"{Path(workspace).resolve()}:{WS_IN_IMAGE}:ro",
+                   "-v", f"{work / 'in'}:{IN_DIR}:ro", "-v", f"{stage}:{WS_IN_IMAGE}:ro",
                    "--entrypoint", "python", sandbox.image, "-m", "nmtkit.course.sandbox", f"{IN_DIR}/{name}",
-                   *args, "--scratch", "/tmp", "--kernel", "nmtkit"]
-            roots = {WS_IN_IMAGE: Path(workspace).resolve(), KIT_IN_IMAGE: kit}
+                   *args, "--scratch", "/tmp", "--kernel", "nmtkit", "--workspace-from", WS_IN_IMAGE]
+            roots = {WS_COPY: Path(workspace).resolve(), WS_IN_IMAGE: Path(workspace).resolve(), KIT_IN_IMAGE: kit}
             kill = [docker(), "kill", cname]
         return _follow(cmd, env, sandbox, roots, kill)
     finally:
