@@ -51,3 +51,25 @@ def test_an_unreadable_notebook_names_the_file(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 1 and len(err) == 1 and "internal error" not in err[0], err
     assert "Permission denied" in err[0] and "04_monitoring_analysis.ipynb" in err[0]
+
+
+@pytest.mark.parametrize("who", ["--submission", "--class"])
+def test_without_docker_grading_refuses_in_one_line_unless_trusted(tmp_path, who):
+    """No docker on PATH: one line naming the install and --trust-submissions; nothing graded, nothing written."""
+    import shutil
+    import subprocess
+    import sys
+
+    from nmtkit.course.student import NOTEBOOKS_DIR
+    sub = tmp_path / "class" / "ada"
+    sub.mkdir(parents=True)
+    shutil.copy(NOTEBOOKS_DIR / "03_horovod_multinode.ipynb", sub)
+    target = str(sub) if who == "--submission" else str(tmp_path / "class")
+    env = {**os.environ, "PATH": os.path.dirname(sys.executable)}  # the venv's commands only: no docker
+    out = tmp_path / "out"
+    p = subprocess.run([sys.executable, "-m", "nmtkit.cli", "grade", who, target, "--out", str(out)],
+                       capture_output=True, text=True, env=env, timeout=300)
+    err = p.stderr.strip().splitlines()
+    assert p.returncode == 1 and len(err) == 1, p.stderr[-2000:]
+    assert "no docker command" in err[0] and "apt-get install docker.io" in err[0] and "podman" in err[0]
+    assert "--trust-submissions" in err[0] and not out.exists()

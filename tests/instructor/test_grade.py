@@ -1,5 +1,7 @@
 """`nmtkit grade`: the instructor's checks run whatever the student did to theirs, a wrong figure fails with a hint
-in words, and notebook 04 grades from the shipped reference run without training, in under 2 minutes."""
+in words, and notebook 04 grades from the shipped reference run without training, in under 2 minutes. These run
+with --trust-submissions (a local kernel: make test needs no Docker); tests/heavy/test_sandbox_grade.py grades in the
+students' image."""
 import copy
 import re
 import shutil
@@ -9,11 +11,13 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from nmtkit.course.instructor.container import Sandbox
 from nmtkit.course.instructor.grade import SKIP_TAG, assemble, grade
 from nmtkit.course.student import NOTEBOOKS_DIR, exercises, grade_id, is_instructor, student_notebook
 
 NB04 = NOTEBOOKS_DIR / "04_monitoring_analysis.ipynb"
 CODE = re.compile(r"\w\(|\w\.\w|=|\[|\bimport\b")  # a call, an attribute, an assignment, an index
+TRUSTED = Sandbox(trusted=True)
 
 
 def instructor():
@@ -40,13 +44,17 @@ def submission():
 def test_assemble_puts_the_instructors_checks_back_and_skips_what_grading_skips():
     ins, nb = instructor(), submission()
     nb.cells.insert(2, nbformat.v4.new_code_cell("nk.train(cfg, run)", metadata={"tags": [SKIP_TAG]}))
-    graded = assemble(nb, ins, NB04.name)
+    graded, calls = assemble(nb, ins, NB04.name)
     ids = [grade_id(c) for c in graded.cells]
     assert all(ids.count(f"04-q{q}-check") == 1 for q in range(1, 12))
-    # a deleted check follows its work cell; a tampered one is the instructor's again
+    # a deleted check follows its work cell; a tampered one is the instructor's again, as a recorder of its figures
     assert ids.index("04-q9-check") == ids.index("04-q9-work") + 1
     assert ids.index("04-q7-check") == ids.index("04-q7-work") + 1
-    assert cell_of(graded, "04-q3-check").source == cell_of(ins, "04-q3-check").source
+    q3 = cell_of(graded, "04-q3-check").source
+    assert "_nmtkit_record('04-q3-check', 'check'" in q3 and "'loss_up': lambda: loss_up" in q3 and "pass" not in q3
+    # the question is the instructor's literal, never evaluated where the student's code runs
+    assert calls["04-q3-check"].literals == {"question": "q3"} and "'q3'" not in q3
+    assert not any("nk.check" in c.source for c in graded.cells if grade_id(c) and grade_id(c).endswith("-check"))
     assert not any("nk.train(" in c.source for c in graded.cells) and not any(is_instructor(c) for c in graded.cells)
     assert exercises(graded).keys() == exercises(ins).keys()
 
@@ -82,7 +90,7 @@ def test_grading_a_submission_runs_the_real_checks_without_training(tmp_path):
     sub.mkdir()
     nbformat.write(submission(), sub / NB04.name)
     t0 = time.time()
-    [result] = grade(sub, out=tmp_path / "grades.json")
+    [result] = grade(sub, out=tmp_path / "grades.json", sandbox=TRUSTED)
     seconds = time.time() - t0
     cells = {c["grade_id"]: c for c in result["cells"]}
     failed = sorted(g for g, c in cells.items() if c["status"] == "failed")
@@ -104,7 +112,7 @@ def test_a_student_copy_left_as_handed_out_scores_nothing(tmp_path):
     sub = tmp_path / "submission"
     sub.mkdir()
     nbformat.write(copy_, sub / NB04.name)
-    [result] = grade(sub)
+    [result] = grade(sub, sandbox=TRUSTED)
     assert result["points"] == 0 and result["max_points"] == 32
     assert {c["status"] for c in result["cells"] if c["grade_id"].endswith("verdict")} == {"unanswered"}
 
@@ -135,7 +143,7 @@ def test_a_submission_without_its_workspace_is_graded_without_training_and_says_
     sub = tmp_path / "submission"
     sub.mkdir()
     shutil.copy(nb05, sub / nb05.name)
-    [result] = grade(sub, out=tmp_path / "grades.json")
+    [result] = grade(sub, out=tmp_path / "grades.json", sandbox=TRUSTED)
     check = next(c for c in result["cells"] if c["grade_id"] == "05-batch-check")
     assert check["status"] == NO_RUN and check["points"] is None and "--workspace" in check["message"]
     assert result["max_points"] == 0 and "ms/step | " not in Path(result["executed"]).read_text()

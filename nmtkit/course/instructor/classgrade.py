@@ -142,8 +142,8 @@ def grade_class(class_dir, out_dir, jobs: int | None = None, only=(), sandbox=No
     from nmtkit.course.instructor.container import Sandbox, ready
     from nmtkit.files import atomic_write_bytes
     sandbox = sandbox or Sandbox()
-    ready(sandbox)  # once, before any student: no Docker or a stale image is one line, not a column of errors
     subs, out_dir = submissions(Path(class_dir)), Path(out_dir)
+    ready(sandbox)  # once, before any student: no Docker or a stale image is one line, not a column of errors
     (out_dir / "students").mkdir(parents=True, exist_ok=True)
     jobs = max(1, jobs or os.cpu_count() or 1)
     with ProcessPoolExecutor(max_workers=min(jobs, len(subs))) as pool:

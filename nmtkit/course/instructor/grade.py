@@ -54,8 +54,10 @@ def assemble(student: dict, instructor: dict, name: str = "notebook") -> tuple[d
     import copy
 
     import nbformat
-    ex = exercises(instructor, name)
-    checks = {grade_id(instructor.cells[r["check"]]): instructor.cells[r["check"]] for r in ex.values()}
+    exercises(instructor, name)  # the instructor's notebook is well formed (CourseError naming it, else)
+    # every locked graded code cell: notebook 04's question checks and the other notebooks' practice checks
+    checks = {grade_id(c): c for c in instructor.cells if c.cell_type == "code"
+              and (c.metadata.get("nbgrader") or {}).get("grade") and (c.metadata.get("nbgrader") or {}).get("locked")}
     calls = {gid: scoring.parse(gid, cell_source(cell)) for gid, cell in checks.items()}
 
     def restored(gid):
@@ -78,11 +80,10 @@ def assemble(student: dict, instructor: dict, name: str = "notebook") -> tuple[d
         if skipped:  # scoring reads it: this cell may need what a skipped training/cluster cell makes
             cell.metadata[AFTER_SKIP] = True
         cells.append(cell)
-    for q, roles in ex.items():  # checks the student deleted go back after their work cell (else at the end)
-        gid = grade_id(instructor.cells[roles["check"]])
+    for gid in checks:  # checks the student deleted go back after their work cell (else at the end)
         if gid in seen:
             continue
-        work = grade_id(instructor.cells[roles["work"]])
+        work = gid[: -len("check")] + "work"
         at = next((i + 1 for i, c in enumerate(cells) if grade_id(c) == work), len(cells))
         cells.insert(at, restored(gid))
         if skipped and (at == len(cells) - 1 or cells[at - 1].metadata.get(AFTER_SKIP)):
