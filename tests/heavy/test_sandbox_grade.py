@@ -1,0 +1,183 @@
+"""`nmtkit grade` in its sandbox (a container of the students' image, built once a session by the `image` fixture):
+a class of notebook 04 submissions graded as an instructor grades one, `--class` with two at once.
+
+- The instructor's solutions score full marks; the blank copy scores 0.
+- Five routes that scored full marks when grading ran in the instructor's kit, each on the solutions with Q10 left
+  undone: `nk.check` replaced, `nk.check` wrapped to swallow failures, the answers imported from the instructor's
+  modules, a too-high/too-low bisection, a notebook that reads NMTKIT_GRADING. Each scores what its honest figures
+  earn: everything but Q10.
+- Honest mistakes of the homework's seed submissions (the MFU as a percentage, MB and MiB swapped, the graph's
+  tracing steps kept in the mean, minutes for hours): each loses exactly its own check.
+- One submission per sandbox limit (time, scratch, processes, output): stopped there, the reason in grades.csv, the
+  checks recorded before it graded.
+- Grading the same submissions twice gives the same grades.csv.
+"""
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+from dockertools import TAG, why_not
+from solutions import ROOT
+
+from nmtkit.course import student
+
+pytestmark = pytest.mark.skipif(why_not() is not None, reason=why_not() or "")
+NB04 = "04_monitoring_analysis.ipynb"
+Q10 = "04-q10-work"
+WRONG_Q10 = "mean_ms, tokens_per_step = 300.0, 3000.0  # no work: a guess"
+
+ROUTES = {  # name -> (a cell put after the set-up, Q10's work cell)
+    "replaced": ('nk.check = lambda *a, **k: print("✓")', WRONG_Q10),
+    "wrapped": ("_check = nk.check\ndef _quiet(*a, **k):\n    try:\n        _check(*a, **k)\n    except Exception:\n"
+                "        print('✓')\nnk.check = _quiet", WRONG_Q10),
+    "imported": ("", "try:\n    from nmtkit.course.instructor.decisions import decide\n"
+                     "    globals().update(decide(run)['q10'])\nexcept ImportError:\n    " + WRONG_Q10),
+    "bisected": ("", "lo, hi = 1.0, 1e5\nfor _ in range(40):\n    mid = (lo * hi) ** 0.5\n    try:\n"
+                     "        nk.check(rep, 'q10', run=run, mean_ms=mid, tokens_per_step=3000.0)\n        break\n"
+                     "    except Exception as e:\n        if 'too high' in str(e):\n            hi = mid\n"
+                     "        elif 'too low' in str(e):\n            lo = mid\n        else:\n            break\n"
+                     "mean_ms, tokens_per_step = mid, 3000.0"),
+    "environ": ("import os\nGRADING = os.environ.get('NMTKIT_GRADING')",
+                "if GRADING:\n    from nmtkit.course.instructor.decisions import decide\n"
+                "    globals().update(decide(run)['q10'])\nelse:\n    " + WRONG_Q10),
+}
+MISTAKES = {  # name -> (work cell, (old, new) in its solution): each loses its own check only
+    "q4-percent": ("04-q4-work", ('["peak_flops"]\n', '["peak_flops"] * 100\n')),
+    "q7-swapped": ("04-q7-work", ("size / 1e6, size / 2**20", "size / 2**20, size / 1e6")),
+    "q10-tracing": ("04-q10-work", ("cumcount() >= 3]", "cumcount() >= 0]")),
+    "q1-minutes": ("04-q1-work", ("/ 3600", "/ 60")),
+}
+LIMITS = {  # name -> (a cell put before Q1's work, the words of the reason)
+    "time": ("while True:\n    pass", "the time limit"),
+    "scratch": ("with open('/tmp/fill', 'wb') as f:\n    while True:\n        f.write(bytes(1_000_000))",
+                "the scratch space is full"),
+    "processes": ("import subprocess\nkids = []\nwhile True:\n    kids.append(subprocess.Popen(['sleep', '300']))",
+                  "the process limit"),
+    "output": ("for i in range(10**6):\n    print('x' * 200)", "the output limit"),
+}
+LAB = [f"04-lab{i}" for i in range(1, 6)]
+
+
+def solved(release_nb: Path, skip: set = frozenset()) -> nbformat.NotebookNode:
+    """The release's notebook 04 with the instructor's answers in every work and verdict cell not in `skip`."""
+    instructor = student.read_notebook(ROOT / "notebooks" / NB04)
+    answers = {student.grade_id(c): c.source for c in instructor.cells
+               if student.grade_id(c) and (student.role(c) or ("", "", ""))[2] != "check"}
+    nb = nbformat.read(release_nb, as_version=4)
+    for c in nb.cells:
+        if student.grade_id(c) in answers and student.grade_id(c) not in skip:
+            c.source = answers[student.grade_id(c)]
+    return nb
+
+
+def cell(nb, gid):
+    return next(c for c in nb.cells if student.grade_id(c) == gid)
+
+
+def put(nb, source: str, before: str | None = None) -> None:
+    """A student's own cell: after the cell that names the runs (run, ref), or before the cell `before`."""
+    at = (nb.cells.index(cell(nb, before)) if before else
+          next(i for i, c in enumerate(nb.cells) if "run, ref = rep.mine" in c.source) + 1)
+    nb.cells.insert(at, nbformat.v4.new_code_cell(source))
+
+
+@pytest.fixture(scope="module")
+def graded(image, tmp_path_factory):
+    """The class, graded in the sandbox: grades.csv's rows by student, and the class's directory."""
+    from nmtkit.course.instructor.classgrade import grade_class
+    from nmtkit.course.instructor.container import Sandbox
+    release_nb = image / "notebooks" / NB04
+    cls = tmp_path_factory.mktemp("class")
+    subs = {"solutions": solved(release_nb), "blank": nbformat.read(release_nb, as_version=4)}
+    for name, (setup, q10) in ROUTES.items():
+        nb = solved(release_nb, skip={Q10})
+        if setup:
+            put(nb, setup)
+        cell(nb, Q10).source = q10
+        subs[f"route-{name}"] = nb
+    for name, (gid, (old, new)) in MISTAKES.items():
+        nb = solved(release_nb)
+        assert old in cell(nb, gid).source, (gid, old)
+        cell(nb, gid).source = cell(nb, gid).source.replace(old, new)
+        subs[f"mistake-{name}"] = nb
+    for name, (source, _) in LIMITS.items():
+        nb = solved(release_nb)
+        put(nb, source, before="04-q1-work")
+        subs[f"limit-{name}"] = nb
+    for name, nb in subs.items():
+        (cls / name).mkdir()
+        nbformat.write(nb, cls / name / NB04)
+    out = cls.parent / f"{cls.name}-out"
+    sandbox = Sandbox(image=TAG, seconds=90, scratch_mb=128)
+    frame, report = grade_class(cls, out, jobs=2, sandbox=sandbox)
+    rows = {r["student"]: r for r in csv.DictReader((out / "grades.csv").open())}
+    return rows, cls, out, sandbox
+
+
+def checks(row) -> dict:
+    return {k: float(v) for k, v in row.items() if re.fullmatch(r"\d\d-(q|lab)\d+", k) and v != ""}
+
+
+def test_the_solutions_score_full_marks_and_the_blank_copy_nothing(graded):
+    rows = graded[0]
+    right, blank = rows["solutions"], rows["blank"]
+    assert float(right["points"]) == float(right["max_points"]) > 0 and not right["notes"], right
+    assert right["graded_in"] == f"sandbox {TAG}" and not right["stopped"]
+    assert float(blank["points"]) == 0 and float(blank["max_points"]) == float(right["max_points"])
+
+
+@pytest.mark.parametrize("route", sorted(ROUTES))
+def test_a_route_around_the_check_earns_only_the_honest_figures(graded, route):
+    rows = graded[0]
+    row, full = rows[f"route-{route}"], checks(rows["solutions"])
+    got = checks(row)
+    assert got["04-q10"] == 0 and "q10" in row["notes"], row
+    assert {k: v for k, v in got.items() if k != "04-q10"} == {k: v for k, v in full.items() if k != "04-q10"}
+    assert float(row["points"]) == float(rows["solutions"]["points"]) - full["04-q10"]
+
+
+@pytest.mark.parametrize("mistake", sorted(MISTAKES))
+def test_each_seed_mistake_loses_exactly_its_own_check(graded, mistake):
+    rows = graded[0]
+    gid = MISTAKES[mistake][0][: -len("-work")]
+    got, full = checks(rows[f"mistake-{mistake}"]), checks(rows["solutions"])
+    lost = sorted(k for k in full if got.get(k) != full[k])
+    assert lost == [gid], (lost, rows[f"mistake-{mistake}"]["notes"])
+
+
+@pytest.mark.parametrize("limit", sorted(LIMITS))
+def test_a_notebook_past_a_sandbox_limit_is_stopped_and_graded_on_what_it_wrote(graded, limit):
+    rows = graded[0]
+    row = rows[f"limit-{limit}"]
+    assert LIMITS[limit][1] in row["stopped"], row
+    got = checks(row)
+    assert all(got[k] == checks(rows["solutions"])[k] > 0 for k in LAB), got  # recorded before the limit
+    assert got["04-q1"] == 0 and "not reached" in row["notes"] and not row["error"]
+
+
+def test_grading_the_same_submissions_twice_gives_the_same_grades(graded, tmp_path):
+    import shutil
+
+    from nmtkit.course.instructor.classgrade import grade_class
+    rows, cls, out, sandbox = graded
+    again = tmp_path / "class"
+    for name in ("solutions", "blank", "route-replaced", "mistake-q7-swapped"):
+        shutil.copytree(cls / name, again / name)
+    grade_class(again, tmp_path / "a", jobs=2, sandbox=sandbox)
+    grade_class(again, tmp_path / "b", jobs=2, sandbox=sandbox)
+    first = (tmp_path / "a" / "grades.csv").read_text()
+    assert first == (tmp_path / "b" / "grades.csv").read_text()
+    mine = {r["student"]: r for r in csv.DictReader(first.splitlines())}
+    assert all(mine[s] == rows[s] for s in mine)  # and the same as in the whole class's run
+
+
+def test_an_image_of_another_commit_is_refused_in_one_line():
+    from nmtkit.course.instructor.container import Sandbox, ready
+    from nmtkit.errors import CourseError
+    with pytest.raises(CourseError) as e:
+        ready(Sandbox(image="debian:bookworm-slim"))
+    assert "is the release of commit unknown" in str(e.value) and "\n" not in str(e.value)
