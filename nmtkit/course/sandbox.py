@@ -61,7 +61,7 @@ def scratch_full(scratch: Path | None) -> str | None:
     if scratch is None:
         return None
     u = shutil.disk_usage(scratch)
-    return f"the scratch space is full ({u.total / 1e6:.0f} MB)" if u.free < max(1_000_000, 0.01 * u.total) else None
+    return f"the scratch limit ({u.total / 2**20:.0f} MiB, full)" if u.free < max(1_000_000, 0.01 * u.total) else None
 
 
 def _client_class():

@@ -54,7 +54,7 @@ MISTAKES = {  # name -> (work cell, (old, new) in its solution): each loses its 
 LIMITS = {  # name -> (a cell put before Q1's work, the words of the reason)
     "time": ("while True:\n    pass", "the time limit"),
     "scratch": ("with open('/tmp/fill', 'wb') as f:\n    while True:\n        f.write(bytes(1_000_000))",
-                "the scratch space is full"),
+                "the scratch limit (128 MiB, full)"),
     "processes": ("import subprocess\nkids = []\nwhile True:\n    kids.append(subprocess.Popen(['sleep', '300']))",
                   "the process limit"),
     "output": ("for i in range(10**6):\n    print('x' * 200)", "the output limit"),
@@ -153,7 +153,7 @@ def test_each_seed_mistake_loses_exactly_its_own_check(graded, mistake):
 def test_a_notebook_past_a_sandbox_limit_is_stopped_and_graded_on_what_it_wrote(graded, limit):
     rows = graded[0]
     row = rows[f"limit-{limit}"]
-    assert LIMITS[limit][1] in row["stopped"], row
+    assert row["stopped"].startswith(f"04: {LIMITS[limit][1]}"), row
     got = checks(row)
     assert all(got[k] == checks(rows["solutions"])[k] > 0 for k in LAB), got  # recorded before the limit
     assert got["04-q1"] == 0 and "not reached" in row["notes"] and not row["error"]

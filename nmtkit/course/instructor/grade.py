@@ -118,7 +118,7 @@ def score(nb: dict, calls: dict, figures: dict, decoder, stopped: str | None = N
                            f"make ({got['message']}); grade with the student's workspace (--workspace) holding "
                            f"that run")
             elif gid not in figures and stopped:
-                got["message"] = f"not reached: the notebook was stopped at {stopped}"
+                got["message"] = f"not reached (the notebook was stopped at {stopped})"
             rec.update(got, points=rec["max_points"] if got["status"] == "passed" else
                        None if got["status"] in ("manual", NO_RUN) else 0)
         out.append(rec)
