@@ -7,6 +7,8 @@
     exercises.py  `nk.check(rep, "qN", ...)`: graded by instructor/hidden.py in the instructor's kit, else its form only
     practice.py   the checks of notebooks 01, 02, 03 and 05
     prose.py      the figures the notebooks' prose states, computed
+    figures.py    the figures file: what a graded check cell reads, recorded where the notebook runs, decoded outside
+    sandbox.py    the driver that runs a graded notebook within its limits (in the students' image, or trusted)
 
 instructor/ (the instructor's half: grading, verdicts, rubric, the release; `nmtkit release` leaves the whole
 folder out; INSTRUCTOR_KIT says whether it is here; its __init__ lists its modules)

@@ -1,7 +1,10 @@
 """The instructor's half of the course, which `nmtkit release` leaves out (nmtkit.course.INSTRUCTOR_KIT says
 whether it is here):
 
-    grade.py      `nmtkit grade`: a submission run with the instructor's check cells put back, no training
+    commands.py   the CLI's `nmtkit grade` and `nmtkit release`
+    grade.py      `nmtkit grade`: a submission run with its check cells put back as recorders, no training
+    container.py  where it runs: a container of the students' image (the sandbox), or trusted, a local process
+    scoring.py    each check decided here, in the grader's process, on the figures the notebook recorded
     classgrade.py `nmtkit grade --class`: every submission of a class, one grades.csv and a class report
     hidden.py     the graded comparison against decisions.py
     judgments.py  the yes/no rules on the evidence: plateau, overfitting, busy, the network's bound and bottleneck
