@@ -7,16 +7,19 @@ direction or a value.
     nk.check(rep, "q5", bound_mb=..., link_s_1g=..., run=ref)   # notebook 04, after the student's cell
     nk.check_plan(my_ranks)                                      # notebook 03: local and cross ranks of vm1:2,vm2:2
 
+Neither ever prints an expected figure or plan.
+
 The figures, their tolerances and hints are in nmtkit.course.targets. TensorFlow-free.
 """
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 
 from nmtkit.course import INSTRUCTOR_KIT
-from nmtkit.course.targets import EXACT, FORMULA, FRACTIONS, MEAN, TARGETS, YES_NO, runs_of  # noqa: F401
+from nmtkit.course.targets import EXACT, FORMULA, FRACTIONS, MEAN, PLAN_FORM, TARGETS, YES_NO, runs_of  # noqa: F401
 from nmtkit.errors import ExerciseError
 
 
@@ -73,18 +76,37 @@ def check(rep, question: str, run=None, **values) -> None:
           + "\n".join(f"  {name}: {hint}" for name, (_, hint) in targets.items()))
 
 
+def plan_form_problem(answer, ranks: int) -> str | None:
+    """What is wrong with the form of a rank plan for `ranks` ranks (not a mapping, ranks missing or extra, an entry
+    that is no pair of whole numbers), never with its values: the same reply for any plan of the right form."""
+    if not isinstance(answer, Mapping):
+        return "not a dict {rank: (local_rank, cross_rank)}"
+    try:
+        keys = {int(k) for k in answer if not isinstance(k, (bool, np.bool_))}
+    except (TypeError, ValueError):
+        return "a rank that is no whole number"
+    if keys != set(range(ranks)) or len(answer) != ranks:
+        return f"not every rank 0..{ranks - 1} once ({len(answer)} entries)"
+    for v in answer.values():
+        if not (isinstance(v, (tuple, list)) and len(v) == 2
+                and all(isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)) for x in v)):
+            return "an entry that is no pair (local_rank, cross_rank) of whole numbers"
+    return None
+
+
 def check_plan(answer: dict, hosts: str = "vm1:2,vm2:2") -> None:
-    """answer = {rank: (local_rank, cross_rank)} for every rank of `hosts`, checked against Horovod's own plan.
+    """answer = {rank: (local_rank, cross_rank)} for every rank of `hosts`. In the instructor's kit (and in `nmtkit
+    grade`) compared with Horovod's own plan; in a student's release on its form only: the same reply for any plan
+    of the right form, and never the expected plan.
 
     Introduced in notebook 03_horovod_multinode."""
-    from nmtkit.cluster.plan import assign_slots, parse_hosts
-    slots = assign_slots([h.hostname for h in parse_hosts(hosts) for _ in range(h.slots)])
-    want = {s.rank: (s.local_rank, s.cross_rank) for s in slots}
-    got = {int(k): tuple(v) for k, v in answer.items()}
-    if got != want:
-        wrong = sorted(r for r in want if got.get(r) != want[r])
-        raise ExerciseError(f"✗ ranks {wrong}: expected (local_rank, cross_rank) {[want[r] for r in wrong]}, you have "
-                            f"{[got.get(r) for r in wrong]}. Hint: ranks fill a host before the next; local_rank "
-                            "counts within a host, cross_rank counts hosts among the ranks with the same local_rank")
-    plan = ", ".join(f"rank {r} -> local {local}, cross {cross}" for r, (local, cross) in want.items())
-    print(f"✓ the plan of {hosts}: {plan}")
+    from nmtkit.cluster.plan import parse_hosts
+    why = plan_form_problem(answer, sum(h.slots for h in parse_hosts(hosts)))
+    if why:
+        raise ExerciseError(f"✗ the plan of {hosts}: {why}. Give {PLAN_FORM}")
+    hidden = _hidden()
+    if hidden is not None:
+        return hidden.graded_plan(answer, hosts)
+    print(f"✓ the plan of {hosts} has the right form. Whether it is right is for the grader's checks; before you "
+          f"write your rule, revisit how the ranks are placed on the hosts of -H and what each of the two numbers "
+          f"counts")

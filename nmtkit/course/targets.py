@@ -71,6 +71,26 @@ TARGETS = {
 }
 
 
+# Graded by hand for now: questions whose check a figure taken from theory alone (no logs) passes on the shipped runs
+# (the reference run and the lab's), because those runs measure it within their own noise of the theory; tightening
+# the tolerance below that distance would fail honest measurements too (tests/instructor/test_theory_only.py
+# finds them; the figures are in docs/instructors.md). `nmtkit grade` scores these checks "manual" (no points) and
+# the instructor's check prints its comparison marked as graded by hand. Until runs where theory and measurement
+# differ are shipped, the grader reads the student's work and verdict for these. question -> why.
+HAND_GRADED: dict[str, str] = {
+    "q5": "measured_over_bound: on the reference run a figure written without the logs passes this check",
+    "q9": "predicted_mb is theory by design, and the measured split rep.evidence(9) shows adds up to it: a copied "
+          "measurement passes this check",
+    "q11": "bytes_per_step_mb: on the reference run a figure written without the logs passes this check",
+    "lab_fit": "k, intercept_s and eff_mbit_s: on the lab's runs figures written without the logs pass this check",
+    "lab_fp16": "bytes_ratio: on the lab's runs a figure written without the logs passes this check",
+}
+# notebook 03's rank plan: its form, and what to revisit (the rule itself, asked for in the answer, is the graded
+# check's hint only: nmtkit.course.instructor.hidden)
+PLAN_FORM = ("{rank: (local_rank, cross_rank)} for every rank of the launch, each a pair of whole numbers; revisit "
+             "how the ranks are placed on the hosts of -H and what each of the two numbers counts")
+
+
 def within(value, want: float, rel: float, abs_tol: float = 0.0) -> bool:
     """The one tolerance test of the course's checks: `value` is a finite number within max(rel x |want|, abs_tol)
     of `want` (a value that is no number is not within)."""

@@ -1,10 +1,11 @@
 """The bottleneck lab (notebook 04): the shipped lab runs load without TensorFlow, the same in two processes, and
 say how they were made; on them the instructor's decisions find the model step = compute + ring bytes / rate, fp16
 halving the bytes, the exchange's bursts under a mean below half the rate; the graded checks accept the
-instructor's figures and reject a fit made with the link's mean rate."""
+instructor's figures and reject (graded by hand for now: report) a fit made with the link's mean rate."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -14,6 +15,7 @@ import pytest
 from nmtkit.analysis.lab import lab_runs, link_samples, shipped
 from nmtkit.course.instructor import hidden
 from nmtkit.course.instructor.decisions import NEAR, lab
+from nmtkit.course.targets import HAND_GRADED
 from nmtkit.errors import ExerciseError
 from nmtkit.files import read_json
 
@@ -85,13 +87,21 @@ def test_the_graded_checks_accept_the_solution_and_reject_a_fit_with_the_mean_ra
     table = lab_runs()
     for q in ("lab_predict", "lab_fit", "lab_fp16", "lab_bursts", "lab_scaling"):
         hidden.graded(table, q, None, decided[q])
-        assert f"✓ {q}:" in capsys.readouterr().out
+        # graded by hand for now (HAND_GRADED): the same comparison, printed for the grader
+        mark = f"✎ {q}: graded by hand" if q in HAND_GRADED else f"✓ {q}:"
+        out = capsys.readouterr().out
+        assert mark in out and "too " not in out, out
     t = decided["table"]
     shaped = t[(t["ranks"] == 4) & (t["link_s"] > t["link_s"].min())]
     wrong_x = shaped["ring_bytes"] * 8 / (shaped["link_mean_mbit_s"] * 1e6)  # the mean rate, not the link's
     k, c = np.polyfit(wrong_x.to_numpy(float), shaped["step_s"].to_numpy(float), 1)
-    with pytest.raises(ExerciseError, match=r"✗ lab_fit (k|intercept_s): too (high|low)"):
-        hidden.graded(table, "lab_fit", None, dict(decided["lab_fit"], k=k, intercept_s=c))
+    mean_rate_fit = dict(decided["lab_fit"], k=k, intercept_s=c)
+    if "lab_fit" in HAND_GRADED:
+        hidden.graded(table, "lab_fit", None, mean_rate_fit)
+        assert re.search(r"(k|intercept_s) too (high|low)", capsys.readouterr().out)
+    else:
+        with pytest.raises(ExerciseError, match=r"✗ lab_fit (k|intercept_s): too (high|low)"):
+            hidden.graded(table, "lab_fit", None, mean_rate_fit)
     with pytest.raises(ExerciseError, match="lab_bursts share_near_rate"):
         hidden.graded(table, "lab_bursts", None, dict(decided["lab_bursts"], share_near_rate=0.0))
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from nmtkit.course.instructor.decisions import decide
-from nmtkit.course.targets import TARGETS, runs_of, within
+from nmtkit.course.targets import HAND_GRADED, TARGETS, runs_of, within
 from nmtkit.errors import ExerciseError
 
 
@@ -62,9 +62,15 @@ def expected_lab(table, question: str) -> tuple[dict | None, str | None]:
 _LAB: dict = {}  # one computation per set of runs and kernel
 
 
+def compared(want: dict, question: str, values: dict) -> list[tuple[str, str | None, str]]:
+    """(figure, why it is off or None, hint) for each figure of `question`: the comparison, never the value."""
+    return [(name, wrong(values.get(name), want[name], tol), hint) for name, (tol, hint) in TARGETS[question].items()]
+
+
 def graded(rep, question: str, run, values: dict) -> None:
     """Compare the student's figures for `question` with the kit's; print ✓ or raise ExerciseError naming the first
-    wrong figure, whether it is too high or too low, and a hint."""
+    wrong figure, whether it is too high or too low, and a hint. A question graded by hand for now
+    (targets.HAND_GRADED) never raises: it prints the same comparison marked as graded by hand, for the grader."""
     targets = TARGETS[question]
     if question.startswith("lab_"):
         want, why = expected_lab(rep, question)
@@ -74,9 +80,31 @@ def graded(rep, question: str, run, values: dict) -> None:
     if want is None:  # nothing to hold the student to: the honest answer is that these logs cannot tell
         print(f"– {question}: the logs of {name} cannot decide it ({why}); say so in your answer")
         return
-    for name, (tol, hint) in targets.items():
-        why = wrong(values.get(name), want[name], tol)
+    found = compared(want, question, values)
+    if question in HAND_GRADED:
+        print(f"✎ {question}: graded by hand for now ({HAND_GRADED[question]}); the check's comparison: "
+              + ", ".join(f"{n} {w or 'agrees'}" for n, w, _ in found))
+        return
+    for name, why, hint in found:
         if why:
             raise ExerciseError(f"✗ {question} {name}: {why}. Hint: {hint}")
     # the names, not the values: a value measured on this machine (an MFU's peak) would differ on the grader's
     print(f"✓ {question}: " + ", ".join(targets) + " agree with the logs")
+
+
+PLAN_HINT = ("ranks fill a host before the next; local_rank counts within a host, cross_rank counts hosts among the "
+             "ranks with the same local_rank")
+
+
+def graded_plan(answer: dict, hosts: str) -> None:
+    """Notebook 03's rank plan (of the right form: nmtkit.course.exercises.check_plan) against Horovod's own: print
+    ✓ with the student's plan, or raise ExerciseError naming the wrong ranks and the hint, never the expected pairs."""
+    from nmtkit.cluster.plan import assign_slots, parse_hosts
+    slots = assign_slots([h.hostname for h in parse_hosts(hosts) for _ in range(h.slots)])
+    want = {s.rank: (s.local_rank, s.cross_rank) for s in slots}
+    got = {int(k): tuple(int(x) for x in v) for k, v in answer.items()}
+    wrong_ranks = sorted(r for r in want if got.get(r) != want[r])
+    if wrong_ranks:
+        raise ExerciseError(f"✗ the plan of {hosts}: ranks {wrong_ranks} are not it. Hint: {PLAN_HINT}")
+    plan = ", ".join(f"rank {r} -> local {local}, cross {cross}" for r, (local, cross) in sorted(got.items()))
+    print(f"✓ the plan of {hosts}: {plan}")
