@@ -70,7 +70,17 @@ def hand_graded(call: Call) -> str | None:
 
 
 def decide(call: Call, text: str | None, decoder: Decoder) -> dict:
-    """{status, message, figures}: the check's verdict on the figures file's `text` (None: never written)."""
+    """{status, message, figures}: the check's verdict on the figures file's `text` (None: never written); a
+    question graded by hand for now is "manual" whatever its figures, with what the check found beside it."""
+    got = _decide(call, text, decoder)
+    why = hand_graded(call)
+    if why:
+        found = "" if got["status"] == "passed" else f"; the check found: {got['message']}"
+        got.update(status="manual", message=f"graded by hand ({why}){found}")
+    return got
+
+
+def _decide(call: Call, text: str | None, decoder: Decoder) -> dict:
     if text is None:
         return {"status": "failed", "message": "no figures recorded (the notebook never ran this check)",
                 "figures": {}}
@@ -95,16 +105,11 @@ def decide(call: Call, text: str | None, decoder: Decoder) -> dict:
         except Exception as e:  # noqa: BLE001  a claimed run that does not load, a table of another shape
             return {"status": "failed", "message": f"{name}: not of its form ({type(e).__name__}: "
                     f"{' '.join(str(e).split())[:200]})", "figures": figures}
-    why = hand_graded(call)
     out = io.StringIO()
     try:
         with contextlib.redirect_stdout(out):
             FUNCTIONS[call.function](**values)
     except Exception as e:  # noqa: BLE001  the instructor's check raised: that is its verdict
-        if why:
-            return {"status": "manual", "message": f"graded by hand ({why})", "figures": figures}
         return {"status": "failed", "message": f"{type(e).__name__}: {' '.join(str(e).split())}", "figures": figures}
-    if why:
-        return {"status": "manual", "message": f"graded by hand ({why})", "figures": figures}
-    return {"status": "passed", "message": out.getvalue().strip().splitlines()[-1] if out.getvalue().strip() else "",
-            "figures": figures}
+    printed = out.getvalue().strip()
+    return {"status": "passed", "message": printed.splitlines()[-1] if printed else "", "figures": figures}
