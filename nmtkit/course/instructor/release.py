@@ -5,7 +5,8 @@ with the student copies of the notebooks in notebooks/, and without anything tha
 Left out (LEFT_OUT, the one list): the instructor's notebooks (replaced by their student copies: solutions
 stubbed, instructor cells and outputs gone), the course's decisions, hidden checks, judgments, verdicts, rubric and
 grader (INSTRUCTOR_MODULES; the release's `nk.check` then checks the form of a figure only), the instructor's docs
-and tools (the rehearsal that makes reference runs), and the tests that need those (tests/instructor/). The README
+and tools (the rehearsal that makes reference runs), and the tests that need those (tests/instructor/, and the
+sandboxed grading's suite in tests/heavy/). The README
 is the students' (docs/students-readme.md). The shipped reference runs keep their logs as the runs wrote them; their
 manifests and READMEs are reduced to how each run was made (the instructor's manifest also holds checks and derived
 figures such as the ring model's bytes), the manifests' checksums those of the files shipped.
@@ -36,7 +37,7 @@ INSTRUCTOR_MODULES = ("decisions", "hidden", "judgments", "verdicts", "rubric", 
 # the fields of a reference run's manifest that hold the rehearsal's checks and derived figures (the ring model's
 # bytes, their ratio to the counted bytes: question 5's answer).
 LEFT_OUT = ("nmtkit/course/instructor/", "tests/instructor/", "docs/instructors.md", "docs/rehearsal.md", "tools/",
-            "docs/students-readme.md", "docs/terminal-lab.md")
+            "docs/students-readme.md", "docs/terminal-lab.md", "tests/heavy/test_sandbox_grade.py")
 MANIFEST_DROPS = ("checks", "bytes_per_step_by_counters")
 STUDENT_README = "docs/students-readme.md"  # the release's README.md
 SKIP_DIRS = {".git", ".venv", "workspace", "student", "__pycache__", ".ipynb_checkpoints", "nmtkit.egg-info",
