@@ -57,6 +57,15 @@ def nbgrader_metadata(nb: str, q: str, role: str, points: float = 0) -> dict:
     return {"nbgrader": meta}
 
 
+SETUP = "setup"  # a notebook's set-up cell: locked (nbgrader's read-only), put back as it ships when grading
+
+
+def setup_metadata(nb: str) -> dict:
+    """The cell metadata of a notebook's locked set-up cell (nb "04": grade id 04-setup)."""
+    return {"nbgrader": {"solution": False, "grade": False, "locked": True, "grade_id": f"{nb}-{SETUP}",
+                         "schema_version": SCHEMA_VERSION}}
+
+
 def cell_source(cell) -> str:
     source = cell.get("source", "")
     return "".join(source) if isinstance(source, list) else source

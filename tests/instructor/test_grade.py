@@ -44,7 +44,12 @@ def submission():
 def test_assemble_puts_the_instructors_checks_back_and_skips_what_grading_skips():
     ins, nb = instructor(), submission()
     nb.cells.insert(2, nbformat.v4.new_code_cell("nk.train(cfg, run)", metadata={"tags": [SKIP_TAG]}))
+    cell_of(nb, "04-setup").source = "import nmtkit as nk\nws = '/somewhere/else'"  # the locked set-up, edited
     graded, calls = assemble(nb, ins, NB04.name)
+    assert cell_of(graded, "04-setup").source == cell_of(ins, "04-setup").source  # put back as it ships
+    nb.cells.remove(cell_of(nb, "04-setup"))  # and, deleted, put back before every other code cell
+    again, _ = assemble(nb, ins, NB04.name)
+    assert next(c for c in again.cells if c.cell_type == "code").source == cell_of(ins, "04-setup").source
     ids = [grade_id(c) for c in graded.cells]
     assert all(ids.count(f"04-q{q}-check") == 1 for q in range(1, 12))
     # a deleted check follows its work cell; a tampered one is the instructor's again, as a recorder of its figures

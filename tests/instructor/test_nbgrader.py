@@ -38,12 +38,12 @@ def test_nbgrader_generates_and_autogrades_notebook_04(tmp_path):
     nbgrader_cmd(course, "generate_assignment", "ps04")
     release = (course / "release" / "ps04" / NB04).read_text()
     assert "BEGIN SOLUTION" not in release and "YOUR ANSWER HERE" in release and "rep.verdict(" not in release
-    # a submission: every exercise solved, except Q9 (one of Adam's slots forgotten) and Q3, whose check was
+    # a submission: every exercise solved, except Q10 (the tracing steps kept in the mean) and Q3, whose check was
     # replaced by `pass` to hide a wrong answer
     sub = nbformat.read(course / "source" / "ps04" / NB04, as_version=4)
     for cell in sub.cells:
-        if grade_id(cell) == "04-q9-work":
-            cell.source = cell.source.replace("* 4 * 3", "* 4 * 2")
+        if grade_id(cell) == "04-q10-work":
+            cell.source = cell.source.replace("cumcount() >= 3]", "cumcount() >= 0]")
         elif grade_id(cell) == "04-q3-work":
             cell.source += "\nloss_up = loss_up + 0.5"
         elif grade_id(cell) == "04-q3-check":
@@ -58,7 +58,7 @@ def test_nbgrader_generates_and_autogrades_notebook_04(tmp_path):
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         grades = {g.name: g.auto_score for g in gb.find_submission("ps04", "student1").notebooks[0].grades}
     checks = {k: v for k, v in grades.items() if k.endswith("-check")}
-    assert len(checks) == 16 and {k for k, v in checks.items() if v == 0} == {"04-q3-check", "04-q9-check"}
-    assert all(v == 2 for k, v in checks.items() if k not in ("04-q3-check", "04-q9-check"))
+    assert len(checks) == 16 and {k for k, v in checks.items() if v == 0} == {"04-q10-check", "04-q3-check"}
+    assert all(v == 2 for k, v in checks.items() if k not in ("04-q3-check", "04-q10-check"))
     assert all(grades[f"04-q{i}-verdict"] is None for i in range(1, 12))  # graded by hand
     shutil.rmtree(course / "autograded", ignore_errors=True)

@@ -30,8 +30,8 @@ KIT_IN_IMAGE = "/opt/nmtkit/nmtkit"  # the Dockerfile's WORKDIR + the package: w
 WS_IN_IMAGE, IN_DIR = "/grading/workspace", "/grading/in"
 WS_COPY = "/tmp/ws"  # the driver's writable copy of the workspace, in the scratch (nmtkit.course.sandbox)
 INSTALL = ("Docker is needed to grade in a sandbox: sudo apt-get install docker.io (or Docker Desktop), then build "
-           "the students' image (make image in the release); podman's docker-compatible CLI (podman-docker) works "
-           "too. To grade in this kit's own kernel instead, without a sandbox, pass --trust-submissions")
+           "the students' image (make image in the release); podman's docker-compatible CLI (podman-docker) is "
+           "untested with the kit. Or pass --trust-submissions to grade in this kit's own kernel, without a sandbox")
 
 
 @dataclasses.dataclass

@@ -59,6 +59,9 @@ def assemble(student: dict, instructor: dict, name: str = "notebook") -> tuple[d
     checks = {grade_id(c): c for c in instructor.cells if c.cell_type == "code"
               and (c.metadata.get("nbgrader") or {}).get("grade") and (c.metadata.get("nbgrader") or {}).get("locked")}
     calls = {gid: scoring.parse(gid, cell_source(cell)) for gid, cell in checks.items()}
+    # the other locked cells (each notebook's set-up): put back as they ship, whatever the student made of them
+    locked = {grade_id(c): c for c in instructor.cells if (c.metadata.get("nbgrader") or {}).get("locked")
+              and grade_id(c) not in checks}
 
     def restored(gid):
         cell = copy.deepcopy(checks[gid])
@@ -69,10 +72,10 @@ def assemble(student: dict, instructor: dict, name: str = "notebook") -> tuple[d
     cells, seen, skipped = [], set(), 0
     for cell in nb.cells:
         gid = grade_id(cell)
-        if gid in calls:
-            if gid in seen:  # a duplicated check cell runs once
+        if gid in calls or gid in locked:
+            if gid in seen:  # a duplicated locked cell runs once
                 continue
-            cell = restored(gid)
+            cell = restored(gid) if gid in calls else copy.deepcopy(locked[gid])
             seen.add(gid)
         elif is_instructor(cell) or SKIP_TAG in cell.get("metadata", {}).get("tags", []):
             skipped += SKIP_TAG in cell.get("metadata", {}).get("tags", [])
@@ -80,6 +83,8 @@ def assemble(student: dict, instructor: dict, name: str = "notebook") -> tuple[d
         if skipped:  # scoring reads it: this cell may need what a skipped training/cluster cell makes
             cell.metadata[AFTER_SKIP] = True
         cells.append(cell)
+    for gid in (g for g in locked if g not in seen):  # a deleted set-up cell goes back first
+        cells.insert(0, copy.deepcopy(locked[gid]))
     for gid in checks:  # checks the student deleted go back after their work cell (else at the end)
         if gid in seen:
             continue
