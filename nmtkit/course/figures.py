@@ -26,9 +26,6 @@ MAX_BYTES = 2_000_000  # a check reads a few numbers and small tables: a figures
 PATH_ARGS = {"data_dir"}  # arguments read as directories: resolved where they are evaluated
 
 
-class FiguresError(CourseError):
-    """A figures file, or one of its values, is not of the form a check reads."""
-
 
 def encode(value, depth: int = 0):
     """`value` as JSON-able data (see the module's forms)."""
@@ -94,16 +91,16 @@ def record(grade_id: str, function: str, thunks: dict) -> Path | None:
 
 
 def read(path: str | os.PathLike) -> dict:
-    """A figures file: {"grade_id", "function", "args"}; FiguresError naming the file if it is not one."""
+    """A figures file: {"grade_id", "function", "args"}; CourseError naming the file if it is not one."""
     path = Path(path)
     if path.stat().st_size > MAX_BYTES + 100:
-        raise FiguresError(f"{path.name}: {path.stat().st_size:,} bytes, too large to be a figures file")
+        raise CourseError(f"{path.name}: {path.stat().st_size:,} bytes, too large to be a figures file")
     try:
         data = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise FiguresError(f"{path.name}: not a figures file ({e})") from None
+        raise CourseError(f"{path.name}: not a figures file ({e})") from None
     if not (isinstance(data, dict) and isinstance(data.get("args"), dict) and isinstance(data.get("function"), str)):
-        raise FiguresError(f"{path.name}: not a figures file (no function and args)")
+        raise CourseError(f"{path.name}: not a figures file (no function and args)")
     return data
 
 
@@ -123,7 +120,7 @@ class Decoder:
                 if host != outside.resolve() and outside.resolve() not in host.parents:  # a link out of it
                     break
                 return host
-        raise FiguresError(f"{p}: outside the files grading gave the notebook")
+        raise CourseError(f"{p}: outside the files grading gave the notebook")
 
     def run(self, p, name: str):
         from nmtkit.analysis import load_run
@@ -139,9 +136,9 @@ class Decoder:
         if not isinstance(v, dict):
             return v
         if "error" in v and len(v) == 1:
-            raise FiguresError(str(v["error"]))
+            raise CourseError(str(v["error"]))
         if "unsupported" in v and len(v) == 1:
-            raise FiguresError(f"a {v['unsupported']}, not a figure a check reads")
+            raise CourseError(f"a {v['unsupported']}, not a figure a check reads")
         if set(v) == {"path"}:
             return self.path(v["path"])
         if set(v) == {"run", "name"}:

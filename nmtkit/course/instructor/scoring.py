@@ -18,7 +18,7 @@ import io
 import json
 
 from nmtkit.course import exercises, practice
-from nmtkit.course.figures import Decoder, FiguresError
+from nmtkit.course.figures import Decoder
 from nmtkit.errors import CourseError
 
 FUNCTIONS = {f.__name__: f for f in (exercises.check, exercises.check_plan, practice.check_file_size,
@@ -99,7 +99,7 @@ def _decide(call: Call, text: str | None, decoder: Decoder) -> dict:
             return {"status": "failed", "message": f"{name}: missing from the figures", "figures": figures}
         try:
             values[name] = decoder(args[name])
-        except FiguresError as e:
+        except CourseError as e:
             return {"status": "failed", "message": f"{name}: {e}", "figures": figures, "name_error":
                     str(e).startswith("NameError")}
         except Exception as e:  # noqa: BLE001  a claimed run that does not load, a table of another shape
