@@ -108,11 +108,16 @@ WHEELHOUSE ?= wheelhouse$(FOREIGN)
 image:
 	DOCKER=$(DOCKER) BASE=$(BASE) ARCH=$(ARCH) bash scripts/base-image.sh
 	WHEELHOUSE='$(WHEELHOUSE)' ARCH=$(ARCH) PY=$(if $(wildcard $(PY)),$(PY),python3) bash scripts/wheelhouse.sh
-	printf 'FROM scratch\nCOPY . /\n' | DOCKER_BUILDKIT=1 $(DOCKER) build -q --platform linux/$(ARCH) \
-		-t nmtkit-wheelhouse$(FOREIGN):latest -f - '$(WHEELHOUSE)'
-	DOCKER_BUILDKIT=1 $(DOCKER) build --network host --platform linux/$(ARCH) --build-arg BASE=$(BASE) \
-		--build-arg WHEELHOUSE=nmtkit-wheelhouse$(FOREIGN):latest --build-arg KIT_COMMIT=$(KIT_COMMIT) \
-		--build-arg KIT_KIND=$(KIND) -t $(IMAGE) .
+	$(call WHEELHOUSE_BUILD,) || { echo "$(STALE_CACHE)"; $(call WHEELHOUSE_BUILD,--no-cache); }
+	$(call IMAGE_BUILD,) || { echo "$(STALE_CACHE)"; $(call IMAGE_BUILD,--no-cache); }
+# A build that fails is tried once more without BuildKit's cache: a cache entry can outlive its layer (a prune, a
+# copied /var/lib/docker) and then every build fails with "layer does not exist" until the cache is bypassed
+STALE_CACHE := [image] the build failed; once more without Docker's build cache (an entry can outlive its layer)
+WHEELHOUSE_BUILD = printf 'FROM scratch\nCOPY . /\n' | DOCKER_BUILDKIT=1 $(DOCKER) build $(1) -q \
+	--platform linux/$(ARCH) -t nmtkit-wheelhouse$(FOREIGN):latest -f - '$(WHEELHOUSE)'
+IMAGE_BUILD = DOCKER_BUILDKIT=1 $(DOCKER) build $(1) --network host --platform linux/$(ARCH) --build-arg BASE=$(BASE) \
+	--build-arg WHEELHOUSE=nmtkit-wheelhouse$(FOREIGN):latest --build-arg KIT_COMMIT=$(KIT_COMMIT) \
+	--build-arg KIT_KIND=$(KIND) -t $(IMAGE) .
 
 # The image as one file to hand out (USB stick, course page): `docker load -i nmtkit-image.tar.gz` on the laptop
 IMAGE_FILE ?= nmtkit-image.tar.gz
