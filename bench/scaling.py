@@ -72,26 +72,9 @@ def sync_cap(step_times: list[float]) -> float:
 
 
 def allreduce_ms(cluster: Cluster, params: int, reps: int = 15) -> float:
-    """Median time of a 2-rank allreduce of `params` float32 values on the otherwise idle engines: one tensor, as
-    CPU ranks send their gradients (nmtkit.training.dist.fuse_gradients)."""
-    def timed(params, reps):
-        import statistics
-        import time
-
-        import horovod.tensorflow as hvd
-
-        from nmtkit.keras2 import import_tf
-        tf = import_tf()
-        grad = tf.Variable(tf.ones([params]))
-        step = tf.function(lambda: hvd.allreduce(grad, op=hvd.Average))
-        step()
-        times = []
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            step().numpy()
-            times.append(time.perf_counter() - t0)
-        return 1000 * statistics.median(times)
-    return max(r.value for r in cluster.submit(timed, params, reps).wait(timeout=300))
+    """Median time of a 2-rank allreduce of `params` float32 values on the otherwise idle engines (ms)."""
+    from nmtkit.cluster.link import allreduce_seconds
+    return 1000 * allreduce_seconds(cluster, params, reps)
 
 
 def _confine(cluster: Cluster, cpus: set) -> list:

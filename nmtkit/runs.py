@@ -6,7 +6,8 @@
     <run>/events.out.tfevents.*  TensorBoard scalars (rank 0): see TAGS
     <run>/scalars.jsonl          the same scalars, one {"step","wall_time","tag","value"} per line
     <run>/ranks/rank<R>.jsonl    every rank, per step: {"step","wall_time","step_time","loss","tokens" (source +
-                                 target),"src_tokens","tgt_tokens","src_len","tgt_len" (padded),"rank","host"}
+                                 target),"src_tokens","tgt_tokens","src_len","tgt_len" (padded),"rank","host",
+                                 "affinity" (the cores it could run on),"threads" (TensorFlow's intra, inter)}
     <run>/monitor/<host>-rank<R>.jsonl   sampler records (nmtkit.monitor)
     <run>/checkpoints/           tf.train.CheckpointManager files (rank 0); best/ holds the best by dev BLEU
     <run>/checkpoints/data/rank<R>/   every rank's input position (tf.data iterator checkpoint data-<step>,

@@ -109,6 +109,32 @@ def measure_engines(client, recv_engine: int, send_engine: int, addr: str, nbyte
 Samples = list[tuple[float, int, int]]  # (wall-clock time, tx bytes, rx bytes)
 
 
+def allreduce_seconds(cluster, params: int, reps: int = 15, compression: str = "none") -> float:
+    """The exchange alone, measured: median seconds of an allreduce of `params` float32 values on the cluster's
+    otherwise idle ranks (the slowest rank's), one tensor as CPU ranks send their gradients
+    (nmtkit.training.dist.fuse_gradients), with Horovod's fp16 compression when asked. What a link's nominal rate
+    does not say: the rate an allreduce achieves through the ranks' own CPUs and Gloo."""
+    def timed(params, reps, compression):
+        import statistics
+        import time
+
+        import horovod.tensorflow as hvd
+
+        from nmtkit.keras2 import import_tf
+        tf = import_tf()
+        grad = tf.Variable(tf.ones([params]))
+        how = hvd.Compression.fp16 if compression == "fp16" else hvd.Compression.none
+        step = tf.function(lambda: hvd.allreduce(grad, op=hvd.Average, compression=how))
+        step()  # traced, and the first negotiation
+        times = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            step().numpy()
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+    return max(r.value for r in cluster.submit(timed, params, reps, compression).wait(timeout=300))
+
+
 def counter_at(samples: Samples, t: float, col: int = 1) -> float:
     """The counter (col 1: tx, 2: rx) at wall-clock time t, linear between the two samples around it."""
     if not samples or not samples[0][0] <= t <= samples[-1][0]:

@@ -61,6 +61,16 @@ def compute_threads(config=None) -> int:
     return intra * towers(config) if intra else len(os.sched_getaffinity(0))
 
 
+def pool_sizes(config=None) -> list[int]:
+    """TensorFlow's (intra-op, inter-op) thread pools as they run: where its config says 0 (its default), the
+    TF_NUM_*_THREADS variable it reads, else the cores this process may run on (TensorFlow counts its affinity)."""
+    config = config or import_tf().config
+    have = (config.threading.get_intra_op_parallelism_threads(), config.threading.get_inter_op_parallelism_threads())
+    cores = len(os.sched_getaffinity(0))
+    return [n or int(os.environ.get(var) or cores)
+            for n, var in zip(have, ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"))]
+
+
 def pin_devices(local_rank: int = 0, local_size: int = 1, device_index: int | str | None = None, *,
                 pin: bool = True, config=None, cores: int | None = None, env=None) -> dict:
     """The one place a process's devices are set up; call it before TensorFlow's first op (and before the

@@ -2,6 +2,7 @@
 log (ranks/rank<R>.jsonl), the one log line (step, loss, lr, ms/step, tokens/s, MFU), the scalars and on_log."""
 from __future__ import annotations
 
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from nmtkit import runs
 from nmtkit.config import Config
 from nmtkit.files import append_jsonl
 from nmtkit.model.flops import SKIP_STEPS, record_flops
+from nmtkit.training.dist import pool_sizes
 from nmtkit.training.metrics import Scalars, Window
 from nmtkit.training.trainer import Trainer, tf
 
@@ -45,6 +47,9 @@ class Reporter:
     pending: list = field(default_factory=list)
     t_start: float = field(default_factory=time.time)
     steady: tuple = (None, None, 0.0, 0.0)  # first step, last step, model FLOPs, seconds
+    # the cores this process may run on and TensorFlow's pools (intra, inter): which hardware its step times had
+    affinity: list = field(default_factory=lambda: sorted(os.sched_getaffinity(0)))
+    threads: list = field(default_factory=lambda: pool_sizes())
 
     def step(self, step: int, micro: list, stats, seconds: float) -> None:
         src_len, tgt_len = (max(int(b[i].shape[1]) for b in micro) for i in (0, 1))  # static shapes: no sync
@@ -54,7 +59,7 @@ class Reporter:
 
     def flush(self) -> None:
         """Read the pending steps' [loss, source tokens, target tokens] (the one host sync) and write their
-        rank-log records ({"step","wall_time","step_time","loss","tokens","rank","host"}, see nmtkit.runs)."""
+        rank-log records ({"step", "loss", "tokens", ..., "affinity", "threads"}: nmtkit.runs)."""
         if not self.pending:
             return
         t0 = time.perf_counter()
@@ -65,7 +70,8 @@ class Reporter:
             self.step_times.append(seconds)
             rec = {"step": step, "wall_time": wall, "step_time": seconds, "loss": float(loss),
                    "tokens": int(src + tgt), "src_tokens": int(src), "tgt_tokens": int(tgt), "src_len": src_len,
-                   "tgt_len": tgt_len, "rank": self.dist.rank, "host": self.dist.host}
+                   "tgt_len": tgt_len, "rank": self.dist.rank, "host": self.dist.host,
+                   "affinity": self.affinity, "threads": self.threads}
             append_jsonl(runs.rank_log(self.run, self.dist.rank), rec)
             flops = record_flops(rec, self.cfg.model, self.vocab_size)
             self.window.add(float(loss), seconds, int(src + tgt), flops)

@@ -9,7 +9,8 @@ to each rate, with fp16 compression at two of them, and for scaling 1 host x 1 r
 run's monitor samples the NICs every 0.1 s (at 1 s a sample averages over a whole step and hides the exchange's
 bursts), preflight measures the link at each rate (run.json records it, as on real VMs), and each run is frozen
 into nmtkit/reference/<name>/ (nmtkit.analysis.lab reads them) with a manifest saying how it was made. All ranks
-share the making machine's cores: the manifest says so, and the lab reads the scaling curve's last point with it.
+run on the core of their host (PINNED): the manifest records each host's cores and each rank's affinity, the
+machine's CPU per core and what the driver's side used, and the exchange alone, timed right after training.
 """
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ from pathlib import Path
 
 from nmtkit import config, runs
 from nmtkit.analysis import reference as shipped
-from nmtkit.files import atomic_write_json, atomic_write_text, read_json
+from nmtkit.cluster.link import allreduce_seconds
+from nmtkit.files import atomic_write_json, atomic_write_text, read_json, read_jsonl
 from tools.rehearsal.netns import DATA_IFACE, RehearsalError, TwoHosts
 from tools.rehearsal.reference import _machine, copy_run, file_list, staged
 from tools.rehearsal.run import CODE_ROOT, TINY, Options, Rehearsal, rehearse
@@ -50,9 +52,36 @@ RUNS = (
     Spec("lab-200mbit-fp16", 2, 2, "200mbit", "fp16"), Spec("lab-50mbit-fp16", 2, 2, "50mbit", "fp16"),
     Spec("lab-2x1-1gbit", 2, 1, "1gbit"), Spec("lab-1x1", 1, 1, None),
 )
-SHARED_CORES = ("the two 'hosts' are network namespaces of one machine: every rank of this run shared that "
-                "machine's cores (machine.cpus), so a step's compute is slower than on a node of its own and more "
-                "ranks than cores oversubscribe them")
+PINNED = ("the two 'hosts' are network namespaces of one machine, each pinned to a core of its own (taskset on its "
+          "sshd: every engine and rank started on it runs on that core alone; each rank log's `affinity` says so). A "
+          "host's ranks share its core: more ranks than cores on a host oversubscribe it (shape.oversubscribed), and "
+          "its ranks then compute by turns. The driver, controller, sshd and monitors are pinned apart when the "
+          "machine has cores to spare, else their CPU share is recorded (side_processes)")
+
+
+def host_cores() -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """One core a host (the lab's unit of hardware), the rest of the machine's cores for everything else."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        raise RehearsalError(f"the lab pins each host to a core of its own: this process may run on {cpus} only")
+    return (cpus[0],), (cpus[1],)
+
+
+def side_cpu_s(net) -> float:
+    """CPU seconds so far of this process and its children outside the hosts' sshd trees (driver, controller,
+    ssh clients, counter samplers)."""
+    import psutil
+    hosts = {h.proc.pid for h in net.hosts if h.proc}
+    total, todo = 0.0, [psutil.Process()]
+    while todo:
+        p = todo.pop()
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system
+            todo += [c for c in p.children() if c.pid not in hosts]
+        except psutil.NoSuchProcess:
+            pass
+    return total
 
 
 class LabRehearsal(Rehearsal):
@@ -74,7 +103,12 @@ class LabRehearsal(Rehearsal):
         from nmtkit.data.prepare import prepare
         prepare(self.cfg(data, o.steps), progress=False)
         self.r["runs"] = {}
-        with TwoHosts(rate=None, hide=node) as net:
+        cores = host_cores()
+        spare = sorted(os.sched_getaffinity(0) - set().union(*cores))
+        if spare:  # the driver, controller and ssh clients (and what they start) off the hosts' cores
+            os.sched_setaffinity(0, spare)
+        self.r["cores"] = {"hosts": [list(c) for c in cores], "side_processes": spare or "unpinned: no core to spare"}
+        with TwoHosts(rate=None, hide=node, cores=cores) as net:
             self.r["hosts"] = [{"name": h.name, "ssh": h.ctl_addr, "data_addr": h.data_addr} for h in net.hosts]
             traits = launcher_traits(net.ssh_config, CODE_ROOT, node / "ipython")
             shapes = list(dict.fromkeys((s.hosts, s.ranks_per_host) for s in self.specs()))
@@ -96,13 +130,32 @@ class LabRehearsal(Rehearsal):
         cluster.preflight(data)  # measures the link at this rate (run.json records it), pushes data once
         self.o.rate = spec.rate
         link = cluster.link
+        import psutil
+        side0, busy0, t0 = side_cpu_s(net), psutil.cpu_times(percpu=True), time.time()
         t, summaries = self.trial(net, cluster, data, self.o.out / spec.name, spec.compression, spec.rate)
+        side, wall = side_cpu_s(net) - side0, time.time() - t0
+        busy = [round(1 - (b.idle - a.idle) / max(1e-9, sum(b) - sum(a)), 3)
+                for a, b in zip(busy0, psutil.cpu_times(percpu=True))]
         ranks = spec.hosts * spec.ranks_per_host
+        exchange = None
+        if ranks > 1:  # the exchange alone, timed on the same ranks and link right after training
+            exchange = {"seconds": round(allreduce_seconds(cluster, summaries[0]["params"], 15, spec.compression), 4),
+                        "values": summaries[0]["params"], "compression": spec.compression, "reps": 15,
+                        "how": "median of 15 allreduces of the gradients' size on the idle ranks (the slowest "
+                               "rank's), nmtkit.cluster.link.allreduce_seconds"}
+        affinity = {}
+        for r in range(ranks):
+            recs = list(read_jsonl(runs.rank_log(self.o.out / spec.name, r)))
+            affinity[str(r)] = {"host": recs[-1]["host"], "cores": recs[-1].get("affinity"),
+                                "threads": recs[-1].get("threads")}
         self.check(f"{spec.name}: {ranks} ranks finished with identical weights",
                    t["finished"] and t["same_weights"] and len(summaries) == ranks,
                    f"{summaries[0]['step']} steps in {t['wall_time_s']:.0f} s, step {t['step_time_s']} s")
         self.r["runs"][spec.name] = {
             "spec": asdict(spec), "launch": how, "traffic": t, "load_avg_1m_after": round(os.getloadavg()[0], 2),
+            "affinity": affinity, "exchange_by_probe": exchange,
+            "cpu": {"busy_per_core": busy, "side_processes_cpu_s": round(side, 1), "wall_s": round(wall, 1),
+                    "side_processes_share_of_machine": round(side / (wall * len(busy)), 3)},
             "link_by_preflight": None if link is None else {k: link.get(k) for k in ("mbit_s", "from", "to", "at")}}
 
 
@@ -118,15 +171,21 @@ def commit() -> str:
 def manifest(rec: dict, report: dict, steps: int) -> dict:
     spec, t, link = rec["spec"], rec["traffic"], rec["link_by_preflight"]
     ranks = spec["hosts"] * spec["ranks_per_host"]
-    cpus = report["machine"]["cpus"]
+    used = sorted({c for a in rec["affinity"].values() for c in a["cores"] or []})
+    by_host = {}
+    for a in rec["affinity"].values():
+        by_host.setdefault(a["host"], sorted(a["cores"] or []))
     return {
         "what": "a bottleneck-lab reference run: the rehearsal's SSH-reached hosts, the same short tiny run as the "
                 "lab's other runs, one thing varied (docs/rehearsal.md, nmtkit.analysis.lab)",
         "command": report["command"], "commit": report["commit"], "made": report["made"],
         "machine": report["machine"], "load_avg_1m_after": round(rec["load_avg_1m_after"], 1),
-        "shared_cores": SHARED_CORES,
+        "pinned": PINNED,
         "shape": {"hosts": spec["hosts"], "ranks_per_host": spec["ranks_per_host"], "ranks": ranks,
-                  "cores": cpus, "oversubscribed": ranks > cpus},
+                  "cores": len(used), "cores_by_host": by_host, "machine_cpus": report["machine"]["cpus"],
+                  "oversubscribed": any(spec["ranks_per_host"] > len(c) for c in by_host.values())},
+        "affinity": rec["affinity"], "cpu": rec["cpu"], "cores_of_side_processes": report["cores"]["side_processes"],
+        "exchange_by_probe": rec["exchange_by_probe"] or "one rank: no exchange",
         "tc_rate": spec["rate"] or "unshaped", "compression": spec["compression"], "steps": steps,
         "monitor_interval_s": LAB["monitor.interval"],
         "link_by_preflight": link or "one host: no link between hosts",
@@ -144,7 +203,7 @@ def readme(name: str, m: dict) -> str:
     s = m["shape"]
     return (f"# {name}: {s['hosts']} host(s) x {s['ranks_per_host']} rank(s), link {m['tc_rate']}, compression "
             f"{m['compression']}\n\nOne of the bottleneck lab's reference runs (notebook 04; `nk.lab_runs()` tabulates "
-            f"them): made by `{m['command']}` at commit {m['commit']}. {SHARED_CORES[0].upper()}{SHARED_CORES[1:]}."
+            f"them): made by `{m['command']}` at commit {m['commit']}. {PINNED[0].upper()}{PINNED[1:]}."
             f"\n\nmanifest.json says how it was made; the logs are the run's own.\n")
 
 

@@ -93,7 +93,15 @@ class Host:
 class TwoHosts:
     """`with TwoHosts(rate="1gbit", hide=data_parent) as net:` -> net.hosts, net.ssh_config, net.listen_ip."""
 
-    def __init__(self, rate: str | None = "1gbit", hide: str | os.PathLike | None = None, prefix: str = "vm"):
+    def __init__(self, rate: str | None = "1gbit", hide: str | os.PathLike | None = None, prefix: str = "vm",
+                 cores: tuple[tuple[int, ...], ...] | None = None):
+        """`cores`: each host's CPU cores (`taskset` on its sshd, so every process started over SSH on that host,
+        engines and ranks, runs on them alone); None: every host shares all of the machine's cores."""
+        if cores is not None and (len(cores) != 2 or not all(cores)
+                                  or not set().union(*cores) <= os.sched_getaffinity(0)):
+            raise RehearsalError(f"cores={cores}: two non-empty sets of this machine's cores "
+                                 f"{sorted(os.sched_getaffinity(0))}, one a host")
+        self.cores = cores
         sfx = secrets.token_hex(3)
         self.rate, self.hide = rate, (str(Path(hide).resolve()) if hide else None)
         self.bridge = f"nmrbr{sfx}"
@@ -204,7 +212,9 @@ class TwoHosts:
         script = ('hostname "$1" && mount -t tmpfs -o mode=755 tmpfs /run && mkdir -m 755 /run/sshd && '
                   '{ [ -z "$2" ] || mount -t tmpfs -o mode=755 tmpfs "$2"; } && exec "$3" -D -e -f "$4"')
         with open(h.log, "wb") as log:
-            h.proc = subprocess.Popen(["ip", "netns", "exec", h.ns, "unshare", "--uts", "--mount",
+            i = self.hosts.index(h)
+            pin = [] if self.cores is None else ["taskset", "-c", ",".join(map(str, self.cores[i]))]
+            h.proc = subprocess.Popen(["ip", "netns", "exec", h.ns, *pin, "unshare", "--uts", "--mount",
                                        "--propagation", "private", "sh", "-c", script, "sh", h.name, hide or "",
                                        SSHD, str(cfg)], stdout=log, stderr=subprocess.STDOUT,
                                       stdin=subprocess.DEVNULL, start_new_session=True)
