@@ -36,8 +36,12 @@ def test_run_directory(trained_run):
     tags = {r["tag"] for r in read_jsonl(run / runs.SCALARS)}
     assert {"train_loss", "eval_loss", "Eval_BLEU_Score", "eval_chrF", "learning_rate", "global_step/sec",
             "tokens_per_sec", "step_time"} <= tags
-    steps = [r["step"] for r in read_jsonl(runs.rank_log(run, 0))]
-    assert steps == list(range(1, 401))
+    recs = list(read_jsonl(runs.rank_log(run, 0)))
+    assert [r["step"] for r in recs] == list(range(1, 401))
+    # which hardware the step times had: the cores the rank could run on and TensorFlow's pools on them
+    assert {tuple(r["affinity"]) for r in recs} == {tuple(sorted(os.sched_getaffinity(0)))}
+    intra, inter = recs[-1]["threads"]
+    assert 1 <= intra <= len(os.sched_getaffinity(0)) and inter >= 1
     losses = _losses(run)
     assert losses[400] < losses[1] - 2.0  # it learned
     assert (run / runs.TRANSLATIONS / "test.400.de").is_file()

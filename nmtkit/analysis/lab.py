@@ -4,8 +4,10 @@
     lab = nk.lab_runs(["horovod", ...])    # the same table for your own runs (names in the workspace, or paths)
     s = nk.link_samples("lab-200mbit")     # one row per monitor sample while steps ran: host, t_s, mbit_s
 
-Measurements only: each run's shape, its gradient compression, the link rate preflight measured (run.json), the
-mean steady step and the tokens per second (rank logs), the mean rate its link carried while steps ran (monitor).
+Measurements only: each run's shape and the cores its ranks could use (manifest, else the rank logs' affinity),
+its gradient compression, the link rate preflight measured (run.json), the mean steady step and the tokens per
+second (rank logs), the mean and the busiest 0.1 s rate its link carried while steps ran (monitor), and the
+exchange alone where the run timed it (its manifest's exchange_by_probe).
 What they imply (a prediction, a fit, an effective bandwidth) is the student's to compute. TensorFlow-free.
 """
 from __future__ import annotations
@@ -109,22 +111,42 @@ def _row(run: Run, o: Options) -> dict:
     if st.empty:
         raise AnalysisError(f"{run.name}: no steady steps in ranks/rank<R>.jsonl")
     ranks = run.n_ranks
-    cores = shape.get("cores") or (int(run.monitor["cpu_count"].max()) if "cpu_count" in run.monitor else None)
+    cores = shape.get("cores") or _cores(run)
     step_s = float(st["step_time"].mean())
     tokens = float(st.groupby("step")["tokens"].sum().mean()) if "tokens" in st else float("nan")
-    try:
-        mean = float(link_samples(run, o).groupby("host")["mbit_s"].mean().mean()) if len(run.hosts) > 1 else 0.0
-    except AnalysisError:
-        mean = float("nan")
+    mean = peak = 0.0 if len(run.hosts) == 1 else float("nan")
+    if len(run.hosts) > 1:
+        try:
+            s = link_samples(run, o)
+            mean, peak = float(s.groupby("host")["mbit_s"].mean().mean()), float(s["mbit_s"].max())
+        except AnalysisError:
+            pass
     link = run.status.get("link_measured_mbit_s")
+    probe = m.get("exchange_by_probe")
+    over = shape.get("oversubscribed")
     return {"run": run.name, "hosts": len(run.hosts), "ranks": ranks, "cores": cores,
-            "oversubscribed": bool(cores and ranks > cores),
+            "oversubscribed": bool(over) if over is not None else bool(cores and ranks > cores),
             "compression": run.config.train.compression if run.config else "unknown",
             "bytes_per_value": bytes_per_param(run), "params": run.status.get("params"),
             "tc_rate": m.get("tc_rate", "not shaped by the kit"),
             "link_mbit_s": float(link) if isinstance(link, (int, float)) else float("nan"),
             "steps_measured": int(st["step"].nunique()), "step_s": step_s, "tokens_per_s": tokens / step_s,
-            "link_mean_mbit_s": mean}
+            "link_mean_mbit_s": mean, "link_peak_mbit_s": peak,
+            "exchange_s": float(probe["seconds"]) if isinstance(probe, dict) else float("nan")}
+
+
+def _cores(run: Run) -> int | None:
+    """The cores the run's ranks could use: the rank logs' affinity, per host (logical hosts of one machine: their
+    union), else the machine's CPU count as the monitor saw it (a run made before rank logs recorded affinity)."""
+    if "affinity" in run.ranks and run.ranks["affinity"].notna().any():
+        per_host = {}
+        for host, cores in zip(run.ranks.get("host", [""] * len(run.ranks)), run.ranks["affinity"]):
+            if isinstance(cores, list):
+                per_host.setdefault(host, set()).update(cores)
+        if run.config is not None and run.config.cluster.logical_hosts:  # "nodes" of one machine: shared cores
+            return len(set().union(*per_host.values())) or None
+        return sum(len(c) for c in per_host.values()) or None
+    return int(run.monitor["cpu_count"].max()) if "cpu_count" in run.monitor else None
 
 
 def lab_runs(runs=None, options: Options | None = None) -> pd.DataFrame:

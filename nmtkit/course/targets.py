@@ -51,7 +51,7 @@ TARGETS = {
     "q11": {"bytes_per_step_mb": (COUNTED, "bytes counted on the link between two step ends, per step"),
             "link_share": (COUNTED, "the time those bytes need on the measured link, over the mean step time")},
     # the bottleneck lab (notebook 04): checked on the lab's table (nk.lab_runs()), not on one run
-    "lab_predict": {"predicted_s": (MEAN, "for the slowest link's run without compression: the compute-only run's "
+    "lab_predict": {"predicted_s": (MEAN, "for the slowest link's run without compression: the baseline run's "
                                           "step (the run whose link costs least) plus the flat ring's bytes per step "
                                           "for N ranks, in bits over the link's bits per "
                                           "second measured by preflight")},

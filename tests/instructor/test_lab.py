@@ -40,9 +40,20 @@ def test_every_lab_run_loads_without_tensorflow_the_same_twice_and_says_how_it_w
     for d in shipped():
         m = read_json(d / "manifest.json")
         assert m["command"].startswith("python -m tools.rehearsal.lab") and m["commit"]
-        assert "shared that machine's cores" in m["shared_cores"] and m["machine"]["cpus"] >= 1
-        assert m["shape"]["ranks"] == m["shape"]["hosts"] * m["shape"]["ranks_per_host"]
-        assert m["shape"]["oversubscribed"] == (m["shape"]["ranks"] > m["machine"]["cpus"])
+        assert "pinned to a core of its own" in m["pinned"] and m["machine"]["cpus"] >= 2
+        shape = m["shape"]
+        assert shape["ranks"] == shape["hosts"] * shape["ranks_per_host"] == len(m["affinity"])
+        assert len(shape["cores_by_host"]) == shape["hosts"] and shape["cores"] == sum(
+            len(c) for c in shape["cores_by_host"].values())
+        assert shape["oversubscribed"] == (shape["ranks_per_host"] > 1)  # one core a host
+        # every rank ran on its host's cores, as its own rank log says
+        for rank, a in m["affinity"].items():
+            assert a["cores"] == shape["cores_by_host"][a["host"]], (d.name, rank, a)
+            logged = [json.loads(x) for x in (d / "ranks" / f"rank{rank}.jsonl").read_text().splitlines()]
+            assert {tuple(r["affinity"]) for r in logged} == {tuple(a["cores"])}, (d.name, rank)
+        assert 0 <= m["cpu"]["side_processes_share_of_machine"] < 0.2 and len(m["cpu"]["busy_per_core"]) >= 2
+        probe = m["exchange_by_probe"]
+        assert (isinstance(probe, dict) and probe["seconds"] > 0) if shape["ranks"] > 1 else isinstance(probe, str)
         assert m["compression"] in ("none", "fp16") and m["tc_rate"] and m["load_avg_1m_after"] is not None
         link = m["link_by_preflight"]
         assert isinstance(link, dict) and link["mbit_s"] > 0 if m["shape"]["hosts"] > 1 else isinstance(link, str)
@@ -51,16 +62,44 @@ def test_every_lab_run_loads_without_tensorflow_the_same_twice_and_says_how_it_w
     assert {r for _, _, r in made.values()} >= {1, 2, 4}
 
 
+def test_the_one_rank_and_two_by_one_runs_have_a_core_each_and_the_ideal_comes_from_the_manifests_cores(decided):
+    by_shape = {}
+    for d in shipped():
+        m = read_json(d / "manifest.json")
+        by_shape.setdefault((m["shape"]["hosts"], m["shape"]["ranks_per_host"]), []).append(m)
+    for shape in ((1, 1), (2, 1)):
+        for m in by_shape[shape]:
+            cores = [tuple(a["cores"]) for a in m["affinity"].values()]
+            assert all(len(c) == 1 for c in cores) and len(set(cores)) == len(cores), (shape, cores)
+    one = by_shape[(1, 1)][0]["shape"]["cores"]
+    ideal = {s: by_shape[s][0]["shape"]["cores"] / one for s in ((2, 1), (2, 2))}
+    assert ideal == {(2, 1): 2.0, (2, 2): 2.0}  # 4 ranks on the cores of 2: the ideal of 2, not 4
+    sc = decided["lab_scaling"]
+    assert (sc["ideal_2"], sc["ideal_4"]) == (ideal[(2, 1)], ideal[(2, 2)])
+    assert sc["oversubscribed_4"] and 1 < sc["speedup_2"] <= sc["ideal_2"] and sc["speedup_4"] <= sc["ideal_4"]
+
+
+def test_the_baselines_exchange_is_measured_and_far_below_the_links_rate(decided):
+    """The unshaped run: its exchange, timed alone, is not free, and the allreduce's achieved rate (and the busiest
+    0.1 s sample) sit far below the rate preflight measured: a link's nominal rate is not the allreduce's."""
+    p = decided["lab_predict"]
+    assert 0.02 < p["baseline_exchange_s"] < 0.5 * p["compute_s"], p
+    assert p["baseline_achieved_mbit_s"] < 0.2 * p["baseline_link_mbit_s"], p
+    assert p["baseline_peak_mbit_s"] < 0.2 * p["baseline_link_mbit_s"], p
+
+
 def test_on_the_shipped_runs_the_model_holds_and_fp16_halves_the_bytes(decided):
     t, fit, p = decided["table"], decided["lab_fit"], decided["lab_predict"]
     assert 0.75 <= fit["k"] <= 1.25, fit
     series = t[t["ranks"] == t["ranks"].max()]
-    compute = p["compute_s"]
+    compute = p["compute_s"]  # the baseline's step less its own exchange, timed alone
+    assert compute == pytest.approx(p["baseline_step_s"] - p["baseline_exchange_s"])
+    assert abs(decided["lab_fit"]["intercept_s"] / compute - 1) <= 0.1  # the fit finds the compute, not the step
     for name, r in series.iterrows():
         if r["link_mbit_s"] <= 250:  # every run at 200 Mbit/s or slower: effective bandwidth near the measured rate
             eff = r["ring_bytes"] * 8 / (r["step_s"] - compute) / 1e6
             assert abs(eff / r["link_mbit_s"] - 1) <= 0.25, (name, eff, r["link_mbit_s"])
-        else:  # the faster links: the step as predicted from the compute-only run
+        else:  # the faster links: the step as predicted from the baseline run
             assert abs(r["predicted_s"] / r["step_s"] - 1) <= 0.25, (name, r["predicted_s"], r["step_s"])
     for rate in (50, 200):
         at = series[(series["link_mbit_s"] - rate).abs() <= 0.25 * rate]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from nmtkit import lr
 from nmtkit.analysis.evidence import Options, bleu_tolerance, bytes_per_param, steady_steps
@@ -179,12 +180,20 @@ def lab(paths, o: Options | None = None) -> dict:
                 "table": t}
     out, missing = {"table": t}, {}
     shaped = series.drop(index=compute.name, errors="ignore")
-    comp = float(compute["step_s"])
+    # the compute: the baseline's step less its own exchange where the run timed that alone (it is not free)
+    timed = compute["exchange_s"] == compute["exchange_s"]
+    comp = float(compute["step_s"]) - (float(compute["exchange_s"]) if timed else 0.0)
     t["predicted_s"] = comp + t["link_s"]
     plain = shaped[shaped["compression"] == "none"]
     slowest = plain.loc[plain["link_mbit_s"].idxmin()] if len(plain) else None
     if slowest is not None:
-        out["lab_predict"] = {"compute_s": comp, "predicted_s": float(t.loc[slowest.name, "predicted_s"])}
+        out["lab_predict"] = {"compute_s": comp, "predicted_s": float(t.loc[slowest.name, "predicted_s"]),
+                              # the baseline's own exchange, timed alone: not free, and not at the link's rate
+                              "baseline": str(compute.name), "baseline_step_s": float(compute["step_s"]),
+                              "baseline_exchange_s": float(compute["exchange_s"]),
+                              "baseline_achieved_mbit_s": float(compute["ring_bytes"] * 8e-6 / compute["exchange_s"]),
+                              "baseline_link_mbit_s": float(compute["link_mbit_s"]),
+                              "baseline_peak_mbit_s": float(compute["link_peak_mbit_s"])}
     else:
         missing["lab_predict"] = "no run over a shaped link without compression"
     if len(shaped) >= 2 and slowest is not None:
@@ -220,9 +229,16 @@ def _lab_bursts_and_scaling(t, series, plain, o: Options, out: dict, missing: di
     two = t[(t["ranks"] == 2) & (t["hosts"] == 2)]
     four = series[series["link_mbit_s"].between(750, 1250)]
     if len(one) and len(two) and len(four):
-        base = float(one["tokens_per_s"].iloc[0])
+        base, cores = float(one["tokens_per_s"].iloc[0]), pd.to_numeric(t["cores"], errors="coerce")
+        cores = cores / cores[one.index[0]]  # NaN where a run's cores are not known
         out["lab_scaling"] = {"speedup_2": float(two["tokens_per_s"].iloc[0]) / base,
                               "speedup_4": float(four["tokens_per_s"].iloc[0]) / base,
+                              # the ideal the hardware allows: the cores the ranks could use, over one rank's
+                              "ideal_2": float(cores[two.index[0]]), "ideal_4": float(cores[four.index[0]]),
+                              # a 2-rank step less its exchange timed alone, over one rank's step: the compute's
+                              # own slowdown with every core busy (NaN where the exchange was not timed)
+                              "compute_2_over_1": float((two["step_s"].iloc[0] - two["exchange_s"].iloc[0])
+                                                        / one["step_s"].iloc[0]),
                               # what else could set the last point: the link's share of its step, and the cores
                               "link_share_4": float(four["link_s"].iloc[0] / four["step_s"].iloc[0]),
                               "oversubscribed_4": bool(four["oversubscribed"].iloc[0])}

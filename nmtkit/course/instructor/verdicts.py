@@ -322,12 +322,24 @@ def lab_verdict(paths=None, options: Options | None = None) -> str:
     from nmtkit.analysis.lab import shipped
     d = decisions.lab(list(paths or shipped()), options)
     out = []
+    if "lab_predict" in d and d["lab_predict"]["baseline_exchange_s"] == d["lab_predict"]["baseline_exchange_s"]:
+        p = d["lab_predict"]
+        out.append(f"The baseline ({p['baseline']}, the least link cost) is not compute alone: its exchange, timed "
+                   f"alone on its ranks, took {p['baseline_exchange_s']:.3f} s of its "
+                   f"{p['baseline_step_s']:.3f} s step (compute {p['compute_s']:.3f} s), "
+                   f"the ring's bytes at {p['baseline_achieved_mbit_s']:,.0f} Mbit/s on a link preflight measured "
+                   f"at {p['baseline_link_mbit_s']:,.0f} Mbit/s (busiest 0.1 s sample "
+                   f"{p['baseline_peak_mbit_s']:,.0f} Mbit/s): there the allreduce is bound by the ranks' CPUs "
+                   f"(Gloo over TCP), not by the link's nominal rate.")
     if "lab_fit" in d:
         f, p = d["lab_fit"], d["lab_predict"]
-        out.append(f"The fit over the shaped runs gives k = {f['k']:.2f} and an intercept of {f['intercept_s']:.3f} s "
-                   f"against the compute-only run's {p['compute_s']:.3f} s: step = compute + the ring's bytes over "
-                   f"the measured rate {'holds' if 0.75 <= f['k'] <= 1.25 else 'does not hold'} here. On the "
-                   f"slowest link the gradients moved at {f['eff_mbit_s']:.0f} Mbit/s effective.")
+        out.append(f"The fit over the shaped runs of one shape gives k = {f['k']:.2f} and an intercept of "
+                   f"{f['intercept_s']:.3f} s against the compute's {p['compute_s']:.3f} s: step = compute + the "
+                   f"ring's bytes over the measured rate {'holds' if 0.75 <= f['k'] <= 1.25 else 'does not hold'} "
+                   f"here. CPU ranks send one fused allreduce after the backward pass, so no overlap explains a k "
+                   f"below 1; how far k sits from 1 moves between recording sessions (docs/rehearsal.md), so these "
+                   f"runs cannot tell a few percent. On the slowest link the gradients moved at "
+                   f"{f['eff_mbit_s']:.0f} Mbit/s effective.")
     if "lab_fp16" in d:
         c = d["lab_fp16"]
         out.append(f"fp16 carried {c['bytes_ratio']:.2f}x the bytes of none on the slowest link, and its step took "
@@ -336,13 +348,22 @@ def lab_verdict(paths=None, options: Options | None = None) -> str:
         b = d["lab_bursts"]
         out.append(f"At about 200 Mbit/s, {b['share_near_rate']:.0%} of the 0.1 s samples were within 20% of the "
                    f"link's rate while the mean was {b['mean_over_rate']:.0%} of it: the exchange runs in bursts at "
-                   f"the link's rate, so a mean below capacity does not clear the network.")
+                   f"the link's rate, so a mean below capacity does not clear the network (the lab's batch was "
+                   f"chosen so that the compute outweighs this exchange: the mean's share is the batch's doing).")
     if "lab_scaling" in d:
         s_ = d["lab_scaling"]
-        cores = ("more ranks than cores: the cores, not the link, set the last point"
-                 if s_["oversubscribed_4"] else "a core or device per rank: the link's share decides the rest")
-        out.append(f"Scaling by tokens per second: 2 ranks {s_['speedup_2']:.2f}x one rank, 4 ranks "
-                   f"{s_['speedup_4']:.2f}x, the link {s_['link_share_4']:.0%} of the 4-rank step; {cores}.")
+        out.append(f"Scaling by tokens per second against the cores the ranks could use: 2 ranks with a core each "
+                   f"{s_['speedup_2']:.2f}x one rank on one core (ideal {s_['ideal_2']:.0f}x from the cores); 4 ranks "
+                   f"on the same cores {s_['speedup_4']:.2f}x (ideal {s_['ideal_4']:.0f}x: no more cores than 2 "
+                   f"ranks had{', two ranks a core' if s_['oversubscribed_4'] else ''}), the link "
+                   f"{s_['link_share_4']:.0%} of the 4-rank step. On this machine ranks beyond the cores add no "
+                   f"hardware.")
+        if s_["compute_2_over_1"] == s_["compute_2_over_1"]:
+            out.append(f"What keeps 2 ranks from their ideal: the exchange, and a 2-rank step less its exchange timed "
+                       f"alone is {s_['compute_2_over_1']:.2f}x the one-rank step: each rank computes "
+                       f"{'slower' if s_['compute_2_over_1'] > 1.05 else 'about as fast'} with both cores busy. "
+                       f"Why, this machine cannot tell: its cores are virtual, and two of them may share a physical "
+                       f"core or memory bandwidth on a host the guest does not see.")
     out += [f"*Cannot decide {q}:* {why}." for q, why in d["missing"].items()]
     return " ".join(out)
 
