@@ -96,6 +96,9 @@ REFERENCE = {
     ("03", "0.1 s"): "NicCounters' sampling interval in nmtkit/cluster/link.py",
     ("03", "50%"): "the ring model: fp16 sends 2 bytes per value instead of 4",
     ("03", "0.6–1.7 s"): "docs/instructors.md",
+    ("03", "1.3–1.7 s"): "docs/instructors.md",  # the submissions' fp32 steps, and the link rate they imply
+    ("03", "1.7–2.2 Gbit/s"): "docs/instructors.md",
+    ("03", "1.6 Gbit/s"): "docs/instructors.md",
 }
 PROSE_NOTEBOOKS = ["01_data_prep_bpe", "02_single_gpu_baseline", "03_horovod_multinode", "05_inference_export"]
 
