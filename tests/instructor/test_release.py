@@ -262,7 +262,7 @@ def test_q4_fails_with_every_weight_on_both_sides_and_passes_per_side(tmp_path):
     # the graded MFU is train_flops over the steps run.json names, and run.json's own figure (within 1%)
     s = ref.status["summary"]
     named = ref.ranks[ref.ranks.step.between(s["mfu_first_step"], s["mfu_last_step"])]
-    from nmtkit.model.flops import steady_mfu
+    from nmtkit.course.instructor.mfu import steady_mfu
     assert steady_mfu(named.to_dict("records"), m, vocab, peak) == pytest.approx(flops / step_s / peak, rel=0.01)
     assert s["mfu"] == pytest.approx(flops / step_s / peak, rel=0.01)
 
