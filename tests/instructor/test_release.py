@@ -355,7 +355,8 @@ except nk.NmtkitError as e:
     out = {"attrs": [], "text": str(e), "refused": True}
 print(json.dumps(out))
 """
-VERDICT_WORDS = re.compile(r"set the pace|sending them takes as long|cannot show it|break-even link \(Gbit/s\)")
+VERDICT_WORDS = re.compile(r"(?:network|compute) would set the pace|sending them takes as long|cannot show it:|"
+                           r"break-even link \(Gbit/s\)")  # the verdict's words and the table's column
 
 
 def test_the_releases_link_table_gives_no_verdict_and_notebook_03_does_not_call_it(kit):
@@ -369,9 +370,8 @@ def test_the_releases_link_table_gives_no_verdict_and_notebook_03_does_not_call_
     assert "nk.link_table(" in (ROOT / "notebooks" / "03_horovod_multinode.ipynb").read_text()  # the instructor's
 
 
-# the verdicts the course's lessons read, as bench/README.md once quoted them ('"no, still rising"', "the compute
-# would set the pace", notebook 02's share √(100/400))
-BENCH_VERDICTS = re.compile(r"still rising|set the pace|question \d+ \(\"|\"(?:no|yes)\b|√\(\d")
+# the lessons' verdicts as bench/README.md once quoted them ('"no, still rising"', "set the pace", √(100/400))
+BENCH_VERDICTS = re.compile(r"still rising|set the pace|question \d+ \(\"|\"(?:no|yes)[,\"]|√\(\d")
 
 TITLES = r"""
 import json, sys
@@ -391,7 +391,10 @@ def test_no_shipped_bench_note_or_figure_title_states_an_answer(kit, tmp_path):
     assert BENCH_VERDICTS.search((ROOT / "docs" / "instructors.md").read_text())  # kept with the instructor
     out = in_release(kit, TITLES, str(tmp_path / "figs"))
     assert out.returncode == 0, out.stderr[-2000:]
-    titles = json.loads(out.stdout.strip().splitlines()[-1])
-    assert "Learning rate" in titles and len(titles) > 20, titles
+    drawn = json.loads(out.stdout.strip().splitlines()[-1])  # and every title the code and notebooks write
+    code = [p.read_text() for p in (kit / "nmtkit").rglob("*.py")] + ["".join(c.source) for nb in sorted(
+        (kit / "notebooks").glob("*.ipynb")) for c in nbformat.read(nb, 4).cells]
+    titles = drawn + [t for s in code for t in re.findall(r"(?:title=|title\(|suptitle\()\s*f?[\"']([^\"']+)", s)]
+    assert "Learning rate" in drawn and len(drawn) > 12 and len(titles) > len(drawn) + 5, titles
     stated = [t for t in titles if re.search(r"sqrt|√|square root|warm-?up, then|decays? as", t, re.I)]
     assert not stated, stated
