@@ -14,8 +14,8 @@ Students reach the kit through one name, `import nmtkit as nk`:
                  .verdict for instructors), nk.check(rep, "qN", **figures), nk.check_plan(plan)
     bottleneck   nk.lab_runs() (one row per run: the shipped lab runs, or yours), nk.link_samples(run) (notebook 04)
     exercises    nk.check_file_size (01), nk.check_schedule (02), nk.check_link_share (03), nk.check_batching (05)
-    prose        nk.wmt16_facts(), nk.link_table(trials, gbps), nk.measured_link(), nk.homework_exchange(),
-                 nk.draw_ring(trials): the figures the notebooks' text states, computed
+    prose        nk.wmt16_facts(), nk.measured_link(), nk.homework_exchange(), nk.draw_ring(trials): the figures
+                 the notebooks' text states, computed; nk.link_table(trials, gbps) (the instructor's kit)
     serving      nk.export(run) -> path, nk.load_export(path), nk.translate_in_fresh_process(path, sentences),
                  nk.latency(fn, sentences), nk.translation_box(fn)
     errors       nk.NmtkitError: the root of every error the kit raises on purpose

@@ -80,7 +80,7 @@ def learning_rate(runs, path, warmup_steps: int | None = None):
         return None
     if warmup_steps is not None:
         ax.axvline(warmup_steps, color="grey", ls="--", label=f"warmup_steps = {warmup_steps}")
-    ax.set(title="Learning rate: linear warmup, then ~ 1/sqrt(step)", xlabel="step", ylabel="learning rate")
+    ax.set(title="Learning rate", xlabel="step", ylabel="learning rate")  # its shape is question 6's to read
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return _save(fig, path)

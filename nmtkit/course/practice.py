@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nmtkit.course.prose import link_table
+from nmtkit.course.prose import link_figures
 from nmtkit.course.targets import within
 from nmtkit.errors import ExerciseError
 
@@ -71,7 +71,7 @@ def check_link_share(break_even, network_bound: bool, trials, gbps: float) -> No
     compression, a `gbps` link would make the exchange take at least as long as the compute.
 
     Introduced in notebook 03_horovod_multinode."""
-    want = link_table(trials, gbps)["break-even link (Gbit/s)"]
+    want = link_figures(trials, gbps)["break-even link (Gbit/s)"]
     got = dict(break_even.items()) if hasattr(break_even, "items") else {}
     for comp, ref in want.items():
         _require(comp in got and within(got[comp], ref, 0.02, 1e-4), f"the break-even rate for {comp}: you have "

@@ -2,9 +2,10 @@
 
     wmt16_facts()                    notebook 01: the download, the disk need and the BPE size of wmt16-base
     measured_link()                  notebook 03: the link preflight measured between the reference run's hosts
-    link_table(trials, gbps)         notebook 03: per compression, the measured bytes and step, the break-even link
-                                     rate, and the exchange on `gbps`; .attrs["verdict"] = link_verdict(that frame)
-    link_verdict(table)              the table in words: which of the two would set the pace, what fp16 bought
+    link_figures(trials, gbps)       per compression, the measured bytes and step, the break-even link rate, and the
+                                     exchange on `gbps` (exercise 03-link's check compares with it)
+    link_table(trials, gbps)         notebook 03's instructor cell: link_figures with .attrs["verdict"], the frame
+                                     in words (nmtkit.course.instructor.linkverdict); the instructor's kit only
     homework_exchange(params, ...)   the flat ring's bound for transformer-base per step (fp32, fp16), at 1, 10 Gbit/s
     ring_derivation(trials), draw_ring(trials)
                                      the ring allreduce derived from the measured bytes, and drawn
@@ -13,8 +14,7 @@ TensorFlow-free: parameter counts come from the caller (notebook 02/03 build the
 """
 from __future__ import annotations
 
-import re
-
+from nmtkit.course import INSTRUCTOR_KIT
 from nmtkit.errors import CourseError
 from nmtkit.ring import ring_bytes
 
@@ -57,12 +57,11 @@ def rank_share(trials):
     return trials[SENT] / trials["ranks"].where(trials["interface"] == "lo", 1)
 
 
-def link_table(trials, gbps: float):
+def link_figures(trials, gbps: float):
     """compression_trials' table -> per compression: the step time measured here, the bytes each rank sent
     (measured), the link rate at which sending them would take as long as the step's compute, and on a `gbps` link
-    the exchange's time and its share of a step of compute + exchange.
-
-    Introduced in notebook 03_horovod_multinode."""
+    the exchange's time and its share of a step of compute + exchange. Exercise 03-link's answer: the check's
+    reference (nmtkit.course.practice), not on the front door."""
     import pandas as pd
     for col in (SENT, "interface", "step time (ms)", "ranks"):
         if col not in trials:
@@ -70,53 +69,28 @@ def link_table(trials, gbps: float):
     per_rank = rank_share(trials)
     compute_s = trials["step time (ms)"] / 1000  # on loopback the exchange costs next to nothing: the step ~ compute
     exchange_ms = per_rank * 8 / (gbps * 1e9) * 1000
-    table = pd.DataFrame({"step time here (ms)": trials["step time (ms)"], "bytes per rank (MB)": per_rank / 1e6,
-                          "break-even link (Gbit/s)": per_rank * 8 / compute_s / 1e9,
-                          f"exchange on {gbps:g} Gbit/s (ms)": exchange_ms,
-                          SHARE: exchange_ms / (trials["step time (ms)"] + exchange_ms)}).round(3)
+    return pd.DataFrame({"step time here (ms)": trials["step time (ms)"], "bytes per rank (MB)": per_rank / 1e6,
+                         "break-even link (Gbit/s)": per_rank * 8 / compute_s / 1e9,
+                         f"exchange on {gbps:g} Gbit/s (ms)": exchange_ms,
+                         SHARE: exchange_ms / (trials["step time (ms)"] + exchange_ms)}).round(3)
+
+
+def link_table(trials, gbps: float):
+    """link_figures with the verdict worded from that very frame in .attrs["verdict"]: notebook 03's instructor
+    cell, after the student's exercise 03-link. The instructor's kit only (a student's release has no verdicts, and
+    the frame is the exercise's answer).
+
+    Introduced in notebook 03_horovod_multinode."""
+    if not INSTRUCTOR_KIT:
+        raise CourseError("nk.link_table is the instructor's (its table and verdict answer exercise 03-link): work out "
+                          "the break-even rates from `trials` yourself and check them with nk.check_link_share")
+    from nmtkit.course.instructor.linkverdict import link_verdict
+    table = link_figures(trials, gbps)
     table.attrs["verdict"] = link_verdict(table)  # the words come from this very frame, never from memory
     return table
 
 
 SHARE = "exchange's share of a step"
-LINK_COL = re.compile(r"exchange on ([\d.]+) Gbit/s \(ms\)")
-
-
-def _link_col(table) -> tuple[str, float]:
-    for col in table.columns:
-        m = LINK_COL.fullmatch(col)
-        if m:
-            return col, float(m.group(1))
-    raise CourseError("the table has no 'exchange on <rate> Gbit/s (ms)' column: build it with nk.link_table")
-
-
-def link_verdict(table) -> str:
-    """link_table's result in words; every figure in the text is read from `table`."""
-    col, gbps = _link_col(table)
-    rows = [f"{comp}: {r['bytes per rank (MB)']:.2f} MB per rank per step; sending them takes as long as the "
-            f"{r['step time here (ms)']:.1f} ms step on a {r['break-even link (Gbit/s)']:.3g} Gbit/s link; on "
-            f"{gbps:g} Gbit/s they take {r[col]:.1f} ms, {r[SHARE]:.0%} of a step of compute "
-            f"+ exchange" for comp, r in table.iterrows()]
-    none = table.loc["none"]
-    if gbps <= none["break-even link (Gbit/s)"]:
-        pace = (f"With no compression, on {gbps:g} Gbit/s the exchange would take at least as long as the compute: "
-                f"the network would set the pace.")
-    else:
-        pace = (f"With no compression, on {gbps:g} Gbit/s the exchange would take less than the compute: the "
-                f"compute would set the pace.")
-    out = rows + [pace, "This run cannot show it: its ranks share one machine, so no link was crossed; the rate "
-                        "above is the reference run's, measured between its hosts."]
-    if "fp16" in table.index:
-        fp16 = table.loc["fp16"]
-        saved = none[col] - fp16[col]
-        dt = fp16["step time here (ms)"] - none["step time here (ms)"]
-        word = "faster" if dt < 0 else "slower"
-        why = ("more than the link time it can save, so the difference is not the link's doing (the load on the "
-               "cores and the casts move the step time here)" if abs(dt) > saved else
-               "no more than the link time it can save")
-        out.append(f"fp16 halves the bytes, which would save {saved:.1f} ms of link time per step; its steps here "
-                   f"were {abs(dt):.1f} ms {word}: {why}.")
-    return "\n".join(out)
 
 
 def homework_exchange(params: int, ranks: int = 4) -> str:

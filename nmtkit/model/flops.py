@@ -1,8 +1,7 @@
-"""Model FLOPs of a training step, the one count behind every MFU the kit shows: the log line, run.json's summary,
-the report and question 4's check (TensorFlow-free).
+"""Model FLOPs of a training step, the count behind the MFU a run logs: the log line and run.json's summary
+(TensorFlow-free).
 
     flops = train_flops(cfg.model, vocab, src_tokens, tgt_tokens, src_len, tgt_len)
-    mfu = steady_mfu(records, cfg.model, vocab, peak)   # records: a rank log's steps (nmtkit.runs)
 """
 from __future__ import annotations
 
@@ -13,13 +12,9 @@ SKIP_STEPS = 3  # each rank's first steps trace the graph: no guide to the stead
 
 def train_flops(cfg: ModelConfig, vocab_size: int, src_tokens: float, tgt_tokens: float,
                 src_len: float = 32.0, tgt_len: float = 32.0) -> float:
-    """Model FLOPs of one training step (forward + backward = 3x forward), for MFU.
-
-    2 FLOPs per weight per token through the matmuls, each side with its own tokens: encoder weights see source
-    tokens, decoder weights and the output projection see target tokens (counting every weight against source +
-    target tokens doubles the figure). Plus the attention score/value matmuls over the padded lengths; embedding
-    lookups and element-wise ops are not counted (as in PaLM's and nanoGPT's MFU).
-    """
+    """Model FLOPs of one training step of this model on a batch of these tokens (forward + backward = 3x
+    forward), for the MFU the run logs: the matmuls' and the attention's; embedding lookups and element-wise ops are
+    not counted (as in PaLM's and nanoGPT's MFU)."""
     d, f = cfg.d_model, cfg.d_ff
     enc_layer = 4 * d * d + 2 * d * f
     dec_layer = 8 * d * d + 2 * d * f
@@ -29,15 +24,3 @@ def train_flops(cfg: ModelConfig, vocab_size: int, src_tokens: float, tgt_tokens
     fwd += 2 * 2 * d * (cfg.encoder_layers * src_tokens * src_len
                         + cfg.decoder_layers * tgt_tokens * (tgt_len + src_len))
     return 3.0 * fwd
-
-
-def record_flops(rec: dict, cfg: ModelConfig, vocab_size: int) -> float:
-    """train_flops of one rank-log record (its source and target tokens and padded lengths)."""
-    return train_flops(cfg, vocab_size, rec["src_tokens"], rec["tgt_tokens"], rec["src_len"], rec["tgt_len"])
-
-
-def steady_mfu(records, cfg: ModelConfig, vocab_size: int, peak: float) -> float:
-    """Model FLOPs over step seconds over the peak, summed over the records given (one rank's or every rank's)."""
-    records = list(records)
-    flops = sum(record_flops(r, cfg, vocab_size) for r in records)
-    return flops / sum(r["step_time"] for r in records) / peak

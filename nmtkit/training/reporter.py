@@ -14,7 +14,7 @@ import numpy as np
 from nmtkit import runs
 from nmtkit.config import Config
 from nmtkit.files import append_jsonl
-from nmtkit.model.flops import SKIP_STEPS, record_flops
+from nmtkit.model.flops import SKIP_STEPS, train_flops
 from nmtkit.training.dist import pool_sizes
 from nmtkit.training.metrics import Scalars, Window
 from nmtkit.training.trainer import Trainer, tf
@@ -73,7 +73,7 @@ class Reporter:
                    "tgt_len": tgt_len, "rank": self.dist.rank, "host": self.dist.host,
                    "affinity": self.affinity, "threads": self.threads}
             append_jsonl(runs.rank_log(self.run, self.dist.rank), rec)
-            flops = record_flops(rec, self.cfg.model, self.vocab_size)
+            flops = train_flops(self.cfg.model, self.vocab_size, int(src), int(tgt), src_len, tgt_len)
             self.window.add(float(loss), seconds, int(src + tgt), flops)
             if len(self.step_times) > SKIP_STEPS:  # the summary's MFU: this session's steady steps (run.json)
                 self.steady = (self.steady[0] or step, step, self.steady[2] + flops, self.steady[3] + seconds)

@@ -193,3 +193,29 @@ def test_local_processes_have_no_price():
     from nmtkit import config
     for name in config.PROFILES:
         assert config.profile(name).monitor.price_per_node_hour == 0, name
+
+
+def test_link_verdict_states_the_tables_figures_and_counts_the_exchange_once():
+    import pandas as pd
+    from test_practice import trials
+
+    from nmtkit.course import prose
+    from nmtkit.course.instructor import linkverdict
+    from nmtkit.errors import NmtkitError
+    assert linkverdict.SHARE == prose.SHARE
+    for step_none, step_fp16, gbps in ((160.3, 351.0, 1.0), (900.0, 880.0, 0.192), (20.0, 15.0, 1.0)):
+        table = prose.link_table(trials(step_none, step_fp16), gbps)
+        text = table.attrs["verdict"]
+        assert text == linkverdict.link_verdict(table)
+        col = f"exchange on {gbps:g} Gbit/s (ms)"
+        for comp, r in table.iterrows():  # every figure the table shows is the text's
+            assert f"{comp}: {r['bytes per rank (MB)']:.2f} MB per rank per step" in text
+            step, link = r["step time here (ms)"], r["break-even link (Gbit/s)"]
+            assert f"{step:.1f} ms step on a {link:.3g} Gbit/s link" in text
+            assert f"take {r[col]:.1f} ms, {r[prose.SHARE]:.0%} of a step" in text
+        bound = gbps <= table.loc["none", "break-even link (Gbit/s)"]
+        assert ("the network would set the pace" in text) == bound
+        assert ("slower" in text) == (step_fp16 > step_none)
+        assert "cannot show it" in text and "assumed" not in text
+    with pytest.raises(NmtkitError, match="link_table"):
+        linkverdict.link_verdict(pd.DataFrame({"x": [1]}))

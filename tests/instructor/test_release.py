@@ -262,7 +262,7 @@ def test_q4_fails_with_every_weight_on_both_sides_and_passes_per_side(tmp_path):
     # the graded MFU is train_flops over the steps run.json names, and run.json's own figure (within 1%)
     s = ref.status["summary"]
     named = ref.ranks[ref.ranks.step.between(s["mfu_first_step"], s["mfu_last_step"])]
-    from nmtkit.model.flops import steady_mfu
+    from nmtkit.course.instructor.mfu import steady_mfu
     assert steady_mfu(named.to_dict("records"), m, vocab, peak) == pytest.approx(flops / step_s / peak, rel=0.01)
     assert s["mfu"] == pytest.approx(flops / step_s / peak, rel=0.01)
 
@@ -310,3 +310,91 @@ def test_a_releases_make_test_runs_the_student_tests_and_each_names_a_test_file(
     files = {line.split("::")[0].split("/")[-1] for line in out.stdout.splitlines() if "::" in line}
     assert out.returncode == 0 and files == set(STUDENT_TESTS), (sorted(files ^ set(STUDENT_TESTS)), out.stdout[-1500:])
 
+
+
+def test_the_shipped_reference_runs_lose_their_mfu_and_nothing_else(kit):
+    """Question 4's answer is the reference run's MFU: run.json's summary.mfu and the scalars' mfu tag stay with
+    the instructor (a student's own runs log theirs); every other record ships as the run wrote it."""
+    runs = sorted(p.parent for p in (kit / "nmtkit" / "reference").glob("*/run.json"))
+    assert len(runs) >= 10
+    for run in runs:
+        mine = ROOT / "nmtkit" / "reference" / run.name
+        s, ours = json.loads((run / "run.json").read_text()), json.loads((mine / "run.json").read_text())
+        assert "mfu" in ours["summary"] and "mfu" not in s["summary"], run.name  # the instructor's keep it
+        assert s["summary"]["peak_flops"] == ours["summary"]["peak_flops"] and s["params"] == ours["params"]
+        tags = [json.loads(ln)["tag"] for ln in (run / "scalars.jsonl").read_text().splitlines() if ln.strip()]
+        kept = [json.loads(ln) for ln in (mine / "scalars.jsonl").read_text().splitlines() if ln.strip()]
+        assert "mfu" not in tags and tags == [r["tag"] for r in kept if r["tag"] != "mfu"], run.name
+        for rel, text in ((p.relative_to(kit).as_posix(), p.read_bytes().decode("utf-8", "replace"))
+                          for p in sorted(run.rglob("*")) if p.is_file()):  # no file holds it, by name or by value
+            assert not re.search(r'"mfu"|\bMFU \d', text), rel
+            assert not printed(ours["summary"]["mfu"], text), (rel, printed(ours["summary"]["mfu"], text))
+
+
+FLOPS = ("import json, nmtkit.model.flops as f, nmtkit.training.reporter as r; print(json.dumps([n for n in "
+         "('record_flops', 'steady_mfu') if hasattr(f, n) or hasattr(r, n)]))")
+
+
+def test_the_release_ships_no_function_that_yields_question_4s_answer(kit):
+    """record_flops/steady_mfu turn a run's rank logs into its MFU: the instructor's (course/instructor/mfu.py);
+    the training loop counts its own steps (model/flops.py train_flops) for the student's own log line."""
+    found = [rel for rel, text in texts(kit) if rel.endswith(".py") and re.search(r"record_flops|steady_mfu", text)]
+    assert not found, found
+    out = in_release(kit, FLOPS)
+    assert out.returncode == 0 and json.loads(out.stdout.strip().splitlines()[-1]) == [], out.stderr[-2000:]
+
+
+LINK = r"""
+import json, pandas as pd, nmtkit as nk
+trials = pd.DataFrame({"compression": ["none", "fp16"], "ranks": [2, 2], "interface": ["lo", "lo"], "bytes/step sent":
+                       [8_476_940, 4_306_256], "step time (ms)": [53.5, 96.2]}).set_index("compression")
+try:
+    table = nk.link_table(trials, 0.192)
+    out = {"attrs": sorted(table.attrs), "text": table.to_string() + json.dumps(table.attrs, default=str)}
+except nk.NmtkitError as e:
+    out = {"attrs": [], "text": str(e), "refused": True}
+print(json.dumps(out))
+"""
+VERDICT_WORDS = re.compile(r"(?:network|compute) would set the pace|sending them takes as long|cannot show it:|"
+                           r"break-even link \(Gbit/s\)")  # the verdict's words and the table's column
+
+
+def test_the_releases_link_table_gives_no_verdict_and_notebook_03_does_not_call_it(kit):
+    out = in_release(kit, LINK)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert "verdict" not in got["attrs"] and not VERDICT_WORDS.search(got["text"]), got
+    assert not (kit / "nmtkit" / "course" / "instructor").exists()
+    nb03 = (kit / "notebooks" / "03_horovod_multinode.ipynb").read_text()
+    assert "link_table" not in nb03 and "verdict\\\"]" not in nb03 and not VERDICT_WORDS.search(nb03)
+    assert "nk.link_table(" in (ROOT / "notebooks" / "03_horovod_multinode.ipynb").read_text()  # the instructor's
+
+
+# the lessons' verdicts as bench/README.md once quoted them ('"no, still rising"', "set the pace", √(100/400))
+BENCH_VERDICTS = re.compile(r"still rising|set the pace|question \d+ \(\"|\"(?:no|yes)[,\"]|√\(\d")
+
+TITLES = r"""
+import json, sys
+from nmtkit.analysis import figures, reference_run  # every figure the report draws, its title kept
+from nmtkit.analysis.report import analyse
+seen = []
+figures._save = lambda fig, path: seen.extend(ax.get_title() for ax in fig.axes if ax.get_title()) or path
+analyse([reference_run()], sys.argv[2])
+print(json.dumps(seen))
+"""
+
+
+def test_no_shipped_bench_note_or_figure_title_states_an_answer(kit, tmp_path):
+    bench = {p.relative_to(kit).as_posix(): p.read_text() for p in (kit / "bench").rglob("*.md")}
+    hits = [(rel, m.group(0)) for rel, text in bench.items() for m in BENCH_VERDICTS.finditer(text)]
+    assert "bench/README.md" in bench and not hits, hits
+    assert BENCH_VERDICTS.search((ROOT / "docs" / "instructors.md").read_text())  # kept with the instructor
+    out = in_release(kit, TITLES, str(tmp_path / "figs"))
+    assert out.returncode == 0, out.stderr[-2000:]
+    drawn = json.loads(out.stdout.strip().splitlines()[-1])  # and every title the code and notebooks write
+    code = [p.read_text() for p in (kit / "nmtkit").rglob("*.py")] + ["".join(c.source) for nb in sorted(
+        (kit / "notebooks").glob("*.ipynb")) for c in nbformat.read(nb, 4).cells]
+    titles = drawn + [t for s in code for t in re.findall(r"(?:title=|title\(|suptitle\()\s*f?[\"']([^\"']+)", s)]
+    assert "Learning rate" in drawn and len(drawn) > 12 and len(titles) > len(drawn) + 5, titles
+    stated = [t for t in titles if re.search(r"sqrt|√|square root|warm-?up, then|decays? as", t, re.I)]
+    assert not stated, stated

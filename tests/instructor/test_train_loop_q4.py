@@ -10,7 +10,7 @@ def test_the_log_lines_mfu_runs_json_and_q4_are_one_count(trained_run):
     from nmtkit.analysis import load_run
     from nmtkit.analysis.evidence import Options
     from nmtkit.course.instructor.decisions import q4
-    from nmtkit.model.flops import steady_mfu
+    from nmtkit.course.instructor.mfu import steady_mfu
     run_dir, _ = trained_run
     run = load_run(run_dir)
     s, every = run.status["summary"], run.config.train.log_every

@@ -9,7 +9,9 @@ whether it is here):
     hidden.py     the graded comparison against decisions.py
     judgments.py  the yes/no rules on the evidence: plateau, overfitting, busy, the network's bound and bottleneck
     decisions.py  the deciding figures of each question (what the kit's answer rests on)
+    mfu.py        question 4's FLOPs and MFU from a run's logged steps (record_flops, steady_mfu)
     verdicts.py   the kit's verdicts in words (the instructor's report, `rep.verdict(n)`)
+    linkverdict.py notebook 03's link verdict: nk.link_table's frame in words
     rubric.py     per question, what a full answer holds
     release.py    `nmtkit release`: the student release, without this folder
 """

@@ -17,8 +17,8 @@ from nmtkit.analysis.evidence import Options, bleu_tolerance, bytes_per_param, s
 from nmtkit.analysis.logs import Run, checkpoint_info
 from nmtkit.config import profile
 from nmtkit.course.instructor.judgments import plateau_rule
+from nmtkit.course.instructor.mfu import record_flops
 from nmtkit.errors import AnalysisError
-from nmtkit.model.flops import record_flops
 from nmtkit.ring import ring_bytes
 
 HOMEWORK = "wmt16-base"  # the homework's configuration: transformer-base, 300,000 steps, warm-up 8,000
@@ -73,7 +73,7 @@ def q3(run: Run, o: Options) -> dict:
 
 def q4(run: Run, o: Options) -> dict:
     """The derivation the exercise asks for: model FLOPs per step from the shape (each side's weights with its own
-    tokens, nmtkit.model.flops), tokens per second, and their MFU against the peak the run measured."""
+    tokens, nmtkit.course.instructor.mfu), tokens per second, and their MFU against the peak the run measured."""
     st, summary = steady_steps(run, o.skip_steps), run.status.get("summary") or {}
     peak = summary.get("peak_flops")
     vocab = summary.get("vocab_size") or (run.config.data.vocab_size if run.config else None)

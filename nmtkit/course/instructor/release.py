@@ -7,9 +7,11 @@ stubbed, instructor cells and outputs gone), the course's decisions, hidden chec
 grader (INSTRUCTOR_MODULES; the release's `nk.check` then checks the form of a figure only), the instructor's docs
 and tools (the rehearsal that makes reference runs), and the tests that need those (tests/instructor/, and the
 sandboxed grading's suite in tests/heavy/). The README
-is the students' (docs/students-readme.md). The shipped reference runs keep their logs as the runs wrote them; their
-manifests and READMEs are reduced to how each run was made (the instructor's manifest also holds checks and derived
-figures such as the ring model's bytes), the manifests' checksums those of the files shipped.
+is the students' (docs/students-readme.md). The shipped reference runs keep their logs as the runs wrote them, less
+the run's MFU (question 4's answer: run.json's `summary.mfu` and the scalars' `mfu` tag, RUN_DROPS; a student's own
+runs log it); their manifests and READMEs are reduced to how each run was made (the instructor's manifest also holds
+checks and derived figures such as the ring model's bytes), the manifests' sizes and checksums those of the files
+shipped.
 
 The full kit stays the instructor's: `nmtkit grade` runs there, with the hidden checks. Nothing is written into a
 directory that exists and is not empty.
@@ -26,7 +28,7 @@ from pathlib import Path
 
 from nmtkit.course import student
 from nmtkit.errors import CourseError
-from nmtkit.files import atomic_write_json, atomic_write_text, read_json
+from nmtkit.files import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json
 
 ROOT = Path(__file__).resolve().parents[3]  # the instructor's kit (its checkout)
 INSTRUCTOR_MODULES = ("decisions", "hidden", "judgments", "verdicts", "rubric", "grade", "classgrade", "release")
@@ -39,6 +41,9 @@ INSTRUCTOR_MODULES = ("decisions", "hidden", "judgments", "verdicts", "rubric", 
 LEFT_OUT = ("nmtkit/course/instructor/", "tests/instructor/", "docs/instructors.md", "docs/rehearsal.md", "tools/",
             "docs/students-readme.md", "docs/terminal-lab.md", "tests/heavy/test_sandbox_grade.py")
 MANIFEST_DROPS = ("checks", "bytes_per_step_by_counters")
+# what a shipped reference run's own files lose: its MFU, question 4's graded figure (the steps it was taken over and
+# the peak stay: they are the question's inputs). Every other file of a run ships as the run wrote it.
+RUN_DROPS = {"run.json": "summary.mfu", "scalars.jsonl": "the records tagged mfu"}
 STUDENT_README = "docs/students-readme.md"  # the release's README.md
 SKIP_DIRS = {".git", ".venv", "workspace", "student", "__pycache__", ".ipynb_checkpoints", "nmtkit.egg-info",
              ".pytest_cache", "build", "dist"}
@@ -78,13 +83,43 @@ def _unnamed(text: str) -> str:
     return text
 
 
-def reduced_manifest(manifest: dict, readme: str | None = None) -> dict:
-    """The manifest without the instructor's fields; given the reduced README's text, its listed size and checksum
-    are that file's (the manifest lists every file of the run)."""
+def shipped_log(name: str, data: bytes) -> bytes:
+    """A reference run's file `name` (relative to the run) as the release ships it: without what RUN_DROPS names."""
+    if name == "run.json":
+        status = json.loads(data)
+        if isinstance(status.get("summary"), dict) and "mfu" in status["summary"]:
+            status["summary"] = {k: v for k, v in status["summary"].items() if k != "mfu"}
+            return (json.dumps(status, indent=2, sort_keys=True) + "\n").encode()  # as nmtkit.files writes it
+    elif name == "scalars.jsonl":
+        lines = data.decode().splitlines(keepends=True)
+        return "".join(ln for ln in lines if not ln.strip() or json.loads(ln).get("tag") != "mfu").encode()
+    return data
+
+
+def reduced_manifest(manifest: dict, shipped: dict[str, bytes] | None = None) -> dict:
+    """The manifest without the instructor's fields; the listed size and checksum of each file in `shipped` (the
+    run's files the release changes: name -> the bytes it ships) are those bytes' (the manifest lists every file
+    of the run)."""
     out = {k: _unnamed(v) if isinstance(v, str) else v for k, v in manifest.items() if k not in MANIFEST_DROPS}
-    if readme is not None and "README.md" in out.get("files", {}):
-        data = readme.encode()
-        out["files"] = {**out["files"], "README.md": {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}}
+    listed = out.get("files", {})
+    changed = {name: {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+               for name, data in (shipped or {}).items() if name in listed}
+    if changed:
+        out["files"] = {**listed, **changed}
+    return out
+
+
+def shipped_run(run: Path) -> dict[str, bytes]:
+    """The files of reference run `run` that the release changes (RUN_DROPS, and the reduced README), name -> the
+    bytes shipped."""
+    manifest = read_json(run / "manifest.json", CourseError, missing={})
+    out = {}
+    for name in RUN_DROPS:
+        if (run / name).is_file():
+            data = (run / name).read_bytes()
+            if shipped_log(name, data) != data:
+                out[name] = shipped_log(name, data)
+    out["README.md"] = reduced_readme(run.name, reduced_manifest(manifest, out)).encode()
     return out
 
 
@@ -128,12 +163,11 @@ def build(out: str | os.PathLike, root: Path = ROOT) -> Path:
             import nbformat
             copy_, _ = student.student_notebook(student.read_notebook(src), name=parts[-1])
             atomic_write_text(dest, nbformat.writes(copy_) + "\n")
-        elif parts[:2] == ("nmtkit", "reference") and parts[-1] == "manifest.json":
-            manifest = read_json(src, CourseError)
-            atomic_write_json(dest, reduced_manifest(manifest, reduced_readme(parts[2], reduced_manifest(manifest))))
-        elif parts[:2] == ("nmtkit", "reference") and parts[-1] == "README.md" and len(parts) == 4:
-            atomic_write_text(dest, reduced_readme(parts[2], reduced_manifest(read_json(src.parent / "manifest.json",
-                                                                                      CourseError))))
+        elif parts[:2] == ("nmtkit", "reference") and len(parts) == 4 and parts[-1] == "manifest.json":
+            atomic_write_json(dest, reduced_manifest(read_json(src, CourseError), shipped_run(src.parent)))
+        elif parts[:2] == ("nmtkit", "reference") and len(parts) == 4 and (parts[-1] == "README.md"
+                                                                            or parts[-1] in RUN_DROPS):
+            atomic_write_bytes(dest, shipped_run(src.parent).get(parts[-1], src.read_bytes()))
         elif rel == "README.md":
             atomic_write_text(dest, (root / STUDENT_README).read_text())
         else:
