@@ -45,3 +45,9 @@ def link_verdict(table) -> str:
         out.append(f"fp16 halves the bytes, which would save {saved:.1f} ms of link time per step; its steps here "
                    f"were {abs(dt):.1f} ms {word}: {why}.")
     return "\n".join(out)
+
+
+def with_verdict(table):
+    """The frame with its verdict in .attrs["verdict"], worded from that very frame, never from memory."""
+    table.attrs["verdict"] = link_verdict(table)
+    return table
