@@ -13,10 +13,10 @@ import numpy as np
 import pandas as pd
 
 from nmtkit import lr
-from nmtkit.analysis.evidence import Options, bleu_tolerance, bytes_per_param, steady_steps
+from nmtkit.analysis.evidence import Options, bytes_per_param, steady_steps
 from nmtkit.analysis.logs import Run, checkpoint_info
 from nmtkit.config import profile
-from nmtkit.course.instructor.judgments import plateau_rule
+from nmtkit.course.instructor.judgments import bleu_rule, plateau_rule
 from nmtkit.course.instructor.mfu import record_flops
 from nmtkit.errors import AnalysisError
 from nmtkit.ring import ring_bytes
@@ -51,9 +51,10 @@ def q2(run: Run, o: Options) -> dict:
     k_b, k_l = int((bleu["step"] > last - window).sum()), int((loss["step"] > last - window).sum())
     if k_b >= len(bleu) or k_l >= len(loss):
         raise AnalysisError(f"evaluations before the last {window} steps")
-    flat_b, gain = plateau_rule(bleu["value"].tolist(), k_b, o.plateau_tol, True, bleu_tolerance(run, o)[0])
+    b = bleu_rule(run, bleu, k_b, o)  # BLEU by the paired bootstrap: plateaued, rising or cannot tell
     flat_l, drop = plateau_rule(loss["value"].tolist(), k_l, o.plateau_tol, False)
-    return {"window_steps": window, "bleu_gain": gain, "loss_drop": drop, "trained": bool(flat_b and flat_l)}
+    return {"window_steps": window, "bleu_gain": b["bleu_gain"], "loss_drop": drop,
+            "trained": bool(b["bleu_verdict"] == "plateaued" and flat_l)}
 
 
 def q3(run: Run, o: Options) -> dict:

@@ -39,26 +39,33 @@ def q2_fully_trained(run: Run, fig_dir, o: Options) -> Answer:
     ev, fig = questions.measured(2, run, fig_dir, o)
     ev.update(judgments.q2(run, o))
     k, parts = o.plateau_k, []
-    if "bleu_plateau" in ev:
-        parts.append(f"dev BLEU {'has plateaued' if ev['bleu_plateau'] else 'is still rising'} "
-                     f"({ev['bleu_gain_last_k']:+.2f} points over the last {k} evaluations; "
-                     f"best {ev['bleu_best']:.2f})")
+    if "bleu_verdict" in ev:
+        a, b = ev["bleu_steps"]
+        shown = {"plateaued": "dev BLEU has plateaued", "rising": "dev BLEU is still rising",
+                 "cannot tell": "cannot tell whether dev BLEU has plateaued"}[ev["bleu_verdict"]]
+        interval = (f", the paired bootstrap's 95% interval {ev['bleu_gain_low']:+.2f} to {ev['bleu_gain_high']:+.2f} "
+                    f"over {ev['bleu_sentences']} dev sentences (p = {ev['bleu_p_value']:.3f} that it did not "
+                    f"improve)" if "bleu_gain_low" in ev else "")
+        parts.append(f"{shown}: step {b:,}'s {ev['bleu_gain']:+.2f} points over step {a:,}'s"
+                     f"{interval}, against a tolerance of {ev['bleu_tolerance']:.2f}; {ev['bleu_why']}")
     if "eval_loss_plateau" in ev:
         parts.append(f"eval loss {'has plateaued' if ev['eval_loss_plateau'] else 'is still falling'} "
                      f"({ev['eval_loss_drop_last_k']:+.3f} lower at best over the last {k} evaluations)")
     done = ev["fully_trained"]
     try:
         d = decisions.q2(run, o)
-        tol, why = evidence.bleu_tolerance(run, o)
-        ev.update(window_steps=d["window_steps"], trained_in_steps=d["trained"], bleu_tolerance=tol)
+        ev.update(window_steps=d["window_steps"], trained_in_steps=d["trained"])
         parts.insert(0, f"by the rule 'the best of the last {d['window_steps']} steps' evaluations beats the best "
-                        f"before them by at most {o.plateau_tol:.0%} (BLEU: at most {tol:.2f} points, {why})'")
+                        f"before them by at most {o.plateau_tol:.0%} (BLEU: the paired bootstrap's interval within "
+                        f"the tolerance)'")
     except AnalysisError:
         pass
-    text = (("Yes: " if done else "No: ") + "; ".join(parts) + ". "
+    unsure = ev.get("bleu_verdict") == "cannot tell" and ev.get("eval_loss_plateau", True)
+    text = (("Yes: " if done else "Cannot tell: " if unsure else "No: ") + "; ".join(parts) + ". "
             + ("More steps at this learning rate would buy little." if done else
+               "A larger dev set would decide it; nothing here shows it has stopped improving." if unsure else
                "It would still improve with more steps."))
-    if "bleu_plateau" not in ev:
+    if "bleu_verdict" not in ev:
         text += f" (Judged on eval loss alone: only {ev['bleu_evaluations']} BLEU evaluations.)"
     elif "eval_loss_plateau" not in ev:
         text += f" (Judged on BLEU alone: only {ev['loss_evaluations']} eval-loss evaluations.)"
@@ -89,7 +96,11 @@ def q3_overfitting(run: Run, fig_dir, o: Options) -> Answer:
         text += ("Eval loss sits below train loss because the train loss is measured with dropout on (and averaged "
                  "over an interval while the weights were still improving), evaluation without dropout on the "
                  "final weights; label smoothing is in both. ")
-    if ev["gap_size_shrank"] and first < 0:
+    if ev.get("gap_crossed"):
+        text += (f"It changed sign, crossing zero: eval loss went from {'above' if first > 0 else 'below'} the train "
+                 f"loss to {'above' if last > 0 else 'below'} it. A crossing alone is no overfitting: a held-out "
+                 f"loss that turns up while train loss falls is. ")
+    elif ev["gap_size_shrank"] and first < 0:
         text += (f"Its size shrank ({abs(first):.3f} to {abs(last):.3f}); nothing here measures why, and a "
                  f"shrinking gap alone is no overfitting: a held-out loss that turns up while train loss falls is.")
     elif last > 0:
