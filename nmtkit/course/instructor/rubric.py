@@ -8,8 +8,11 @@ RUBRIC = {
        "a small CPU model's rate up to transformer-base on GPUs; pricing local processes as cloud VMs; quoting the "
        "run's elapsed minutes as the answer.",
     2: "Full marks: a plateau rule stated in steps before looking (window and tolerance), applied to dev BLEU and "
-       "eval loss, and a verdict that follows from both. Wrong: 'the loss is low, so it is trained'; max(BLEU) or "
-       "the last step number as the evidence.",
+       "eval loss, and a verdict that follows from both; BLEU's gain judged by a paired bootstrap over the dev "
+       "sentences (the two evaluations scored on the same resampled sentences), with 'cannot tell' where its "
+       "interval straddles the tolerance or the dev set is too small (the reference run's 20 sentences). Wrong: "
+       "'the loss is low, so it is trained'; max(BLEU) or the last step number as the evidence; one BLEU's spread "
+       "used as the noise of a difference of two; a BLEU gain on a handful of sentences taken as proof either way.",
     3: "Full marks: decided on the held-out loss (did it turn up from its best while the train loss kept falling?), "
        "with the step of the best. Wrong: 'fully trained, so overfitting' (a plateau is not overfitting); the sign "
        "of eval minus train loss as the verdict (dropout is on while training only); a dip of a BLEU near 2 as proof.",
