@@ -126,6 +126,41 @@ def q4(ev: dict, o: Options) -> dict:
     return {"fully_utilised": all(r["mean"] >= o.busy_util for r in gpus) if gpus else None}
 
 
+def one_machine(run: Run) -> bool:
+    """The run's 'hosts' share one machine: local engines (no cluster.hosts), or a frozen run whose manifest says
+    so (the rehearsal's network namespaces)."""
+    from nmtkit.files import read_json
+    if run.config is not None and not run.config.cluster.hosts:
+        return True
+    f = run.path / "manifest.json"
+    try:
+        return f.is_file() and "one machine" in str(read_json(f, AnalysisError).get("what", ""))
+    except AnalysisError:
+        return False
+
+
+def cpu_cores(run: Run, ev: dict, mfu: float | None = None) -> dict:
+    """Question 4 on CPUs, like with like, in cores: the cores the ranks' own processes kept busy (each sampled
+    rank's mean % of one core; the unsampled ranks taken alike) against the cores the system saw busy and the
+    cores present; and, with the per-rank MFU (against one rank's own peak), the ranks' arithmetic over the peak of
+    every core present. {} without the samples."""
+    procs, cpus, n = ev.get("rank_processes") or [], [d for d in ev["devices"] if d["device"] == "cpu"], run.n_ranks
+    cores = ev.get("cpu_count")
+    if not procs or not cpus or not cores:
+        return {}
+    per_rank = float(np.mean([p["proc_cpu_mean"] for p in procs])) / 100
+    shared = one_machine(run)
+    # on one machine every host's sampler sees the same cores: their mean is the machine's; else each host its own
+    busy = float(np.mean([d["mean"] for d in cpus])) / 100 * cores * (1 if shared else len(cpus))
+    present = cores * (1 if shared else len(cpus))
+    out = {"one_machine": shared, "rank_cores_each": per_rank, "ranks_cores": n * per_rank, "busy_cores": busy,
+           "cores_present": present, "ranks_share_of_busy": n * per_rank / busy if busy else float("nan"),
+           "idle_cores": present - busy}
+    if mfu is not None:
+        out["mfu_all_cores"] = n * mfu / present  # per-rank MFU is against one rank's own peak (its own thread)
+    return out
+
+
 def network(run: Run, o: Options) -> dict:
     """Question 5's figures on the plain measurements (nmtkit.analysis.machines.measure_network): the flat ring's
     bound, the bytes counted per step on each node's link, the exchange's time on the link and its share of a step,

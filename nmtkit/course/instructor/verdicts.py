@@ -135,16 +135,31 @@ def q4_utilisation(run: Run, fig_dir, o: Options) -> Answer:
     except AnalysisError:
         pass
     if ev["fully_utilised"] is None:
+        c = judgments.cpu_cores(run, ev, ev.get("mfu"))
+        ev.update(c)
         procs = ev.get("rank_processes") or []
-        own = (f" Each rank's own process used {min(p['proc_cpu_mean'] for p in procs):.0f}-"
+        own = (f" Each sampled rank's own process used {min(p['proc_cpu_mean'] for p in procs):.0f}-"
                f"{max(p['proc_cpu_mean'] for p in procs):.0f}% of one core on average." if procs else "")
-        cores = f" of {ev['cpu_count']} cores" if ev.get("cpu_count") else ""
+        cores = ""
+        if c:
+            where = "one machine's" if c["one_machine"] else "the hosts'"
+            cores = (f" Like with like, in cores: the {run.n_ranks} ranks kept {run.n_ranks} x "
+                     f"{c['rank_cores_each']:.2f} = {c['ranks_cores']:.2f} cores busy (the unsampled ranks taken "
+                     f"alike), {c['ranks_share_of_busy']:.0%} of the {c['busy_cores']:.2f} cores the system saw busy "
+                     f"out of {where} {c['cores_present']}: the ranks were "
+                     f"{'most' if c['ranks_share_of_busy'] >= 0.5 else 'part'} of the machine's work, not idle "
+                     f"beside it. What sat idle was the machine itself, {c['idle_cores']:.2f} of "
+                     f"{c['cores_present']} cores, while the ranks waited on the gradient exchange (question 5).")
+            if "mfu_all_cores" in c:
+                cores += (f" The MFU above is per rank against the peak one rank measured on its own thread; "
+                          f"{run.n_ranks} ranks share {c['cores_present']} cores, so against every core's peak "
+                          f"their arithmetic is {run.n_ranks} x {ev['mfu']:.1%} / {c['cores_present']} = "
+                          f"{c['mfu_all_cores']:.1%}.")
         text = (f"This run had no GPU (the sampler found none), so here is the CPU instead, as the system sees it: "
-                f"{listing}.{own}{mfu} System CPU counts every process on the machine{cores}; where the 'hosts' "
+                f"{listing}.{own}{mfu}{cores} System CPU counts every process on the machine; where the 'hosts' "
                 f"share one machine (the rehearsal's network namespaces, the course's local engines) it counts "
                 f"every rank and the sampler together. A rank waiting on Gloo's allreduce sleeps in a socket read: "
-                f"it costs the step time but no CPU, so busy system CPU beside idle rank processes means the machine "
-                f"was busy, not that these ranks computed. On GPUs it is the other way round: {NCCL_WAIT}")
+                f"it costs the step time but no CPU. On GPUs it is the other way round: {NCCL_WAIT}")
     elif ev["fully_utilised"]:
         text = f"Busy by NVML's measure: {listing}.{mfu} {NVML_MEANING} {NCCL_WAIT}"
     else:
