@@ -41,6 +41,36 @@ def bytes_per_param(run: Run) -> int:
     return 2 if run.config and run.config.train.compression == "fp16" else 4
 
 
+def one_machine(run: Run) -> bool:
+    """The run's 'hosts' share one machine: local engines (no cluster.hosts), or a frozen run whose manifest says
+    so (the rehearsal's network namespaces)."""
+    from nmtkit.files import read_json
+    if run.config is not None and not run.config.cluster.hosts:
+        return True
+    f = run.path / "manifest.json"
+    try:
+        return f.is_file() and "one machine" in str(read_json(f, AnalysisError).get("what", ""))
+    except AnalysisError:
+        return False
+
+
+def node_price(run: Run, o: Options) -> tuple[float | None, str]:
+    """(USD per node-hour or None, where from): the one price the report, question 1 and the instructor's verdict
+    use. The caller's (o.price_per_node_hour) first; else the price training recorded in run.json's projection (from
+    monitor.price_per_node_hour); none for 'hosts' that share one machine (local processes or namespaces are no
+    priced VMs, whatever run.json recorded) or a price of 0."""
+    if o.price_per_node_hour is not None:
+        return (o.price_per_node_hour or None), "given"
+    proj = run.status.get("projection") or {}
+    price = proj.get("price_per_node_hour")
+    if price is None and run.config is not None:
+        price = run.config.monitor.price_per_node_hour
+    if one_machine(run):
+        return None, "its hosts share one machine: no priced VMs" + (
+            f" (run.json's projection priced them at USD {price:.2f} per node-hour)" if price else "")
+    return (float(price), "run.json's projection (monitor.price_per_node_hour)") if price else (None, "no price set")
+
+
 # --- frames shared by several questions ---------------------------------------------------------------
 
 def steady_steps(run: Run, skip: int) -> pd.DataFrame:
@@ -91,7 +121,7 @@ def measure_time_and_cost(run: Run, o: Options) -> tuple[dict, pd.DataFrame]:
         target, target_src = cfg.train.steps, "train.steps of this wmt16-base run"
     else:
         target, target_src = base.train.steps, "train.steps of the wmt16-base profile"
-    price = o.price_per_node_hour if o.price_per_node_hour is not None else (cfg or base).monitor.price_per_node_hour
+    price = node_price(run, o)[0] or 0.0
     nodes = max(len(run.hosts), 1)
     total_h = (elapsed + max(target - step, 0) / rate) / 3600
     ev = {"status": run.status.get("status", "unknown"), "elapsed_s": elapsed, "step": step,

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from nmtkit import lr
-from nmtkit.analysis.evidence import Options, bytes_per_param, steady_steps
+from nmtkit.analysis.evidence import Options, bytes_per_param, node_price, steady_steps
 from nmtkit.analysis.logs import Run, checkpoint_info
 from nmtkit.config import profile
 from nmtkit.course.instructor.judgments import bleu_rule, plateau_rule
@@ -35,9 +35,10 @@ def step_seconds(run: Run, o: Options) -> float:
 def q1(run: Run, o: Options) -> dict:
     step_s, target = step_seconds(run, o), o.max_steps or profile(HOMEWORK).train.steps
     out = {"step_s": step_s, "target_steps": target, "hours_to_target": target * step_s / 3600}
-    if o.price_per_node_hour is not None:  # a price only for hardware the caller names: local processes are no VMs
+    price = node_price(run, o)[0]  # the report's price too: the caller's or run.json's, none for one machine
+    if price:
         nodes = max(len(run.hosts), 1)
-        out.update(nodes=nodes, cost=out["hours_to_target"] * nodes * o.price_per_node_hour)
+        out.update(nodes=nodes, price=price, cost=out["hours_to_target"] * nodes * price)
     return out
 
 

@@ -15,14 +15,15 @@ from nmtkit.analysis.evidence import (
     Options,
     bytes_per_param,
     loss_gap_table,
+    one_machine,
     paired_bleu,
     steady_steps,
     step_times,
     tokens_per_s,
 )
 from nmtkit.analysis.logs import Run
-from nmtkit.errors import AnalysisError
 from nmtkit.analysis.machines import first_rank_steps, in_window, measure_network, per_host
+from nmtkit.errors import AnalysisError
 from nmtkit.ring import ring_bytes
 
 
@@ -124,19 +125,6 @@ def q4(ev: dict, o: Options) -> dict:
     """fully_utilised: every GPU's mean utilisation at or above the threshold; None without a GPU."""
     gpus = [r for r in ev["devices"] if r["device"].startswith("gpu")]
     return {"fully_utilised": all(r["mean"] >= o.busy_util for r in gpus) if gpus else None}
-
-
-def one_machine(run: Run) -> bool:
-    """The run's 'hosts' share one machine: local engines (no cluster.hosts), or a frozen run whose manifest says
-    so (the rehearsal's network namespaces)."""
-    from nmtkit.files import read_json
-    if run.config is not None and not run.config.cluster.hosts:
-        return True
-    f = run.path / "manifest.json"
-    try:
-        return f.is_file() and "one machine" in str(read_json(f, AnalysisError).get("what", ""))
-    except AnalysisError:
-        return False
 
 
 def cpu_cores(run: Run, ev: dict, mfu: float | None = None) -> dict:

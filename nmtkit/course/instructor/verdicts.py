@@ -28,10 +28,10 @@ def q1_time_and_cost(run: Run, fig_dir, o: Options) -> Answer:
             f"(evaluations and checkpoints extra). That says nothing about transformer-base on GPUs: a different "
             f"model on different hardware has its own step time, to be measured, not scaled. ")
     if "cost" in d:
-        text += (f"On {d['nodes']} priced node(s) at USD {o.price_per_node_hour:.2f} per node-hour that is "
+        text += (f"On {d['nodes']} priced node(s) at USD {d['price']:.2f} per node-hour that is "
                  f"USD {d['cost']:,.0f}.")
     else:
-        text += "No cost: these ranks ran on hardware with no price (local processes are not cloud VMs)."
+        text += f"No cost: these ranks ran on hardware with no price ({evidence.node_price(run, o)[1]})."
     return Answer(1, TITLES[1], text.strip(), ev, fig, run=run.name)
 
 
