@@ -41,8 +41,8 @@ def q2_fully_trained(run: Run, fig_dir, o: Options) -> Answer:
     k, parts = o.plateau_k, []
     if "bleu_verdict" in ev:
         a, b = ev["bleu_steps"]
-        shown = {"plateaued": "dev BLEU has plateaued", "rising": "dev BLEU is still rising",
-                 "cannot tell": "cannot tell whether dev BLEU has plateaued"}[ev["bleu_verdict"]]
+        shown = {"plateaued": "dev BLEU has plateaued", "rising": "dev BLEU is still rising"}.get(
+            ev["bleu_verdict"], "cannot tell whether dev BLEU has plateaued")
         interval = (f", the paired bootstrap's 95% interval {ev['bleu_gain_low']:+.2f} to {ev['bleu_gain_high']:+.2f} "
                     f"over {ev['bleu_sentences']} dev sentences (p = {ev['bleu_p_value']:.3f} that it did not "
                     f"improve)" if "bleu_gain_low" in ev else "")
@@ -96,10 +96,9 @@ def q3_overfitting(run: Run, fig_dir, o: Options) -> Answer:
         text += ("Eval loss sits below train loss because the train loss is measured with dropout on (and averaged "
                  "over an interval while the weights were still improving), evaluation without dropout on the "
                  "final weights; label smoothing is in both. ")
-    if ev.get("gap_crossed"):
+    if ev.get("gap_crossed"):  # a sign change is no shrinking
         text += (f"It changed sign, crossing zero: eval loss went from {'above' if first > 0 else 'below'} the train "
-                 f"loss to {'above' if last > 0 else 'below'} it. A crossing alone is no overfitting: a held-out "
-                 f"loss that turns up while train loss falls is. ")
+                 f"loss to {'above' if last > 0 else 'below'} it, no overfitting by itself. ")
     elif ev["gap_size_shrank"] and first < 0:
         text += (f"Its size shrank ({abs(first):.3f} to {abs(last):.3f}); nothing here measures why, and a "
                  f"shrinking gap alone is no overfitting: a held-out loss that turns up while train loss falls is.")
@@ -112,8 +111,6 @@ def q3_overfitting(run: Run, fig_dir, o: Options) -> Answer:
 NVML_MEANING = ("(NVML's 'utilization' is the share of time at least one kernel ran on the GPU, not how much of the "
                 "GPU worked: a GPU at 100% can leave most of its cores idle. Model FLOPs utilisation, MFU, says how "
                 "much of the peak arithmetic the model used.)")
-
-
 NCCL_WAIT = ("A wait for the gradient exchange does not show as idle: NCCL's kernels run on the GPU while the "
              "network is slow, so even 100% does not rule out a network bottleneck; question 5 decides that.")
 
@@ -140,9 +137,8 @@ def q4_utilisation(run: Run, fig_dir, o: Options) -> Answer:
         procs = ev.get("rank_processes") or []
         own = (f" Each sampled rank's own process used {min(p['proc_cpu_mean'] for p in procs):.0f}-"
                f"{max(p['proc_cpu_mean'] for p in procs):.0f}% of one core on average." if procs else "")
-        cores = ""
+        where, cores = "one machine's" if c.get("one_machine") else "the hosts'", ""
         if c:
-            where = "one machine's" if c["one_machine"] else "the hosts'"
             cores = (f" Like with like, in cores: the {run.n_ranks} ranks kept {run.n_ranks} x "
                      f"{c['rank_cores_each']:.2f} = {c['ranks_cores']:.2f} cores busy (the unsampled ranks taken "
                      f"alike), {c['ranks_share_of_busy']:.0%} of the {c['busy_cores']:.2f} cores the system saw busy "
@@ -201,8 +197,8 @@ def q5_network(run: Run, fig_dir, o: Options) -> Answer:
                  f"{(compute_s + ev['link_s_1g']) * 1000:.0f} ms with the exchange {ev['share_at_1g']:.0%} of it, "
                  f"on 10 Gbit/s {ev['share_at_10g']:.0%} (if the exchange ran at the link's rate).")
     else:
-        text += f"A step took {step_ms:.0f} ms. "
-        text += f"The config assumes {ev['link_gbps']:g} Gbit/s ({ev['link_source']}); an assumption decides nothing."
+        text += (f"A step took {step_ms:.0f} ms. The config assumes {ev['link_gbps']:g} Gbit/s ({ev['link_source']}); "
+                 f"an assumption decides nothing.")
     if iface == "lo":
         text += (" Here the 'nodes' share one machine and the traffic went over loopback, whose counters see every "
                  "ring edge; the reference run shipped with nmtkit crosses a real, shaped link.")
