@@ -174,9 +174,13 @@ def network(run: Run, o: Options) -> dict:
                  **(counted or {"bytes_per_step": h["mean_Bps"] * step_s,
                                 "bytes_per_step_source": "mean rate while steps ran x mean step time"}),
                  expected_bytes_per_step=per_step * edges)
+    # a faster link replaces this run's exchange, it does not add to it: its time belongs beside the compute part
+    # of the step (the step minus its own exchange on its own link), not beside a step that already holds one
+    compute_s, at_1g, at_10g = max(step_s - comm_s, 0.0), per_step * 8 / 1e9, per_step * 8 / 1e10
     ev.update(bytes_per_param=o.bytes_per_param, link_Bps=link_Bps, allreduce_bytes_per_rank_per_step=per_step,
               mean_step_time_s=step_s, expected_Bps_per_rank=per_step / step_s, allreduce_time_on_link_s=comm_s,
-              allreduce_share_of_step=comm_s / step_s)
+              allreduce_share_of_step=comm_s / step_s, link_s_1g=at_1g, link_s_10g=at_10g, compute_s=compute_s,
+              share_at_1g=at_1g / (compute_s + at_1g), share_at_10g=at_10g / (compute_s + at_10g))
     ev["bottleneck"] = bottleneck(ev)
     return ev
 

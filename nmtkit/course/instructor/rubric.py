@@ -79,3 +79,10 @@ RUBRIC = {
            "send one fused allreduce after it); an ideal of 4x for 4 ranks on 2 cores; the baseline called free "
            "of exchange.",
 }
+
+# the verdicts' words on what utilisation cannot show (nmtkit.course.instructor.verdicts, question 4)
+NVML_MEANING = ("(NVML's 'utilization' is the share of time at least one kernel ran on the GPU, not how much of the "
+                "GPU worked: a GPU at 100% can leave most of its cores idle. Model FLOPs utilisation, MFU, says how "
+                "much of the peak arithmetic the model used.)")
+NCCL_WAIT = ("A wait for the gradient exchange does not show as idle: NCCL's kernels run on the GPU while the "
+             "network is slow, so even 100% does not rule out a network bottleneck; question 5 decides that.")
