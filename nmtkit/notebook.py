@@ -135,6 +135,12 @@ class Analysis:
         from nmtkit.training.heldout import describe
         return describe(run, batches)
 
+    def paired_bleu(self, run, step_a: int, step_b: int) -> dict:
+        """Question 2: dev BLEU at evaluation step_b minus at step_a, with the 95% interval of a paired bootstrap
+        over the dev sentences (seeded; nmtkit.analysis.evidence.paired_bleu says what it returns)."""
+        from nmtkit.analysis.evidence import paired_bleu
+        return paired_bleu(run, step_a, step_b)
+
     def listing(self, run, folder: str = "checkpoints") -> list[str]:
         """The files under `folder` of a run, relative to it (the reference run: as it was listed when frozen)."""
         return report.listing(run, folder)

@@ -14,7 +14,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from nmtkit.analysis.logs import Run
-from nmtkit.analysis.machines import busy_interfaces, device_columns, net_total, per_host
+from nmtkit.analysis.machines import busy_interfaces, device_columns, net_busiest_direction, per_host
 from nmtkit.files import atomic_write_bytes
 
 
@@ -156,17 +156,26 @@ def device_utilisation(runs: list[Run], path) -> Path | None:
 
 
 def network(runs: list[Run], path) -> Path | None:
-    """Bytes/s sent+received per node and interface (interfaces that carried nothing are left out)."""
+    """Bytes/s of the busier direction per node and interface (interfaces that carried nothing are left out), against
+    each run's link rate as preflight measured it: a full-duplex link carries its rate each way, so one direction,
+    not sent + received, is what meets it."""
     fig, axes = _figure()
     ax = axes[0, 0]
     drawn = 0
     for run, host, df, t0 in _node_timelines(runs):
         for iface in busy_interfaces(df):
-            ax.plot(df["time"] - t0, net_total(df, iface) / 1e6, "-", lw=1, label=f"{run.name} {host} {iface}")
+            ax.plot(df["time"] - t0, net_busiest_direction(df, iface) / 1e6, "-", lw=1,
+                    label=f"{run.name} {host} {iface}")
             drawn += 1
     if not drawn:
         return None
-    ax.set(title="Network throughput (sent + received)", xlabel="seconds since training started", ylabel="MB/s")
+    for i, run in enumerate(runs):
+        mbit = run.status.get("link_measured_mbit_s")
+        if isinstance(mbit, (int, float)) and mbit > 0:
+            ax.axhline(mbit / 8, ls="--", lw=1, color=f"C{i}",
+                       label=f"{run.name}: its link, {mbit:g} Mbit/s each way (preflight)")
+    ax.set(title="Network throughput, busier direction (a link's rate holds each way)",
+           xlabel="seconds since training started", ylabel="MB/s one way (max of sent, received)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     return _save(fig, path)

@@ -201,8 +201,8 @@ PAIR_COLUMNS = ["time", "net_Bps", "step_time", "steps"]
 
 
 def align_steps_to_network(run: Run, skip: int) -> tuple[pd.DataFrame, str | None, str]:
-    """Pairs (net_Bps, step_time): each step is matched to the monitor sample whose interval holds its end, on
-    the node of the lowest rank; steps sharing a sample are averaged (one pair per sample).
+    """Pairs (net_Bps, the busier direction's bytes/s; step_time): each step is matched to the monitor sample whose
+    interval holds its end, on the node of the lowest rank; steps sharing a sample are averaged (one pair per sample).
 
     Used by no notebook's cells (the kit's own and the CLI's)."""
     st = steady_steps(run, skip)
@@ -215,7 +215,8 @@ def align_steps_to_network(run: Run, skip: int) -> tuple[pd.DataFrame, str | Non
     iface, why = link_iface(run, m)
     if iface is None:
         return pd.DataFrame(columns=PAIR_COLUMNS), None, why
-    m = m.sort_values("time").assign(net_Bps=net_total(m, iface))[["time", "net_Bps"]]
+    # one direction, the busier: a full-duplex link's rate holds each way (sent + received is no rate to set beside it)
+    m = m.sort_values("time").assign(net_Bps=net_busiest_direction(m, iface))[["time", "net_Bps"]]
     interval = float(m["time"].diff().median()) if len(m) > 1 else 1.0
     merged = pd.merge_asof(r0[["wall_time", "step_time"]].astype(float), m.astype(float), left_on="wall_time",
                            right_on="time", direction="forward", tolerance=1.5 * interval).dropna()

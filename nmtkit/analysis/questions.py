@@ -127,7 +127,8 @@ def _q11(run, fig_dir, o):
     r, iface = ev["pearson_r"], ev["iface"]
     return ev, _drawn(fig_dir, run, 11, "scatter", lambda p: figures.scatter(
         pairs["net_Bps"].to_numpy() / 1e6, pairs["step_time"].to_numpy() * 1000, p,
-        f"Step time vs {iface} throughput (r = {r:+.2f})", f"{iface} sent + received (MB/s)", "step time (ms)"))
+        f"Step time vs {iface} throughput (r = {r:+.2f})", f"{iface} MB/s, busier direction (one way, as the link's "
+        f"rate)", "step time (ms)"))
 
 
 MEASURES = (_q1, _q2, _q3, _q4, _q5, _q6, _q7, _q8, _q9, _q10, _q11)

@@ -14,7 +14,7 @@ import pandas as pd
 
 import nmtkit.analysis.figures as figures
 from nmtkit import runs as rundir
-from nmtkit.analysis.evidence import Options, steady_steps, tokens_per_s
+from nmtkit.analysis.evidence import Options, node_price, steady_steps, tokens_per_s
 from nmtkit.analysis.logs import Run, load_runs
 from nmtkit.analysis.questions import Answer, evidence_all
 from nmtkit.errors import AnalysisError
@@ -31,6 +31,7 @@ class Report:
     answers: dict[str, list[Answer]] = field(default_factory=dict)  # run name -> its 11 answers
     comparison: pd.DataFrame = field(default_factory=pd.DataFrame)  # one row per run
     rubric: dict[int, str] | None = None  # question -> rubric: only where the course's verdicts made the answers
+    options: Options | None = None  # the analysis's options (the price a caller gave: nmtkit.analysis.evidence)
 
     def markdown(self, instructor: bool = False) -> str:
         """The report; the kit's verdicts and the rubric only for instructors (students get the evidence)."""
@@ -47,7 +48,7 @@ class Report:
                + ("Instructor's copy: verdicts and rubric included. " if instructor else
                   "The evidence only: the verdicts are yours to write. ") + "Runs:", ""]
         for r in self.runs:
-            out.append(f"- **{r.name}**: {ending(r.status)}, step {r.last_step}, "
+            out.append(f"- **{r.name}**: {ending(r.status, r, self.options)}, step {r.last_step}, "
                        f"{r.n_ranks} rank(s), scalars from {r.scalars_source or 'nowhere'}"
                        + (f"; config: {r.config_problem}" if r.config_problem else ""))
         if not self.comparison.empty:
@@ -72,15 +73,22 @@ class Report:
         return "\n".join(out) + "\n"
 
 
-def ending(status: dict) -> str:
-    """How a run ended, in words: "stopped by its budget at step 20 of 100000", "finished", ... (run.json)."""
+def ending(status: dict, run: Run | None = None, options: Options | None = None) -> str:
+    """How a run ended, in words: "stopped by its budget at step 20 of 100000", "finished", ... (run.json); with the
+    run, its projection priced by the one price question 1 uses (nmtkit.analysis.evidence.node_price)."""
     state, reason = status.get("status", "unknown"), status.get("reason")
     where = f" at step {status.get('step')} of {status.get('total_steps')}" if state == "stopped" else ""
     why = {"budget": " by its budget", "plateau": " on a plateau of dev BLEU (early stopping)"}.get(
         reason, f" ({reason})" if reason else "")
     proj = status.get("projection") or {}
-    pace = (f"; projected {proj['total_hours']:.2f} h to train.steps" + (f", ${proj['total_cost']:,.2f}"
-            if proj.get("total_cost") is not None else "")) if proj.get("total_hours") is not None else ""
+    pace = ""
+    if proj.get("total_hours") is not None:
+        pace = f"; projected {proj['total_hours']:.2f} h to train.steps"
+        if run is not None:
+            price, source = node_price(run, options or Options())
+            nodes = proj.get("nodes") or max(len(run.hosts), 1)
+            pace += (f", ${proj['total_hours'] * nodes * price:,.2f} at ${price:.2f} per node-hour x {nodes}"
+                     if price else f" (no cost: {source})")
     return f"status {state}{why if state == 'stopped' else ''}{where}{pace}"
 
 
@@ -184,7 +192,7 @@ def analyse(runs, out_dir: str | Path | None = None, options: Options | None = N
     loaded = runs if runs and all(isinstance(r, Run) for r in runs) else load_runs(runs)
     out_dir = Path(out_dir) if out_dir is not None else loaded[0].path
     fig_dir = out_dir / FIGURES_DIR
-    rep = Report(loaded, out_dir, rubric=rubric)
+    rep = Report(loaded, out_dir, rubric=rubric, options=options)
     warmup = loaded[0].config.train.warmup_steps if loaded[0].config else None
     overview = {  # title -> (file name, drawing)
         "BLEU": ("bleu", lambda p: figures.bleu(loaded, p)),

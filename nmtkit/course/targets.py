@@ -21,7 +21,9 @@ TARGETS = {
                                      "nothing scaled to another model")},
     "q2": {"bleu_gain": ((0, 0.01), "BLEU points: the best evaluation inside the window minus the best before it"),
            "loss_drop": ((0, 0.001), "eval loss: the best before the window minus the best inside it"),
-           "trained": (EXACT, "both curves must pass the stated rule; a curve still improving means not trained")},
+           "trained": (EXACT, "both curves must be shown to pass the stated rule, BLEU by the paired bootstrap's "
+                              "interval; a curve still improving, or one the dev set cannot decide, is not shown "
+                              "trained")},
     "q3": {"loss_up": ((0, 0.001), "the last eval loss minus the lowest eval loss of the run"),
            "overfitting": (EXACT, "decided on the held-out loss: did it turn up while the train loss kept falling?")},
     "q4": {"flops_per_step": (MEAN, "model FLOPs of one rank's step from the shape: 2 per weight per token forward, "

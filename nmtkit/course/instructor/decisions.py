@@ -13,10 +13,10 @@ import numpy as np
 import pandas as pd
 
 from nmtkit import lr
-from nmtkit.analysis.evidence import Options, bleu_tolerance, bytes_per_param, steady_steps
+from nmtkit.analysis.evidence import Options, bytes_per_param, node_price, steady_steps
 from nmtkit.analysis.logs import Run, checkpoint_info
 from nmtkit.config import profile
-from nmtkit.course.instructor.judgments import plateau_rule
+from nmtkit.course.instructor.judgments import bleu_rule, plateau_rule
 from nmtkit.course.instructor.mfu import record_flops
 from nmtkit.errors import AnalysisError
 from nmtkit.ring import ring_bytes
@@ -35,9 +35,10 @@ def step_seconds(run: Run, o: Options) -> float:
 def q1(run: Run, o: Options) -> dict:
     step_s, target = step_seconds(run, o), o.max_steps or profile(HOMEWORK).train.steps
     out = {"step_s": step_s, "target_steps": target, "hours_to_target": target * step_s / 3600}
-    if o.price_per_node_hour is not None:  # a price only for hardware the caller names: local processes are no VMs
+    price = node_price(run, o)[0]  # the report's price too: the caller's or run.json's, none for one machine
+    if price:
         nodes = max(len(run.hosts), 1)
-        out.update(nodes=nodes, cost=out["hours_to_target"] * nodes * o.price_per_node_hour)
+        out.update(nodes=nodes, price=price, cost=out["hours_to_target"] * nodes * price)
     return out
 
 
@@ -51,9 +52,10 @@ def q2(run: Run, o: Options) -> dict:
     k_b, k_l = int((bleu["step"] > last - window).sum()), int((loss["step"] > last - window).sum())
     if k_b >= len(bleu) or k_l >= len(loss):
         raise AnalysisError(f"evaluations before the last {window} steps")
-    flat_b, gain = plateau_rule(bleu["value"].tolist(), k_b, o.plateau_tol, True, bleu_tolerance(run, o)[0])
+    b = bleu_rule(run, bleu, k_b, o)  # BLEU by the paired bootstrap: plateaued, rising or cannot tell
     flat_l, drop = plateau_rule(loss["value"].tolist(), k_l, o.plateau_tol, False)
-    return {"window_steps": window, "bleu_gain": gain, "loss_drop": drop, "trained": bool(flat_b and flat_l)}
+    return {"window_steps": window, "bleu_gain": b["bleu_gain"], "loss_drop": drop,
+            "trained": bool(b["bleu_verdict"] == "plateaued" and flat_l)}
 
 
 def q3(run: Run, o: Options) -> dict:

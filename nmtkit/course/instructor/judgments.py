@@ -13,15 +13,17 @@ import pandas as pd
 from nmtkit import monitor
 from nmtkit.analysis.evidence import (
     Options,
-    bleu_tolerance,
     bytes_per_param,
     loss_gap_table,
+    one_machine,
+    paired_bleu,
     steady_steps,
     step_times,
     tokens_per_s,
 )
 from nmtkit.analysis.logs import Run
 from nmtkit.analysis.machines import first_rank_steps, in_window, measure_network, per_host
+from nmtkit.errors import AnalysisError
 from nmtkit.ring import ring_bytes
 
 
@@ -40,13 +42,42 @@ def plateau_rule(values: list[float], k: int, tol: float, higher_is_better: bool
     return gain <= max(tol * abs(best_before), min_abs), gain
 
 
+def bleu_rule(run: Run, bleu: pd.DataFrame, k: int, o: Options) -> dict:
+    """Dev BLEU's plateau, decided by a paired bootstrap over the dev sentences (Koehn 2004): the best evaluation of
+    the last k against the best before them, both scored on the same resampled sentences. "plateaued" when the
+    gain's 95% interval lies within the tolerance (the larger of plateau_tol of the earlier best and
+    plateau_min_bleu), "rising" when it lies above it, else "cannot tell"; also "cannot tell" on fewer than
+    o.bleu_min_sentences dev sentences (too few for the bootstrap to be trusted) or without the translations."""
+    values, steps = bleu["value"].tolist(), bleu["step"].tolist()
+    before, last = int(np.argmax(values[:-k])), len(values) - k + int(np.argmax(values[-k:]))
+    gain, tol = values[last] - values[before], max(o.plateau_tol * abs(values[before]), o.plateau_min_bleu)
+    out = {"bleu_gain": gain, "bleu_tolerance": tol, "bleu_steps": (int(steps[before]), int(steps[last]))}
+    try:
+        pb = paired_bleu(run, steps[before], steps[last])
+    except AnalysisError as e:
+        return {**out, "bleu_verdict": "cannot tell", "bleu_why": f"no paired bootstrap: {e}"}
+    out.update(bleu_gain_low=pb["low"], bleu_gain_high=pb["high"], bleu_p_value=pb["p_value"],
+               bleu_sentences=pb["sentences"])
+    if pb["sentences"] < o.bleu_min_sentences:
+        verdict, why = "cannot tell", (f"{pb['sentences']} dev sentences are too few for a bootstrap to be trusted "
+                                       f"(Koehn 2004 validated it on {o.bleu_min_sentences})")
+    elif pb["high"] <= tol:
+        verdict, why = "plateaued", "the whole interval lies within the tolerance"
+    elif pb["low"] > tol:
+        verdict, why = "rising", "the whole interval lies above the tolerance"
+    else:
+        verdict, why = "cannot tell", "the interval straddles the tolerance"
+    return {**out, "bleu_verdict": verdict, "bleu_why": why}
+
+
 def q2(run: Run, o: Options) -> dict:
-    """bleu_plateau / eval_loss_plateau (for each curve with more than k evaluations) and fully_trained."""
+    """bleu_verdict (bleu_rule's) and bleu_plateau, eval_loss_plateau (for each curve with more than k
+    evaluations) and fully_trained: every such curve shown to have plateaued."""
     k, out = o.plateau_k, {}
     bleu, loss = run.series("Eval_BLEU_Score"), run.series("eval_loss")
     if len(bleu) > k:
-        out["bleu_plateau"], out["bleu_gain_last_k"] = plateau_rule(bleu["value"].tolist(), k, o.plateau_tol, True,
-                                                                    bleu_tolerance(run, o)[0])
+        out.update(bleu_rule(run, bleu, k, o))
+        out["bleu_plateau"], out["bleu_gain_last_k"] = out["bleu_verdict"] == "plateaued", out["bleu_gain"]
     if len(loss) > k:
         out["eval_loss_plateau"], out["eval_loss_drop_last_k"] = plateau_rule(loss["value"].tolist(), k,
                                                                               o.plateau_tol, False)
@@ -73,7 +104,9 @@ def q3(run: Run, o: Options) -> dict:
     eval_stalled = len(g) > o.plateau_k and plateau_rule(list(g["eval"]), o.plateau_k, o.plateau_tol, False)[0]
     out = {"eval_trend": "rising" if eval_rising else "flat" if eval_stalled else "falling",
            "train_falling": train_falling,
-           "gap_size_shrank": bool(abs(g["gap"].iloc[-1]) < abs(g["gap"].iloc[0]))}
+           "gap_size_shrank": bool(abs(g["gap"].iloc[-1]) < abs(g["gap"].iloc[0])),
+           # a gap that changed sign crossed zero: it did not shrink (eval loss went from above train to below it)
+           "gap_crossed": bool(np.sign(g["gap"].iloc[-1]) * np.sign(g["gap"].iloc[0]) < 0)}
     bleu = run.series("Eval_BLEU_Score")
     bleu_falling = False
     if len(bleu) >= 2:
@@ -92,6 +125,28 @@ def q4(ev: dict, o: Options) -> dict:
     """fully_utilised: every GPU's mean utilisation at or above the threshold; None without a GPU."""
     gpus = [r for r in ev["devices"] if r["device"].startswith("gpu")]
     return {"fully_utilised": all(r["mean"] >= o.busy_util for r in gpus) if gpus else None}
+
+
+def cpu_cores(run: Run, ev: dict, mfu: float | None = None) -> dict:
+    """Question 4 on CPUs, like with like, in cores: the cores the ranks' own processes kept busy (each sampled
+    rank's mean % of one core; the unsampled ranks taken alike) against the cores the system saw busy and the
+    cores present; and, with the per-rank MFU (against one rank's own peak), the ranks' arithmetic over the peak of
+    every core present. {} without the samples."""
+    procs, cpus, n = ev.get("rank_processes") or [], [d for d in ev["devices"] if d["device"] == "cpu"], run.n_ranks
+    cores = ev.get("cpu_count")
+    if not procs or not cpus or not cores:
+        return {}
+    per_rank = float(np.mean([p["proc_cpu_mean"] for p in procs])) / 100
+    shared = one_machine(run)
+    # on one machine every host's sampler sees the same cores: their mean is the machine's; else each host its own
+    busy = float(np.mean([d["mean"] for d in cpus])) / 100 * cores * (1 if shared else len(cpus))
+    present = cores * (1 if shared else len(cpus))
+    out = {"one_machine": shared, "rank_cores_each": per_rank, "ranks_cores": n * per_rank, "busy_cores": busy,
+           "cores_present": present, "ranks_share_of_busy": n * per_rank / busy if busy else float("nan"),
+           "idle_cores": present - busy}
+    if mfu is not None:
+        out["mfu_all_cores"] = n * mfu / present  # per-rank MFU is against one rank's own peak (its own thread)
+    return out
 
 
 def network(run: Run, o: Options) -> dict:
@@ -119,9 +174,13 @@ def network(run: Run, o: Options) -> dict:
                  **(counted or {"bytes_per_step": h["mean_Bps"] * step_s,
                                 "bytes_per_step_source": "mean rate while steps ran x mean step time"}),
                  expected_bytes_per_step=per_step * edges)
+    # a faster link replaces this run's exchange, it does not add to it: its time belongs beside the compute part
+    # of the step (the step minus its own exchange on its own link), not beside a step that already holds one
+    compute_s, at_1g, at_10g = max(step_s - comm_s, 0.0), per_step * 8 / 1e9, per_step * 8 / 1e10
     ev.update(bytes_per_param=o.bytes_per_param, link_Bps=link_Bps, allreduce_bytes_per_rank_per_step=per_step,
               mean_step_time_s=step_s, expected_Bps_per_rank=per_step / step_s, allreduce_time_on_link_s=comm_s,
-              allreduce_share_of_step=comm_s / step_s)
+              allreduce_share_of_step=comm_s / step_s, link_s_1g=at_1g, link_s_10g=at_10g, compute_s=compute_s,
+              share_at_1g=at_1g / (compute_s + at_1g), share_at_10g=at_10g / (compute_s + at_10g))
     ev["bottleneck"] = bottleneck(ev)
     return ev
 

@@ -8,23 +8,32 @@ RUBRIC = {
        "a small CPU model's rate up to transformer-base on GPUs; pricing local processes as cloud VMs; quoting the "
        "run's elapsed minutes as the answer.",
     2: "Full marks: a plateau rule stated in steps before looking (window and tolerance), applied to dev BLEU and "
-       "eval loss, and a verdict that follows from both. Wrong: 'the loss is low, so it is trained'; max(BLEU) or "
-       "the last step number as the evidence.",
+       "eval loss, and a verdict that follows from both; BLEU's gain judged by a paired bootstrap over the dev "
+       "sentences (the two evaluations scored on the same resampled sentences), with 'cannot tell' where its "
+       "interval straddles the tolerance or the dev set is too small (the reference run's 20 sentences). Wrong: "
+       "'the loss is low, so it is trained'; max(BLEU) or the last step number as the evidence; one BLEU's spread "
+       "used as the noise of a difference of two; a BLEU gain on a handful of sentences taken as proof either way.",
     3: "Full marks: decided on the held-out loss (did it turn up from its best while the train loss kept falling?), "
        "with the step of the best. Wrong: 'fully trained, so overfitting' (a plateau is not overfitting); the sign "
        "of eval minus train loss as the verdict (dropout is on while training only); a dip of a BLEU near 2 as proof.",
     4: "Full marks: MFU derived per side from the shape (encoder weights x source tokens, decoder weights and the "
        "output projection x target tokens, attention over the padded lengths, backward twice the forward), per "
-       "second of steady step, over the measured peak; and what utilisation cannot show. On CPUs: the rank's own "
-       "process CPU against the machine's (the reference run's two hosts share one machine's cores, so system CPU "
-       "counts every rank; a rank waiting on Gloo's allreduce sleeps). On GPUs: NVML counts a GPU busy while any "
-       "kernel runs, NCCL's included while they wait on a slow network, so 100% does not rule out a network "
+       "second of steady step, over the measured peak; and what utilisation cannot show. On CPUs, like with like "
+       "in cores: the ranks' own processes (each a share of one core, times the ranks) against the cores the "
+       "machine had busy (its percent of all its cores) and the cores present (the reference run's two hosts share "
+       "one machine: its four ranks were most of its busy cores; the machine idled while they waited on the link, "
+       "as a rank waiting on Gloo's allreduce sleeps); the MFU per rank is against one rank's own peak, and ranks "
+       "sharing cores share that peak (against every core's: ranks x MFU / cores). On GPUs: NVML counts a GPU busy "
+       "while any kernel runs, NCCL's included while they wait on a slow network, so 100% does not rule out a network "
        "bottleneck; and GPU memory at 100% is no load figure (TensorFlow reserves memory up front unless memory "
        "growth is on, as the kit sets it: memory used says what was reserved, not what worked). Wrong: 6 x "
-       "parameters x (source + target) tokens (twice the work); system CPU as the ranks' work; '100% utilisation, "
-       "so no network wait'; a screenshot of nvidia-smi or a dashboard: a screenshot is no measurement.",
+       "parameters x (source + target) tokens (twice the work); system CPU as the ranks' work without counting "
+       "their own cores; '100% utilisation, so no network wait'; a rank's percent of one core set beside the "
+       "machine's percent of all its cores ('the ranks were idle'); a screenshot of nvidia-smi or a dashboard: a "
+       "screenshot is no measurement.",
     5: "Full marks: the measured bytes per step against the flat ring's bound 2(N-1)/N x parameters x bytes per "
-       "value (2 under fp16 compression), and that exchange's time at 1 and 10 Gbit/s against the step time; says "
+       "value (2 under fp16 compression), and that exchange's time at 1 and 10 Gbit/s against the compute part of "
+       "the step (the step minus its own exchange: a step on a slow link already holds one); says "
        "which link was measured, and gives no verdict from an assumed link. Wrong: 4 bytes per value under fp16; "
        "the flat ring's figure as exact for tree or hierarchical allreduce (it is the bound); MiB labelled MB; "
        "'the average rate was below the link's capacity, so the network was not the bottleneck' (the exchange comes "
@@ -70,3 +79,10 @@ RUBRIC = {
            "send one fused allreduce after it); an ideal of 4x for 4 ranks on 2 cores; the baseline called free "
            "of exchange.",
 }
+
+# the verdicts' words on what utilisation cannot show (nmtkit.course.instructor.verdicts, question 4)
+NVML_MEANING = ("(NVML's 'utilization' is the share of time at least one kernel ran on the GPU, not how much of the "
+                "GPU worked: a GPU at 100% can leave most of its cores idle. Model FLOPs utilisation, MFU, says how "
+                "much of the peak arithmetic the model used.)")
+NCCL_WAIT = ("A wait for the gradient exchange does not show as idle: NCCL's kernels run on the GPU while the "
+             "network is slow, so even 100% does not rule out a network bottleneck; question 5 decides that.")

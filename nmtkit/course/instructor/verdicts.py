@@ -8,6 +8,7 @@ Students' copies of the kit leave this module out; the plain report shows only t
 """
 from __future__ import annotations
 
+from contextlib import suppress
 from pathlib import Path
 
 from nmtkit.analysis import evidence, questions
@@ -15,6 +16,7 @@ from nmtkit.analysis.evidence import Options  # noqa: F401  Options is part of t
 from nmtkit.analysis.logs import Run
 from nmtkit.analysis.questions import TITLES, Answer, guarded, missing  # noqa: F401  part of the API
 from nmtkit.course.instructor import decisions, judgments
+from nmtkit.course.instructor.rubric import NCCL_WAIT, NVML_MEANING
 from nmtkit.errors import AnalysisError
 
 
@@ -28,10 +30,10 @@ def q1_time_and_cost(run: Run, fig_dir, o: Options) -> Answer:
             f"(evaluations and checkpoints extra). That says nothing about transformer-base on GPUs: a different "
             f"model on different hardware has its own step time, to be measured, not scaled. ")
     if "cost" in d:
-        text += (f"On {d['nodes']} priced node(s) at USD {o.price_per_node_hour:.2f} per node-hour that is "
+        text += (f"On {d['nodes']} priced node(s) at USD {d['price']:.2f} per node-hour that is "
                  f"USD {d['cost']:,.0f}.")
     else:
-        text += "No cost: these ranks ran on hardware with no price (local processes are not cloud VMs)."
+        text += f"No cost: these ranks ran on hardware with no price ({evidence.node_price(run, o)[1]})."
     return Answer(1, TITLES[1], text.strip(), ev, fig, run=run.name)
 
 
@@ -39,29 +41,33 @@ def q2_fully_trained(run: Run, fig_dir, o: Options) -> Answer:
     ev, fig = questions.measured(2, run, fig_dir, o)
     ev.update(judgments.q2(run, o))
     k, parts = o.plateau_k, []
-    if "bleu_plateau" in ev:
-        parts.append(f"dev BLEU {'has plateaued' if ev['bleu_plateau'] else 'is still rising'} "
-                     f"({ev['bleu_gain_last_k']:+.2f} points over the last {k} evaluations; "
-                     f"best {ev['bleu_best']:.2f})")
+    if "bleu_verdict" in ev:
+        a, b = ev["bleu_steps"]
+        shown = {"plateaued": "dev BLEU has plateaued", "rising": "dev BLEU is still rising"}.get(
+            ev["bleu_verdict"], "cannot tell whether dev BLEU has plateaued")
+        parts.append(f"{shown}: step {b:,}'s {ev['bleu_gain']:+.2f} points over step {a:,}'s"
+                     + (f", the paired bootstrap's 95% interval {ev['bleu_gain_low']:+.2f} to "
+                        f"{ev['bleu_gain_high']:+.2f} over {ev['bleu_sentences']} dev sentences (p = "
+                        f"{ev['bleu_p_value']:.3f} that it did not improve)" if "bleu_gain_low" in ev else "")
+                     + f", against a tolerance of {ev['bleu_tolerance']:.2f}; {ev['bleu_why']}")
     if "eval_loss_plateau" in ev:
         parts.append(f"eval loss {'has plateaued' if ev['eval_loss_plateau'] else 'is still falling'} "
                      f"({ev['eval_loss_drop_last_k']:+.3f} lower at best over the last {k} evaluations)")
     done = ev["fully_trained"]
-    try:
+    with suppress(AnalysisError):
         d = decisions.q2(run, o)
-        tol, why = evidence.bleu_tolerance(run, o)
-        ev.update(window_steps=d["window_steps"], trained_in_steps=d["trained"], bleu_tolerance=tol)
+        ev.update(window_steps=d["window_steps"], trained_in_steps=d["trained"])
         parts.insert(0, f"by the rule 'the best of the last {d['window_steps']} steps' evaluations beats the best "
-                        f"before them by at most {o.plateau_tol:.0%} (BLEU: at most {tol:.2f} points, {why})'")
-    except AnalysisError:
-        pass
-    text = (("Yes: " if done else "No: ") + "; ".join(parts) + ". "
+                        f"before them by at most {o.plateau_tol:.0%} (BLEU: the paired bootstrap's interval within "
+                        f"the tolerance)'")
+    unsure = ev.get("bleu_verdict") == "cannot tell" and ev.get("eval_loss_plateau", True)
+    text = (("Yes: " if done else "Cannot tell: " if unsure else "No: ") + "; ".join(parts) + ". "
             + ("More steps at this learning rate would buy little." if done else
+               "A larger dev set would decide it; nothing here shows it has stopped improving." if unsure else
                "It would still improve with more steps."))
-    if "bleu_plateau" not in ev:
-        text += f" (Judged on eval loss alone: only {ev['bleu_evaluations']} BLEU evaluations.)"
-    elif "eval_loss_plateau" not in ev:
-        text += f" (Judged on BLEU alone: only {ev['loss_evaluations']} eval-loss evaluations.)"
+    text += (f" (Judged on eval loss alone: only {ev['bleu_evaluations']} BLEU evaluations.)" if "bleu_verdict" not in
+             ev else f" (Judged on BLEU alone: only {ev['loss_evaluations']} eval-loss evaluations.)"
+             if "eval_loss_plateau" not in ev else "")
     return Answer(2, TITLES[2], text, ev, fig, run=run.name)
 
 
@@ -89,22 +95,16 @@ def q3_overfitting(run: Run, fig_dir, o: Options) -> Answer:
         text += ("Eval loss sits below train loss because the train loss is measured with dropout on (and averaged "
                  "over an interval while the weights were still improving), evaluation without dropout on the "
                  "final weights; label smoothing is in both. ")
-    if ev["gap_size_shrank"] and first < 0:
+    if ev.get("gap_crossed"):  # a sign change is no shrinking
+        text += (f"It changed sign, crossing zero: eval loss went from {'above' if first > 0 else 'below'} the train "
+                 f"loss to {'above' if last > 0 else 'below'} it, no overfitting by itself. ")
+    elif ev["gap_size_shrank"] and first < 0:
         text += (f"Its size shrank ({abs(first):.3f} to {abs(last):.3f}); nothing here measures why, and a "
                  f"shrinking gap alone is no overfitting: a held-out loss that turns up while train loss falls is.")
     elif last > 0:
         text += ("A positive gap means the model does better on sentences it trained on than on new ones; it "
                  "matters only when it grows while eval loss stops falling.")
     return Answer(3, TITLES[3], text.strip(), ev, fig, run=run.name)
-
-
-NVML_MEANING = ("(NVML's 'utilization' is the share of time at least one kernel ran on the GPU, not how much of the "
-                "GPU worked: a GPU at 100% can leave most of its cores idle. Model FLOPs utilisation, MFU, says how "
-                "much of the peak arithmetic the model used.)")
-
-
-NCCL_WAIT = ("A wait for the gradient exchange does not show as idle: NCCL's kernels run on the GPU while the "
-             "network is slow, so even 100% does not rule out a network bottleneck; question 5 decides that.")
 
 
 def q4_utilisation(run: Run, fig_dir, o: Options) -> Answer:
@@ -115,25 +115,33 @@ def q4_utilisation(run: Run, fig_dir, o: Options) -> Answer:
                            if "mem_peak_mib" in r else "") for r in ev["devices"])
     ev.update(judgments.q4(ev, o))
     mfu = ""
-    try:
+    with suppress(AnalysisError):
         d = decisions.q4(run, o)
         ev.update(d)
         mfu = (f" Model FLOPs {d['flops_per_step'] / 1e9:.3g} GFLOP per rank per step (each side's weights with its "
                f"own tokens) at {d['tokens_per_s']:,.0f} tokens/s per rank give MFU {d['mfu']:.1%} of the measured "
                f"peak ({ev['peak_source']}).")
-    except AnalysisError:
-        pass
     if ev["fully_utilised"] is None:
-        procs = ev.get("rank_processes") or []
-        own = (f" Each rank's own process used {min(p['proc_cpu_mean'] for p in procs):.0f}-"
+        c = judgments.cpu_cores(run, ev, ev.get("mfu"))
+        ev.update(c)
+        procs, n, k = ev.get("rank_processes") or [], run.n_ranks, c.get("cores_present")
+        own = (f" Each sampled rank's own process used {min(p['proc_cpu_mean'] for p in procs):.0f}-"
                f"{max(p['proc_cpu_mean'] for p in procs):.0f}% of one core on average." if procs else "")
-        cores = f" of {ev['cpu_count']} cores" if ev.get("cpu_count") else ""
+        cores = "" if not c else (
+            f" Like with like, in cores: the {n} ranks kept {n} x {c['rank_cores_each']:.2f} = {c['ranks_cores']:.2f} "
+            f"cores busy (the unsampled ranks taken alike), {c['ranks_share_of_busy']:.0%} of the "
+            f"{c['busy_cores']:.2f} cores the system saw busy of {k}: "
+            f"{'most' if c['ranks_share_of_busy'] >= 0.5 else 'part'} of the machine's work, not idle beside it. What "
+            f"sat idle was the machine, {c['idle_cores']:.2f} of {k} cores, while the ranks waited on the gradient "
+            f"exchange (question 5).")
+        if "mfu_all_cores" in c:
+            cores += (f" The MFU is per rank against the peak one rank measured on its own thread; {n} ranks share "
+                      f"{k} cores: against every core's peak, {n} x {ev['mfu']:.1%} / {k} = {c['mfu_all_cores']:.1%}.")
         text = (f"This run had no GPU (the sampler found none), so here is the CPU instead, as the system sees it: "
-                f"{listing}.{own}{mfu} System CPU counts every process on the machine{cores}; where the 'hosts' "
+                f"{listing}.{own}{mfu}{cores} System CPU counts every process on the machine; where the 'hosts' "
                 f"share one machine (the rehearsal's network namespaces, the course's local engines) it counts "
                 f"every rank and the sampler together. A rank waiting on Gloo's allreduce sleeps in a socket read: "
-                f"it costs the step time but no CPU, so busy system CPU beside idle rank processes means the machine "
-                f"was busy, not that these ranks computed. On GPUs it is the other way round: {NCCL_WAIT}")
+                f"it costs the step time but no CPU. On GPUs it is the other way round: {NCCL_WAIT}")
     elif ev["fully_utilised"]:
         text = f"Busy by NVML's measure: {listing}.{mfu} {NVML_MEANING} {NCCL_WAIT}"
     else:
@@ -152,8 +160,7 @@ def q5_network(run: Run, fig_dir, o: Options) -> Answer:
     n, iface, params, bpp = ev["ranks"], ev["iface"], ev["params"], ev["bytes_per_param"]
     bound, step_ms = ev["allreduce_bytes_per_rank_per_step"], ev["mean_step_time_s"] * 1000
     measured = ", ".join(f"{h['host']} {h['bytes_per_step'] / 1e6:.2f} MB" for h in ev["hosts"])
-    ratio = max(h["bytes_per_step"] for h in ev["hosts"]) / bound
-    ev.update(measured_over_bound=ratio, link_s_1g=bound * 8 / 1e9, link_s_10g=bound * 8 / 1e10)
+    ratio = ev["measured_over_bound"] = max(h["bytes_per_step"] for h in ev["hosts"]) / bound
     known = not ev["link_source"].startswith("assumed")
     verdict = (("Yes" if ev["bottleneck"] else "No") if known and iface != "lo" else
                "Cannot tell from these logs: nothing measured a link between real nodes")
@@ -161,13 +168,17 @@ def q5_network(run: Run, fig_dir, o: Options) -> Answer:
             f"ring's bound 2(N-1)/N x {params:,} parameters x {bpp} B ({'fp16' if bpp == 2 else 'float32'} "
             f"values) = {bound / 1e6:.2f} MB (MB = 10^6 bytes) for N = {n}; NCCL's tree or Horovod's hierarchical "
             f"allreduce send less between nodes, so that is an upper bound. The exchange needs "
-            f"{ev['link_s_1g'] * 1000:.0f} ms at 1 Gbit/s and {ev['link_s_10g'] * 1000:.1f} ms at 10 Gbit/s, "
-            f"against a step of {step_ms:.0f} ms. ")
-    if known:
+            f"{ev['link_s_1g'] * 1000:.0f} ms at 1 Gbit/s and {ev['link_s_10g'] * 1000:.1f} ms at 10 Gbit/s. ")
+    if known:  # a faster link replaces this run's exchange: its time beside the compute part of the step
+        c = ev["compute_s"]
         text += (f"On this run's link, {ev['link_gbps']:g} Gbit/s ({ev['link_source']}), it needs "
-                 f"{ev['allreduce_time_on_link_s'] * 1000:.0f} ms, {ev['allreduce_share_of_step']:.0%} of a step.")
+                 f"{ev['allreduce_time_on_link_s'] * 1000:.0f} ms, {ev['allreduce_share_of_step']:.0%} of its "
+                 f"{step_ms:.0f} ms step. The rest, {c * 1000:.0f} ms, is the compute; a step on a 1 Gbit/s link would "
+                 f"be about {(c + ev['link_s_1g']) * 1000:.0f} ms with the exchange {ev['share_at_1g']:.0%} of it, "
+                 f"on 10 Gbit/s {ev['share_at_10g']:.0%} (if the exchange ran at the link's rate).")
     else:
-        text += f"The config assumes {ev['link_gbps']:g} Gbit/s ({ev['link_source']}); an assumption decides nothing."
+        text += (f"A step took {step_ms:.0f} ms. The config assumes {ev['link_gbps']:g} Gbit/s ({ev['link_source']}); "
+                 f"an assumption decides nothing.")
     if iface == "lo":
         text += (" Here the 'nodes' share one machine and the traffic went over loopback, whose counters see every "
                  "ring edge; the reference run shipped with nmtkit crosses a real, shaped link.")
