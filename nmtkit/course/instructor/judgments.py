@@ -60,7 +60,8 @@ def bleu_rule(run: Run, bleu: pd.DataFrame, k: int, o: Options) -> dict:
                bleu_sentences=pb["sentences"])
     if pb["sentences"] < o.bleu_min_sentences:
         verdict, why = "cannot tell", (f"{pb['sentences']} dev sentences are too few for a bootstrap to be trusted "
-                                       f"(Koehn 2004 validated it on {o.bleu_min_sentences})")
+                                       f"(the kit's floor is {o.bleu_min_sentences}; Koehn 2004 validated it on "
+                                       f"300 and more)")
     elif pb["high"] <= tol:
         verdict, why = "plateaued", "the whole interval lies within the tolerance"
     elif pb["low"] > tol:
