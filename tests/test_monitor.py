@@ -163,10 +163,10 @@ def test_render_without_gpu_says_why():
 
 
 def test_a_monitor_log_from_before_the_mib_names_still_reads():
-    """The shipped reference runs' sampler records name the MiB columns *_mb; they load as *_mib, unchanged."""
+    """The shipped reference run's sampler records name the MiB columns *_mb; they load as *_mib, unchanged."""
     from nmtkit.analysis.logs import load_monitor
     from nmtkit.files import read_jsonl
-    run = Path(monitor.__file__).parent / "reference" / "lab-1x1"
+    run = Path(monitor.__file__).parent / "reference" / "rehearsal-200mbit"  # the lab's runs are newer
     raw = list(read_jsonl(next((run / "monitor").glob("*.jsonl"))))
     assert "mem_used_mb" in raw[0] and "mem_used_mib" not in raw[0]  # the old style, as shipped
     df = load_monitor(run)
