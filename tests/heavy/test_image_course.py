@@ -84,7 +84,8 @@ def test_no_expected_figure_in_the_kits_own_files(image, exported):
                 text = p.read_text()
             except (UnicodeDecodeError, OSError):
                 continue
-            leaks += [(rel, q, k, hit) for q, k, v in figures for hit in printed(v, text)]
+            least = 4 if "bench/" in rel else 3  # as the release's test: bench's speed ratios meet 3 digits by chance
+            leaks += [(rel, q, k, hit) for q, k, v in figures for hit in printed(v, text, least)]
     assert not leaks, leaks[:10]
 
 
