@@ -1,4 +1,4 @@
-"""What the sandbox costs a grader: notebook 04 (the instructor's solutions as the submission) graded in a container of
+"""What the sandbox costs a grader: notebook 05 (the instructor's solutions as the submission) graded in a container of
 the students' image and in this kit's own kernel (--trust-submissions), alternating, then a class of N copies with
 --jobs J both ways, all in one run on one host. Prints each time and the ratios; the sandbox's cost per submission is
 the class's difference over N.
@@ -20,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-NB04 = "04_monitoring_analysis.ipynb"
+NB05 = "05_monitoring_analysis.ipynb"
 
 
 def main() -> int:
@@ -40,7 +40,7 @@ def main() -> int:
         d = Path(d)
         sub = d / "sub"
         sub.mkdir()
-        shutil.copy(NOTEBOOKS_DIR / NB04, sub / NB04)
+        shutil.copy(NOTEBOOKS_DIR / NB05, sub / NB05)
         grade(sub, sandbox=ways["sandbox"])  # warm: the image's files in the page cache, the grading data cached
         single: dict = {w: [] for w in ways}
         points = {}
@@ -60,7 +60,7 @@ def main() -> int:
             whole[w] = time.perf_counter() - t0
             assert (frame["points"] == frame["max_points"]).all(), frame[frame["points"] != frame["max_points"]]
     med = {w: statistics.median(v) for w, v in single.items()}
-    print(f"notebook 04, one submission (median of {a.repeat}, alternating):")
+    print(f"notebook 05, one submission (median of {a.repeat}, alternating):")
     for w in ways:
         print(f"  {w:8s} {med[w]:6.1f} s   ({', '.join(f'{t:.1f}' for t in single[w])}; {points[w]} points)")
     print(f"  sandbox / trusted: {med['sandbox'] / med['trusted']:.2f}x, +{med['sandbox'] - med['trusted']:.1f} s")

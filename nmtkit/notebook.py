@@ -111,7 +111,7 @@ class Analysis:
 
     @property
     def mine(self):
-        """The student's own last run (notebook 04: the Horovod run), else the reference run."""
+        """The student's own last run (notebook 05: the Horovod run), else the reference run."""
         own = [r for r in self.runs if r is not self.reference]
         return own[-1] if own else self.reference
 
@@ -146,7 +146,7 @@ class Analysis:
         return report.listing(run, folder)
 
     def recap(self, namespace: dict) -> pd.DataFrame:
-        """Notebook 04's closing table: per question, the figures your own cells computed (read from `namespace`,
+        """Notebook 05's closing table: per question, the figures your own cells computed (read from `namespace`,
         the notebook's globals()), to read beside your verdicts; a figure you did not compute says so."""
         from nmtkit.analysis.questions import TITLES
         from nmtkit.course.targets import TARGETS
@@ -157,9 +157,9 @@ class Analysis:
                 return str(bool(v)) if str(getattr(v, "dtype",
                                                    type(v).__name__)).startswith("bool") else f"{float(v):.4g}"
             return str(v)
-        title = lambda q: f"Q{q[1:]}. {TITLES[int(q[1:])]}" if q[1:].isdigit() else f"Lab: {q[4:]}"  # noqa: E731
-        rows = [{"question": title(q), "figure": name, "yours": shown(namespace.get(name))}
-                for q, figures in TARGETS.items() for name in figures]
+        # the homework's questions only: the lab's figures are notebook 04's
+        rows = [{"question": f"Q{q[1:]}. {TITLES[int(q[1:])]}", "figure": name, "yours": shown(namespace.get(name))}
+                for q, figures in TARGETS.items() if q[1:].isdigit() for name in figures]
         return pd.DataFrame(rows).set_index(["question", "figure"])
 
     def evidence(self, number: int):
@@ -258,7 +258,7 @@ def translation_box(translate, placeholder: str = "Type an English sentence and 
     `translate` is any fn(list[str]) -> list[str] (a Translator's .translate, or nmtkit.serving.load(path)). The
     widget only reacts to typing, so running the cell never blocks (nbval runs it fine).
 
-    Introduced in notebook 05_inference_export."""
+    Introduced in notebook 06_inference_export."""
     box = widgets.Text(placeholder=placeholder, layout=widgets.Layout(width="80%"), continuous_update=False)
     out = widgets.HTML()
 

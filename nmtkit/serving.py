@@ -113,7 +113,7 @@ def export(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None,
     `out_dir` may be new, empty or a previous export (replaced: rename aside, rename into place, delete the old);
     anything else, the run directory and other places inside it are refused with ExportError.
 
-    Introduced in notebook 05_inference_export."""
+    Introduced in notebook 06_inference_export."""
     import shutil
     import tempfile
 
@@ -191,7 +191,7 @@ class Served:
 def load(path: str | os.PathLike) -> Served:
     """The serving function of an exported model: fn(list[str]) -> list[str] (with `.ids`, the token ids).
 
-    Introduced in notebook 05_inference_export."""
+    Introduced in notebook 06_inference_export."""
     return Served(path)
 
 
@@ -216,7 +216,7 @@ print("\\n@@" + json.dumps([x.decode("utf-8") for x in out]))
 def translate_in_fresh_process(path: str | os.PathLike, sentences: Sequence[str]) -> list[str]:
     """Load the SavedModel in a new Python process (TensorFlow + tensorflow_text, no nmtkit) and translate.
 
-    Introduced in notebook 05_inference_export."""
+    Introduced in notebook 06_inference_export."""
     env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
     proc = subprocess.run([sys.executable, "-c", _FRESH, str(path)], input=json.dumps(list(sentences)),
                           capture_output=True, text=True, timeout=600, env=env)
@@ -229,7 +229,7 @@ def translate_in_fresh_process(path: str | os.PathLike, sentences: Sequence[str]
 def latency(translate, sentences: Sequence[str], batch_size: int = 1, repeats: int = 1) -> dict:
     """Seconds per sentence translating `sentences` in batches of `batch_size` (after one warm-up call).
 
-    Introduced in notebook 05_inference_export."""
+    Introduced in notebook 06_inference_export."""
     translate(list(sentences[:batch_size]))
     t0 = time.perf_counter()
     for _ in range(repeats):

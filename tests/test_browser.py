@@ -24,7 +24,7 @@ import pytest
 from test_tensorboard import HOMEWORK_TAGS, get_json, tensorboard_server, write_events
 
 ROOT = Path(__file__).resolve().parents[1]
-WIDGET_NOTEBOOKS = ("02_single_gpu_baseline.ipynb", "03_horovod_multinode.ipynb", "05_inference_export.ipynb")
+WIDGET_NOTEBOOKS = ("02_single_gpu_baseline.ipynb", "03_horovod_multinode.ipynb", "06_inference_export.ipynb")
 TEXT_REPRS = ("HTML(value=", "VBox(")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 

@@ -129,7 +129,7 @@ def test_homework_exchange_and_wmt_facts():
     assert "32,768 pieces" in facts and "5 archives (3 of training text)" in facts
 
 
-# --- notebook 05 --------------------------------------------------------------------------------------------
+# --- notebook 06 --------------------------------------------------------------------------------------------
 
 def test_batching(capsys):
     lat = [{"sentences": 32, "batch_size": 1, "seconds": 1.6, "ms_per_sentence": 50.0},

@@ -3,7 +3,7 @@
     runner.py     `nmtkit course`: the notebooks run headless, in order, in a fresh workspace
     unanswered.py the runner's plan: unanswered exercises and the cells that need their answers
     student.py    the exercise convention (nbgrader metadata, grade ids) and student copies (`nmtkit student`)
-    targets.py    notebook 04's figures by name, with tolerances and hints
+    targets.py    notebook 05's figures by name, with tolerances and hints
     exercises.py  `nk.check(rep, "qN", ...)`: graded by instructor/hidden.py in the instructor's kit, else its form only
     practice.py   the checks of notebooks 01, 02, 03 and 05
     prose.py      the figures the notebooks' prose states, computed

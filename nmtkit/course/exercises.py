@@ -4,7 +4,7 @@ nmtkit.course.instructor.decisions) and raises with a hint that points at the mi
 grading; in a student's release (nmtkit release), which carries neither, it checks their form only and never a
 direction or a value.
 
-    nk.check(rep, "q5", bound_mb=..., link_s_1g=..., run=ref)   # notebook 04, after the student's cell
+    nk.check(rep, "q5", bound_mb=..., link_s_1g=..., run=ref)   # notebook 05, after the student's cell
     nk.check_plan(my_ranks)                                      # notebook 03: local and cross ranks of vm1:2,vm2:2
 
 Neither ever prints an expected figure or plan.
@@ -57,7 +57,7 @@ def check(rep, question: str, run=None, **values) -> None:
     `nmtkit grade`) against the kit's own figures; in a student's release on their form only (units, shape), with
     the idea to revisit: the same reply for any value of the right form, so it cannot be searched.
 
-    Introduced in notebook 04_monitoring_analysis."""
+    Introduced in notebook 05_monitoring_analysis."""
     if not question.startswith("lab_") and not runs_of(rep):
         print("no runs to check against: the reference run ships with the kit; reinstall it (pip install -e .)")
         return

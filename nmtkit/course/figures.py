@@ -3,7 +3,7 @@ as data where grading runs the notebook, and read back where grading decides. Th
 sandbox's check cells write it (`record`), the instructor's grader reads it (`decode`).
 
 A graded notebook's check cell `nk.check(rep, "q5", run=ref, bound_mb=bound_mb, ...)` becomes (nmtkit.course.
-instructor.grade) a `record("04-q5-check", "check", {"rep": lambda: rep, ...})` call: each argument is evaluated on
+instructor.grade) a `record("05-q5-check", "check", {"rep": lambda: rep, ...})` call: each argument is evaluated on
 its own, so one missing figure (a NameError) spoils only its own name; the values go to
 $NMTKIT_FIGURES_DIR/<grade id>.json and the cell prints no verdict, no score and no direction: nothing in the
 notebook's process decides anything. Whatever a file says is the student's claim; the grader checks it.

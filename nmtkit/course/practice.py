@@ -1,4 +1,4 @@
-"""Exercise checks for notebooks 01, 02, 03 and 05 (notebook 04's are in exercises.py). The student computes a
+"""Exercise checks for notebooks 01, 02, 03 and 05 (notebook 05's are in exercises.py). The student computes a
 decision from their own data; the check recomputes it from the same data (the data directory, the config, the
 table the student's cells produced), prints ✓, or raises ExerciseError with a hint that names the idea, never code.
 A grader re-running a check cell against the student's variables gets the same verdict.
@@ -60,7 +60,7 @@ def check_schedule(peak: float, last: float, kept: float, cfg) -> None:
     want_kept = lr.lr_for(cfg, cfg.train.steps) / lr.lr_for(cfg, cfg.train.warmup_steps)
     _require(within(kept, want_kept, 1e-3), f"the share {cfg.profile} keeps: you have {kept}",
              "this profile's lr at its last step divided by its lr at the end of its warm-up")
-    # no value printed: the homework's two rates are question 6's answer in notebook 04
+    # no value printed: the homework's two rates are question 6's answer in notebook 05
     print(f"✓ the homework's rates at steps {hw.train.warmup_steps:,} and {hw.train.steps:,}, and the share "
           f"{cfg.profile} keeps, agree with the schedule")
 
@@ -88,7 +88,7 @@ def check_batching(speedup: float, batch_ms: float, lat) -> None:
     """lat: nk.latency's rows at batch 1 and at a larger batch; speedup: ms per sentence at batch 1 over ms per
     sentence at the larger batch; batch_ms: how long one call with a full larger batch takes.
 
-    Introduced in notebook 05_inference_export."""
+    Introduced in notebook 06_inference_export."""
     import pandas as pd
     lat = pd.DataFrame(lat).set_index("batch_size")
     _require(1 in lat.index and len(lat) >= 2, "the latency table needs batch 1 and a larger batch",

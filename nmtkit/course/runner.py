@@ -242,7 +242,7 @@ def run_course(out_dir: str | os.PathLike | None = None, profile: str | None = N
                 if plan.unanswered else ""
             print(f"ok ({seconds:.0f} s{aside})", flush=True)
     print(f"course: done in {(time.time() - t0) / 60:.1f} min", flush=True)
-    reports = sorted(out.rglob("report.md"), key=lambda p: p.stat().st_mtime)  # notebook 04 writes it
+    reports = sorted(out.rglob("report.md"), key=lambda p: p.stat().st_mtime)  # notebook 05 writes it
     if not reports and not left:
         print(f"course: no report.md was written under {_rel(out)}", file=sys.stderr)
         return 1

@@ -5,13 +5,13 @@ The committed notebooks are the instructor's. Every exercise is three cells, mar
 (so `nbgrader generate_assignment` / `autograde` work on them as they are) and a grade id `<nb>-<q>-<role>`:
 
     work     code, the student's computation between the BEGIN / END SOLUTION markers (`###` comments)
-             {"nbgrader": {"solution": true, "grade": false, "locked": false, "grade_id": "04-q1-work", ...}}
+             {"nbgrader": {"solution": true, "grade": false, "locked": false, "grade_id": "05-q1-work", ...}}
     check    code, locked, graded: calls nk.check(...); anything between the BEGIN / END HIDDEN TESTS
              markers never reaches a student copy
-             {"nbgrader": {"solution": false, "grade": true, "locked": true, "points": n, "grade_id": "04-q1-check"}}
+             {"nbgrader": {"solution": false, "grade": true, "locked": true, "points": n, "grade_id": "05-q1-check"}}
     verdict  markdown, graded by hand: the student's verdict and the figure that decides it; the instructor's model
              verdict sits between the SOLUTION markers
-             {"nbgrader": {"solution": true, "grade": true, "locked": false, "points": n, "grade_id": "04-q1-verdict"}}
+             {"nbgrader": {"solution": true, "grade": true, "locked": false, "points": n, "grade_id": "05-q1-verdict"}}
 
 Cells tagged "instructor" (the kit's own verdicts and rubric) are left out of student copies. A student copy
 replaces every SOLUTION block, markers included, with `raise NotImplementedError` at the BEGIN marker's
@@ -47,7 +47,7 @@ _GRADE_ID = re.compile(r"^(\d\d)-((?:q|lab)\d+)-(work|check|verdict)$")  # lab: 
 # --- the convention ----------------------------------------------------------------------------------------
 
 def nbgrader_metadata(nb: str, q: str, role: str, points: float = 0) -> dict:
-    """The cell metadata of an exercise cell: nb "04", q "q1", role work | check | verdict."""
+    """The cell metadata of an exercise cell: nb "05", q "q1", role work | check | verdict."""
     if role not in ROLES:
         raise CourseError(f"role {role!r}: choose one of {', '.join(ROLES)}")
     meta = {"solution": role != "check", "grade": role != "work", "locked": role == "check",
@@ -61,7 +61,7 @@ SETUP = "setup"  # a notebook's set-up cell: locked (nbgrader's read-only), put 
 
 
 def setup_metadata(nb: str) -> dict:
-    """The cell metadata of a notebook's locked set-up cell (nb "04": grade id 04-setup)."""
+    """The cell metadata of a notebook's locked set-up cell (nb "05": grade id 05-setup)."""
     return {"nbgrader": {"solution": False, "grade": False, "locked": True, "grade_id": f"{nb}-{SETUP}",
                          "schema_version": SCHEMA_VERSION}}
 

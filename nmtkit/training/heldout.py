@@ -51,7 +51,7 @@ def eval_mode_losses(run, data_dir: str | Path | None = None, batches: int = 10)
 
 
 def describe(run, batches: int = 10) -> str:
-    """One line for notebook 04: the two eval-mode losses and their gap, or why they cannot be measured."""
+    """One line for notebook 05: the two eval-mode losses and their gap, or why they cannot be measured."""
     try:
         x = eval_mode_losses(run, batches=batches)
     except TrainError as e:

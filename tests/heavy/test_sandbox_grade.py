@@ -1,5 +1,5 @@
 """`nmtkit grade` in its sandbox (a container of the students' image, built once a session by the `image` fixture):
-a class of notebook 04 submissions graded as an instructor grades one, `--class` with two at once.
+a class of notebook 05 submissions graded as an instructor grades one, `--class` with two at once.
 
 - The instructor's solutions score full marks; the blank copy scores 0.
 - Five routes that scored full marks when grading ran in the instructor's kit, each on the solutions with Q10 left
@@ -28,8 +28,8 @@ from nmtkit.course import INSTRUCTOR_KIT, student
 if not INSTRUCTOR_KIT:  # a student's release: grading is the instructor's kit's
     pytest.skip("grading needs the instructor's kit", allow_module_level=True)
 pytestmark = pytest.mark.skipif(why_not() is not None, reason=why_not() or "")
-NB04 = "04_monitoring_analysis.ipynb"
-Q10 = "04-q10-work"
+NB05 = "05_monitoring_analysis.ipynb"
+Q10 = "05-q10-work"
 WRONG_Q10 = "mean_ms, tokens_per_step = 300.0, 3000.0  # no work: a guess"
 
 ROUTES = {  # name -> (a cell put after the set-up, Q10's work cell)
@@ -48,10 +48,10 @@ ROUTES = {  # name -> (a cell put after the set-up, Q10's work cell)
                 "    globals().update(decide(run)['q10'])\nelse:\n    " + WRONG_Q10),
 }
 MISTAKES = {  # name -> (work cell, (old, new) in its solution): each loses its own check only
-    "q4-percent": ("04-q4-work", ('["peak_flops"]\n', '["peak_flops"] * 100\n')),
-    "q7-swapped": ("04-q7-work", ("size / 1e6, size / 2**20", "size / 2**20, size / 1e6")),
-    "q10-tracing": ("04-q10-work", ("cumcount() >= 3]", "cumcount() >= 0]")),
-    "q1-minutes": ("04-q1-work", ("/ 3600", "/ 60")),
+    "q4-percent": ("05-q4-work", ('["peak_flops"]\n', '["peak_flops"] * 100\n')),
+    "q7-swapped": ("05-q7-work", ("size / 1e6, size / 2**20", "size / 2**20, size / 1e6")),
+    "q10-tracing": ("05-q10-work", ("cumcount() >= 3]", "cumcount() >= 0]")),
+    "q1-minutes": ("05-q1-work", ("/ 3600", "/ 60")),
 }
 LIMITS = {  # name -> (a cell put before Q1's work, the words of the reason)
     "time": ("while True:\n    pass", "the time limit"),
@@ -64,8 +64,8 @@ LIMITS = {  # name -> (a cell put before Q1's work, the words of the reason)
 
 
 def solved(release_nb: Path, skip: set = frozenset()) -> nbformat.NotebookNode:
-    """The release's notebook 04 with the instructor's answers in every work and verdict cell not in `skip`."""
-    instructor = student.read_notebook(ROOT / "notebooks" / NB04)
+    """The release's notebook 05 with the instructor's answers in every work and verdict cell not in `skip`."""
+    instructor = student.read_notebook(ROOT / "notebooks" / NB05)
     answers = {student.grade_id(c): c.source for c in instructor.cells
                if student.grade_id(c) and (student.role(c) or ("", "", ""))[2] != "check"}
     nb = nbformat.read(release_nb, as_version=4)
@@ -91,7 +91,7 @@ def graded(image, tmp_path_factory):
     """The class, graded in the sandbox: grades.csv's rows by student, and the class's directory."""
     from nmtkit.course.instructor.classgrade import grade_class
     from nmtkit.course.instructor.container import Sandbox
-    release_nb = image / "notebooks" / NB04
+    release_nb = image / "notebooks" / NB05
     cls = tmp_path_factory.mktemp("class")
     subs = {"solutions": solved(release_nb), "blank": nbformat.read(release_nb, as_version=4)}
     for name, (setup, q10) in ROUTES.items():
@@ -107,11 +107,11 @@ def graded(image, tmp_path_factory):
         subs[f"mistake-{name}"] = nb
     for name, (source, _) in LIMITS.items():
         nb = solved(release_nb)
-        put(nb, source, before="04-q1-work")
+        put(nb, source, before="05-q2-work")
         subs[f"limit-{name}"] = nb
     for name, nb in subs.items():
         (cls / name).mkdir()
-        nbformat.write(nb, cls / name / NB04)
+        nbformat.write(nb, cls / name / NB05)
     out = cls.parent / f"{cls.name}-out"
     sandbox = Sandbox(image=TAG, seconds=90, scratch_mb=128)
     frame, report = grade_class(cls, out, jobs=2, sandbox=sandbox)
@@ -137,9 +137,9 @@ def test_a_route_around_the_check_earns_only_the_honest_figures(graded, route):
     rows = graded[0]
     row, full = rows[f"route-{route}"], checks(rows["solutions"])
     got = checks(row)
-    assert got["04-q10"] == 0 and "04-q10: " in row["notes"], row
-    assert {k: v for k, v in got.items() if k != "04-q10"} == {k: v for k, v in full.items() if k != "04-q10"}
-    assert float(row["points"]) == float(rows["solutions"]["points"]) - full["04-q10"]
+    assert got["05-q10"] == 0 and "05-q10: " in row["notes"], row
+    assert {k: v for k, v in got.items() if k != "05-q10"} == {k: v for k, v in full.items() if k != "05-q10"}
+    assert float(row["points"]) == float(rows["solutions"]["points"]) - full["05-q10"]
 
 
 @pytest.mark.parametrize("mistake", sorted(MISTAKES))
@@ -155,11 +155,10 @@ def test_each_seed_mistake_loses_exactly_its_own_check(graded, mistake):
 def test_a_notebook_past_a_sandbox_limit_is_stopped_and_graded_on_what_it_wrote(graded, limit):
     rows = graded[0]
     row = rows[f"limit-{limit}"]
-    assert row["stopped"].startswith(f"04: {LIMITS[limit][1]}"), row
+    assert row["stopped"].startswith(f"05: {LIMITS[limit][1]}"), row
     got, full = checks(row), checks(rows["solutions"])
-    lab = [k for k in full if k.startswith("04-lab")]  # the lab's auto-graded checks: recorded before the limit
-    assert lab and all(got[k] == full[k] > 0 for k in lab), got
-    assert got["04-q1"] == 0 and "not reached" in row["notes"] and not row["error"]
+    assert got["05-q1"] == full["05-q1"] > 0, got  # Q1's check ran before the limit: recorded
+    assert got["05-q2"] == 0 and "not reached" in row["notes"] and not row["error"]
 
 
 def test_grading_the_same_submissions_twice_gives_the_same_grades(graded, tmp_path):

@@ -77,7 +77,7 @@ def test_report_compares_baseline_and_two_ranks(baseline, nmt_data, tmp_path_fac
         assert ev["iface"] == "lo", (h.hosts, ev["iface_choice"])
     md = write_report([base, run], tmp_path / "report").read_text()
     assert md.count("### 5. ") == 2 and "| horovod | 2 |" in md
-    # notebook 04's last cell: the analysis written where it was drawn, as it is (not analysed again), says the same
+    # notebook 05's last cell: the analysis written where it was drawn, as it is (not analysed again), says the same
     import nmtkit as nk
     analysed = nk.analyse([base, run], tmp_path / "again")
     stamp = re.compile(r"Generated \d{4}-\d\d-\d\d \d\d:\d\d")  # two writes can fall either side of a minute
@@ -94,7 +94,7 @@ def test_report_compares_baseline_and_two_ranks(baseline, nmt_data, tmp_path_fac
 
 
 def test_a_verdict_shows_the_figure_the_report_drew_without_drawing_it_again(baseline, tmp_path, monkeypatch):
-    """Notebook 04's instructor cells: rep.verdict(n) states the course's verdict per run with the figure the
+    """Notebook 05's instructor cells: rep.verdict(n) states the course's verdict per run with the figure the
     report drew for that question (drawing it again cost 0.3-0.8 s a cell)."""
     from nmtkit import notebook as nb
     from nmtkit.course.instructor.verdicts import answer

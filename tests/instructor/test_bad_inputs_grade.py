@@ -11,17 +11,17 @@ from nmtkit import cli
 
 def _bad_notebook(d):
     (d / "sub").mkdir()
-    (d / "sub" / "04_monitoring_analysis.ipynb").write_text("{not json")
+    (d / "sub" / "05_monitoring_analysis.ipynb").write_text("{not json")
     return ["grade", "--submission", str(d / "sub")]
 
 
 def _notebook_that_is_a_directory(d):
-    (d / "sub" / "04_monitoring_analysis.ipynb").mkdir(parents=True)
+    (d / "sub" / "05_monitoring_analysis.ipynb").mkdir(parents=True)
     return ["grade", "--submission", str(d / "sub")]
 
 
 CASES = {  # name -> (make the input in tmp dir d -> argv, words the one line must hold)
-    "grade a non-JSON notebook": (_bad_notebook, ["04_monitoring_analysis.ipynb", "not a notebook"]),
+    "grade a non-JSON notebook": (_bad_notebook, ["05_monitoring_analysis.ipynb", "not a notebook"]),
     "grade a notebook that is a directory": (_notebook_that_is_a_directory, ["a directory where a file belongs"]),
     "grade --submission FILE": (lambda d: (d / "f").write_text("x") and ["grade", "--submission", str(d / "f")],
                                 ["not a directory"]),
@@ -37,7 +37,7 @@ def test_an_unreadable_notebook_names_the_file(tmp_path, monkeypatch, capsys):
     from nmtkit.course.student import NOTEBOOKS_DIR
     sub = tmp_path / "sub"
     sub.mkdir()
-    (sub / "04_monitoring_analysis.ipynb").write_text((NOTEBOOKS_DIR / "04_monitoring_analysis.ipynb").read_text())
+    (sub / "05_monitoring_analysis.ipynb").write_text((NOTEBOOKS_DIR / "05_monitoring_analysis.ipynb").read_text())
     import io
     real_open = io.open
 
@@ -50,7 +50,7 @@ def test_an_unreadable_notebook_names_the_file(tmp_path, monkeypatch, capsys):
     rc = cli.main(["grade", "--submission", str(sub)])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 1 and len(err) == 1 and "internal error" not in err[0], err
-    assert "Permission denied" in err[0] and "04_monitoring_analysis.ipynb" in err[0]
+    assert "Permission denied" in err[0] and "05_monitoring_analysis.ipynb" in err[0]
 
 
 @pytest.mark.parametrize("who", ["--submission", "--class"])

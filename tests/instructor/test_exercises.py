@@ -1,4 +1,4 @@
-"""Notebook exercises: notebook 04's solutions pass against the reference run's logs, a wrong answer fails (also under
+"""Notebook exercises: notebook 05's solutions pass against the reference run's logs, a wrong answer fails (also under
 nbval, which is how instructors grade), and the schedule and rank-plan exercises check what they claim."""
 import json
 import re
@@ -20,7 +20,7 @@ NB = Path(__file__).resolve().parents[2] / "notebooks"
 
 
 def reference_analysis(out_dir):
-    """notebook 04's `rep` before notebooks 02/03 ran: the shipped reference run alone."""
+    """notebook 05's `rep` before notebooks 02/03 ran: the shipped reference run alone."""
     from nmtkit.notebook import Analysis
     path = reference_run()
     return Analysis(report.analyse([path], out_dir), [path])
@@ -28,7 +28,7 @@ def reference_analysis(out_dir):
 
 def test_notebook_04_solutions_pass_on_the_reference_run_and_wrong_figures_fail(tmp_path, capsys):
     import nmtkit as nk
-    nb = nbformat.read(NB / "04_monitoring_analysis.ipynb", as_version=4)
+    nb = nbformat.read(NB / "05_monitoring_analysis.ipynb", as_version=4)
     rep = reference_analysis(tmp_path / "report")
     ns = {"nk": nk, "ws": tmp_path, "rep": rep}
     code = [c.source for c in nb.cells if c.cell_type == "code" and not is_instructor(c)

@@ -164,7 +164,7 @@ def test_the_labs_cells_run_on_a_students_own_runs_and_say_a_fit_needs_more(caps
     from nmtkit.analysis.reference import default_dir
     from nmtkit.course.student import NOTEBOOKS_DIR, role
     matplotlib.use("Agg")
-    nb = nbformat.read(NOTEBOOKS_DIR / "04_monitoring_analysis.ipynb", as_version=4)
+    nb = nbformat.read(NOTEBOOKS_DIR / "04_bottleneck_lab.ipynb", as_version=4)
     start = next(i for i, c in enumerate(nb.cells) if "MY_RUNS = None" in c.source)
     cells = [nb.cells[start].source] + [c.source for c in nb.cells[start:]
                                         if (role(c) or ("", "", ""))[1].startswith("lab") and role(c)[2] == "work"]

@@ -9,15 +9,15 @@ import pytest
 from nbval.plugin import find_comment_markers
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-EXPECTED = ["01_data_prep_bpe", "02_single_gpu_baseline", "03_horovod_multinode", "04_monitoring_analysis",
-            "05_inference_export"]
+EXPECTED = ["01_data_prep_bpe", "02_single_gpu_baseline", "03_horovod_multinode", "04_bottleneck_lab",
+            "05_monitoring_analysis", "06_inference_export"]
 
 
 def code_cells(path):
     return [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
 
 
-def test_the_course_is_five_ordered_notebooks():
+def test_the_course_is_six_ordered_notebooks():
     assert [p.stem for p in NOTEBOOKS] == EXPECTED
 
 
@@ -115,9 +115,9 @@ def test_every_nmtkit_name_a_cell_uses_exists(path):
         pytest.xfail("; ".join(f"{why}: {PENDING[m]}" for m, why in problems))
 
 
-# --- the exercise convention (shared with notebook 04's): work, check, verdict; instructor cells droppable ------
+# --- the exercise convention (shared with notebooks 04 and 05): work, check, verdict; instructor cells droppable ------
 
-EXERCISE_NOTEBOOKS = [p for p in NOTEBOOKS if p.stem[:2] in ("01", "02", "03", "05")]  # 04: its own developer's
+EXERCISE_NOTEBOOKS = [p for p in NOTEBOOKS if p.stem[:2] in ("01", "02", "03", "06")]  # 04, 05: their own tests'
 GRADE_ID = re.compile(r"^(\d\d)-([a-z]+)-(work|check|verdict)$")
 MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 

@@ -1,6 +1,6 @@
 """The student release (`nmtkit release`): built into a fresh directory and imported from there in subprocesses (no
 new venv), it carries no solution, verdict, rubric or expected figure; its checks are formative and cannot be
-searched; its notebook 04 runs with the instructor's solutions put in, and grades here with the hidden checks."""
+searched; its notebook 05 runs with the instructor's solutions put in, and grades here with the hidden checks."""
 from __future__ import annotations
 
 import hashlib
@@ -25,7 +25,7 @@ from nmtkit.course.instructor.rubric import RUBRIC
 from nmtkit.course.instructor.verdicts import NCCL_WAIT, NVML_MEANING
 
 ROOT = Path(__file__).resolve().parents[2]
-NB04 = "04_monitoring_analysis.ipynb"
+NB05 = "05_monitoring_analysis.ipynb"
 NUMBER = re.compile(r"(?<![\w.])[-+]?\d[\d,_]*\.?\d*(?:[eE][-+]?\d+)?")
 # the reference run's own logs, as the run wrote them (they hold its measurements, as a student's run would)
 RUN_LOGS = re.compile(r"nmtkit/reference/[^/]+/(?:ranks/|monitor/|translations/|scalars\.jsonl|run\.json|config\.json"
@@ -94,7 +94,7 @@ def test_the_release_holds_no_solution_verdict_rubric_or_expected_figure(kit, fi
     assert not [t for t in (kit / "tests").rglob("*.py") if re.search(r"nmtkit\.course\.instructor|tools\.rehearsal|"
                                                                       r"\"grade\"|nmtkit grade", t.read_text())
                 and "if not INSTRUCTOR_KIT" not in t.read_text()]
-    instructor = student.read_notebook(ROOT / "notebooks" / NB04)
+    instructor = student.read_notebook(ROOT / "notebooks" / NB05)
     model_answers = [line.strip() for c in instructor.cells if (student.role(c) or ("", "", ""))[2] == "verdict"
                      for line in re.findall(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", c.source, re.S)[0].split("\n")
                      if len(line.strip()) > 40]
@@ -111,7 +111,7 @@ def test_the_release_holds_no_solution_verdict_rubric_or_expected_figure(kit, fi
         manifest = json.loads(m.read_text())
         assert "checks" not in manifest and "bytes_per_step_by_counters" not in manifest and manifest["command"], m
     assert len(list((kit / "nmtkit" / "reference").glob("lab-*/manifest.json"))) >= 5
-    nb = nbformat.read(kit / "notebooks" / NB04, 4)
+    nb = nbformat.read(kit / "notebooks" / NB05, 4)
     assert not any(c.get("outputs") for c in nb.cells) and not any(student.is_instructor(c) for c in nb.cells)
 
 
@@ -203,20 +203,20 @@ def test_notebook_04_of_the_release_runs_with_the_solutions_and_grades_here(kit,
 
     from nmtkit.course.instructor.container import Sandbox
     from nmtkit.course.instructor.grade import grade
-    instructor = student.read_notebook(ROOT / "notebooks" / NB04)
+    instructor = student.read_notebook(ROOT / "notebooks" / NB05)
     answers = {student.grade_id(c): c.source for c in instructor.cells
                if (student.role(c) or ("", "", ""))[2] != "check" and student.grade_id(c)}
-    nb = nbformat.read(kit / "notebooks" / NB04, 4)
+    nb = nbformat.read(kit / "notebooks" / NB05, 4)
     for c in nb.cells:
         if student.grade_id(c) in answers:
             c.source = answers[student.grade_id(c)]
     sub = tmp_path / "submission"
     sub.mkdir()
-    nbformat.write(nb, sub / NB04)
+    nbformat.write(nb, sub / NB05)
     ws = tmp_path / "ws"
     shutil.copytree(reference_run(), ws / "runs" / "horovod")
     env = {**os.environ, "PYTHONPATH": str(kit), "NMTKIT_WORKDIR": str(ws), "TF_USE_LEGACY_KERAS": "1"}
-    run_nb = nbformat.read(sub / NB04, 4)
+    run_nb = nbformat.read(sub / NB05, 4)
     NotebookClient(run_nb, timeout=300, kernel_name=student.kernel_name(run_nb),
                    resources={"metadata": {"path": str(tmp_path)}}).execute(env=env)
     # every output the kit printed; the recap and the work cells show the student's own figures back to them
@@ -233,7 +233,7 @@ def test_notebook_04_of_the_release_runs_with_the_solutions_and_grades_here(kit,
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
-    graded = grade(sub, only=["04"], sandbox=Sandbox(trusted=True))[0]
+    graded = grade(sub, only=["04", "05"], sandbox=Sandbox(trusted=True))[0]
     assert not list(scratch.iterdir())  # grading leaves nothing behind in the temp directory
     failed = [c for c in graded["cells"] if c["status"] == "failed"]
     assert graded["points"] == graded["max_points"] > 0 and not failed, failed

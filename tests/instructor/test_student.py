@@ -117,24 +117,26 @@ def test_student_copies_of_the_course_carry_no_verdicts_and_an_answer_cell_per_q
         text = path.read_text()
         assert "show_answer" not in text and ".verdict(" not in text, path.name
         assert not any(is_instructor(c) for c in nbformat.read(path, as_version=4).cells)
-    nb = nbformat.read(tmp_path / "04_monitoring_analysis.ipynb", as_version=4)
-    ex = exercises(nb)
-    assert sorted(ex) == sorted([f"q{i}" for i in range(1, 12)] + [f"lab{i}" for i in range(1, 6)])
-    for q, cells in ex.items():
-        verdict, check = nb.cells[cells["verdict"]], nb.cells[cells["check"]]
-        lab = q.startswith("lab")  # the bottleneck lab's parts: checked on the lab's table
-        prompt = "your answer" if lab else "your verdict, and the figure that decides it"
-        assert "YOUR ANSWER HERE" in verdict.source and prompt in verdict.source
-        assert ('nk.check(lab, "lab_' if lab else f'nk.check(rep, "{q}"') in check.source
-        assert check.metadata["nbgrader"]["locked"]
-        assert cells["work"] < cells["check"] < cells["verdict"]
-        assert nb.cells[cells["work"]].source.rstrip().endswith("raise NotImplementedError")
-    # the instructor's copy holds the kit's verdict after each question, which the student copy drops
-    ins = nbformat.read(NOTEBOOKS_DIR / "04_monitoring_analysis.ipynb", as_version=4)
-    verdicts = [c.source for c in ins.cells if is_instructor(c)]
-    assert [re.search(r"rep\.verdict\((\d+|\"lab\")", v).group(1) for v in verdicts if "verdict(" in v] == \
-        ['"lab"'] + [str(i) for i in range(1, 12)]
-    assert all(role(c) is None for c in ins.cells if is_instructor(c))
+    for name, want, said in (("04_bottleneck_lab", [f"lab{i}" for i in range(1, 6)], ['"lab"']),
+                             ("05_monitoring_analysis", [f"q{i}" for i in range(1, 12)],
+                              [str(i) for i in range(1, 12)])):
+        nb = nbformat.read(tmp_path / f"{name}.ipynb", as_version=4)
+        ex = exercises(nb)
+        assert sorted(ex) == sorted(want), name
+        for q, cells in ex.items():
+            verdict, check = nb.cells[cells["verdict"]], nb.cells[cells["check"]]
+            lab = q.startswith("lab")  # the bottleneck lab's parts: checked on the lab's table
+            prompt = "your answer" if lab else "your verdict, and the figure that decides it"
+            assert "YOUR ANSWER HERE" in verdict.source and prompt in verdict.source
+            assert ('nk.check(lab, "lab_' if lab else f'nk.check(rep, "{q}"') in check.source
+            assert check.metadata["nbgrader"]["locked"]
+            assert cells["work"] < cells["check"] < cells["verdict"]
+            assert nb.cells[cells["work"]].source.rstrip().endswith("raise NotImplementedError")
+        # the instructor's copy holds the kit's verdict after each question, which the student copy drops
+        ins = nbformat.read(NOTEBOOKS_DIR / f"{name}.ipynb", as_version=4)
+        verdicts = [c.source for c in ins.cells if is_instructor(c)]
+        assert [re.search(r"\.verdict\((\d+|\"lab\")", v).group(1) for v in verdicts if "verdict(" in v] == said
+        assert all(role(c) is None for c in ins.cells if is_instructor(c))
 
 
 def test_hidden_tests_never_reach_a_student_copy():

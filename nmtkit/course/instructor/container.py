@@ -38,7 +38,7 @@ INSTALL = ("Docker is needed to grade in a sandbox: sudo apt-get install docker.
 class Sandbox:
     """The limits a submission's notebook runs within (one container a notebook)."""
     image: str = "nmtkit-students:latest"  # `make image` in the release builds this tag
-    seconds: float = 600.0                 # the notebook's wall time: notebook 04 reads its runs in about 30 s
+    seconds: float = 600.0                 # the notebook's wall time: notebook 05 reads its runs in about 30 s
     memory: str = "3g"                     # the course peaks at 3.2-3.6 GiB while training; grading trains nothing
     cpus: float = 2.0
     pids: int = 512                        # TensorFlow's and Jupyter's threads count: a kernel holds about 60

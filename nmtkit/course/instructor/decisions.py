@@ -1,4 +1,4 @@
-"""The figures that decide each homework question, computed from a run's logs the way the exercises of notebook 04
+"""The figures that decide each homework question, computed from a run's logs the way the exercises of notebook 05
 ask the student to compute them: `decide(run)[q]` is {variable name: value} for q in "q1".."q11".
 
 These are what `nmtkit.course.exercises.check` grades against and what the instructor's verdicts quote; the

@@ -55,7 +55,7 @@ def assemble(student: dict, instructor: dict, name: str = "notebook") -> tuple[d
 
     import nbformat
     exercises(instructor, name)  # the instructor's notebook is well formed (CourseError naming it, else)
-    # every locked graded code cell: notebook 04's question checks and the other notebooks' practice checks
+    # every locked graded code cell: notebook 05's question checks and the other notebooks' practice checks
     checks = {grade_id(c): c for c in instructor.cells if c.cell_type == "code"
               and (c.metadata.get("nbgrader") or {}).get("grade") and (c.metadata.get("nbgrader") or {}).get("locked")}
     calls = {gid: scoring.parse(gid, cell_source(cell)) for gid, cell in checks.items()}

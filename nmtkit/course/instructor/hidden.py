@@ -1,4 +1,4 @@
-"""The instructor's half of notebook 04's checks: the student's figures against the kit's own (nmtkit.course.
+"""The instructor's half of notebook 05's checks: the student's figures against the kit's own (nmtkit.course.
 decisions) for the same run, with "too high"/"too low" and the hint. A student's release leaves this module out,
 so its checks are formative only (nmtkit.course.exercises); `nmtkit grade`, which runs in the instructor's kit,
 puts these back. TensorFlow-free.

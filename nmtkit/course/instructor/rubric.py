@@ -1,5 +1,5 @@
 """What a full answer to each homework question contains, and the misconceptions the original submissions showed:
-the instructor's copy of notebook 04 and `nmtkit report --instructor` print it beside the kit's verdict. Student
+the instructor's copy of notebook 05 and `nmtkit report --instructor` print it beside the kit's verdict. Student
 copies and a plain `nmtkit report` never do."""
 
 RUBRIC = {
