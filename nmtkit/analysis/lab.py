@@ -77,7 +77,7 @@ def link_samples(run, options: Options | None = None) -> pd.DataFrame:
     """The link's samples while steps ran: host, t_s (seconds since that host's first steady step), mbit_s (the
     busier direction of the interface that carried the gradients). attrs: iface, interval_s, step_s, link_mbit_s.
 
-    Introduced in notebook 05_monitoring_analysis."""
+    Introduced in notebook 04_bottleneck_lab."""
     o, run = options or Options(), _load(run)
     mon = in_window(per_host(run.monitor), run)
     st = steady_steps(run, o.skip_steps)
@@ -153,7 +153,7 @@ def lab_runs(runs=None, options: Options | None = None) -> pd.DataFrame:
     """The lab's tidy table, one row per run: `runs` names them (lab-* names, workspace runs or directories);
     None: the shipped lab runs. attrs["paths"]: the run directories, for the checks.
 
-    Introduced in notebook 05_monitoring_analysis."""
+    Introduced in notebook 04_bottleneck_lab."""
     o = options or Options()
     loaded = [_load(r) for r in (shipped() if runs is None else runs)]
     if not loaded:

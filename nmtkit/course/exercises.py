@@ -57,7 +57,7 @@ def check(rep, question: str, run=None, **values) -> None:
     `nmtkit grade`) against the kit's own figures; in a student's release on their form only (units, shape), with
     the idea to revisit: the same reply for any value of the right form, so it cannot be searched.
 
-    Introduced in notebook 05_monitoring_analysis."""
+    Introduced in notebook 04_bottleneck_lab."""
     if not question.startswith("lab_") and not runs_of(rep):
         print("no runs to check against: the reference run ships with the kit; reinstall it (pip install -e .)")
         return

@@ -174,7 +174,7 @@ def readme(report: dict, command: str) -> str:
     return (f"# The reference run ({rate}, 2 hosts x 2 ranks)\n\n"
             f"A training run on the rehearsal's two SSH-reached hosts (network namespaces on one machine, "
             f"docs/rehearsal.md), 2 ranks each, the gradients over a data link shaped by `tc tbf` to {rate}; "
-            f"frozen by `tools.rehearsal.reference` for notebook 04, which analyses it beside the student's run "
+            f"frozen by `tools.rehearsal.reference` for notebook 05, which analyses it beside the student's run "
             f"(`nmtkit.analysis.reference_run()`).\n\n"
             f"- made with: `{command}`\n"
             f"- link measured by preflight ({link.get('from')} -> {link.get('to')}): {link.get('measured_mbit_s')} "
