@@ -236,7 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="output directory (default: <run>/saved_model)")
     p.set_defaults(func=cmd_export)
 
-    p = sub.add_parser("course", help="run notebooks 01-05 headless in order (what `make demo` runs)")
+    p = sub.add_parser("course", help="run notebooks 01-06 headless in order (what `make demo` runs)")
     p.add_argument("--profile", default=None, help="profile for the notebooks (default tiny)")
     p.add_argument("--out", default=None, help="output directory (default runs/<timestamp>)")
     p.add_argument("--publish", action="store_true",
