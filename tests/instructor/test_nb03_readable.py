@@ -1,0 +1,107 @@
+"""Notebook 03 reads like a textbook: short sentences, its two equations displayed before the code that uses them,
+kit words explained where first used, and the orchestration's detail in docs/terminal-lab.md (issue 57)."""
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+NB03 = ROOT / "notebooks" / "03_horovod_multinode.ipynb"
+LAB = ROOT / "docs" / "terminal-lab.md"
+MAX_WORDS = 40
+
+
+def cells():
+    return json.loads(NB03.read_text())["cells"]
+
+
+def source(cell) -> str:
+    return "".join(cell["source"])
+
+
+def sentences(markdown: str) -> list[str]:
+    """Split as the course's sentence rule does: on . ! ? before a capital, at list items and blank lines; fenced
+    code, $$ math $$ and table rows are not prose."""
+    text = re.sub(r"```.*?```", "\n\n", markdown, flags=re.S)
+    text = re.sub(r"\$\$.*?\$\$", "\n\n", text, flags=re.S)
+    chunks, current = [], []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith(("|", "#")) or re.match(r"([-*+]|\d+\.)\s", stripped):
+            chunks.append(" ".join(current))
+            current = [] if not stripped or stripped.startswith("|") else [stripped]
+            if stripped.startswith("#"):
+                chunks.append(" ".join(current))
+                current = []
+            continue
+        current.append(stripped)
+    chunks.append(" ".join(current))
+    return [s for chunk in chunks for s in re.split(r"(?<=[.!?])\s+(?=[A-Z])", chunk) if s.strip()]
+
+
+def test_the_splitter_splits_where_the_rule_says():
+    md = "# Title\n\nOne two. Three four!\n- item one\n- item two\n\n$$ x = y $$\n\n```python\na b c\n```\n| a | b |\n"
+    assert sentences(md) == ["# Title", "One two.", "Three four!", "- item one", "- item two"]
+    assert sentences("e.g. a lowercase start does not split. `code` neither.") == [
+        "e.g. a lowercase start does not split. `code` neither."]
+
+
+def test_no_sentence_in_notebook_03_is_over_40_words():
+    long = [(i, len(s.split()), s[:80]) for i, c in enumerate(cells()) if c["cell_type"] == "markdown"
+            for s in sentences(source(c)) if len(s.split()) > MAX_WORDS]
+    assert not long, f"sentences over {MAX_WORDS} words (cell, words, start): {long}"
+
+
+EQUATIONS = {  # the displayed equation, the symbols named after it, the code cells that compute with it
+    "ring": (r"B = 2\,\frac{N-1}{N}\, P\, b", ("B is", "N the number of ranks", "P the", "b the bytes per value"),
+             ("nk.compression_trials(", "nk.draw_ring(", "nk.homework_exchange(")),
+    "break-even": (r"R = \frac{8\,B}{t}", ("R is the break-even", "B the bytes", "t the step's compute time"),
+                   ("break_even =", "nk.link_table(")),
+}
+
+
+@pytest.mark.parametrize("name", EQUATIONS)
+def test_each_equation_is_displayed_with_its_symbols_named_before_the_code_that_uses_it(name):
+    formula, symbols, users = EQUATIONS[name]
+    nb = cells()
+    shown = [i for i, c in enumerate(nb) if c["cell_type"] == "markdown"
+             and re.search(r"^\$\$ " + re.escape(formula) + r" \$\$$", source(c), flags=re.M)]
+    assert len(shown) == 1, f"the {name} equation is displayed in {len(shown)} cells, not 1"
+    after = " ".join(source(nb[shown[0]]).split(formula, 1)[1].split())
+    assert after.startswith("$$ where") and all(s in after for s in symbols), after[:300]
+    for marker in users:
+        [used] = [i for i, c in enumerate(nb) if c["cell_type"] == "code" and marker in source(c)]
+        assert shown[0] < used, f"the {name} equation (cell {shown[0]}) comes after its code {marker!r} ({used})"
+
+
+KIT_WORDS = ("allreduce", "engine", "controller", "rank plan", "rendezvous", "preflight", "ring allreduce",
+             "break-even rate", "rehearsal")
+
+
+@pytest.mark.parametrize("word", KIT_WORDS)
+def test_a_kit_word_is_marked_as_defined_where_it_is_first_used(word):
+    """The first markdown use of each kit word is the one that explains it (bold, the course's mark of a term)."""
+    prose = ["\n".join(line for line in source(c).splitlines() if not line.startswith("#"))  # headings name, not use
+             for c in cells() if c["cell_type"] == "markdown"]
+    first = next(p for p in prose if re.search(rf"\b{word}", p, flags=re.I))
+    at = re.search(rf"\b{word}", first, flags=re.I).start()
+    assert re.search(rf"\*\*{word}\w*\*\*", first, flags=re.I) and first.lower().find(f"**{word}") <= at, \
+        f"{word!r} is first used without its explanation: {first[max(0, at - 80):at + 80]!r}"
+
+
+def test_the_orchestration_lives_in_the_terminal_lab_and_the_notebook_links_it():
+    nb = cells()
+    prose = " ".join(source(c) for c in nb if c["cell_type"] == "markdown")
+    shown = re.sub(r"```.*?```|### BEGIN SOLUTION.*?### END SOLUTION", " ", prose, flags=re.S)
+    words = len(shown.split())  # before issue 57: 2,855, most of it orchestration
+    assert words < 2200, f"notebook 03 shows {words} words of markdown prose"
+    assert "](../docs/terminal-lab.md)" in prose and "§9" in prose, "the notebook links the lab's section 9"
+    section = LAB.read_text().split("\n## 9. ", 1)[1]
+    for moved in ("HOROVOD_CYCLE_TIME", "HOROVOD_GLOO_TIMEOUT_SECONDS", "NCCL_SOCKET_IFNAME", "rendezvous",
+                  "cluster.logical_hosts", '"manual"', "engine_command()", "getent hosts", "connection file",
+                  "DistributedGradientTape", "NCCL_DEBUG=INFO", "0.1 s"):
+        assert moved in section, f"docs/terminal-lab.md §9 lost {moved!r}"
+    for detail in ("HOROVOD_CYCLE_TIME", "HOROVOD_GLOO_TIMEOUT_SECONDS", "NCCL_SOCKET_IFNAME", "engine_command()",
+                   "getent hosts", "connection file", "DistributedGradientTape"):
+        assert detail not in prose, f"{detail!r} is still explained in the notebook, not in the lab's §9"
