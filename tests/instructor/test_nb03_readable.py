@@ -70,6 +70,6 @@ def test_the_orchestration_lives_in_the_terminal_lab_and_the_notebook_links_it()
                   "cluster.logical_hosts", '"manual"', "engine_command()", "getent hosts", "connection file",
                   "DistributedGradientTape", "NCCL_DEBUG=INFO", "0.1 s"):
         assert moved in section, f"docs/terminal-lab.md §9 lost {moved!r}"
-    for detail in ("HOROVOD_CYCLE_TIME", "HOROVOD_GLOO_TIMEOUT_SECONDS", "NCCL_SOCKET_IFNAME", "engine_command()",
-                   "getent hosts", "connection file", "DistributedGradientTape"):
+    for detail in ("HOROVOD_CYCLE_TIME", "HOROVOD_GLOO_TIMEOUT_SECONDS", "NCCL_SOCKET_IFNAME", "getent hosts",
+                   "connection file", "DistributedGradientTape", "publish_data"):
         assert detail not in prose, f"{detail!r} is still explained in the notebook, not in the lab's §9"
