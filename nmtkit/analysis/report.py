@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 import nmtkit.analysis.figures as figures
+import nmtkit.analysis.tables as tables
 from nmtkit import runs as rundir
 from nmtkit.analysis.evidence import Options, node_price, steady_steps, tokens_per_s
 from nmtkit.analysis.logs import Run, load_runs
@@ -99,57 +100,37 @@ def _jsonable(x):
 
 
 def _table(df: pd.DataFrame) -> str:
+    df = tables.readable(df)
     head = "| " + " | ".join(df.columns) + " |"
     sep = "|" + "---|" * len(df.columns)
-    rows = ["| " + " | ".join(_cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    rows = ["| " + " | ".join(str(v) for v in row) + " |" for row in df.itertuples(index=False)]
     return "\n".join([head, sep, *rows])
 
 
 def readable(df: pd.DataFrame) -> pd.DataFrame:
-    """A table for people: numbers with at most 4 significant digits, seconds as durations (h:mm:ss), epoch
-    times as seconds since the first row."""
-    out = df.copy()
-    for col in out.columns:
-        if col == "time" and pd.api.types.is_numeric_dtype(out[col]):
-            out[col] = (out[col] - out[col].min()).map(lambda v: f"+{v:.1f} s")
-            out = out.rename(columns={"time": "time since start"})
-        elif str(col).endswith("(s)") and pd.api.types.is_numeric_dtype(out[col]):
-            out[col] = out[col].map(_duration)
-        elif pd.api.types.is_float_dtype(out[col]):
-            out[col] = out[col].map(_cell)
-    return out
+    """A table for people (nmtkit.analysis.tables.readable): each number column in one format, seconds in
+    seconds, epoch times as seconds since the first row."""
+    return tables.readable(df)
+
+
+_SUMMARY_UNITS = {  # summary key -> (unit, scale); the rest: unit-less, as they are
+    "peak_flops": ("GFLOP/s", 1e-9), "mfu": ("%", 100.0), "wall_time": ("s", 1.0), "test_seconds": ("s", 1.0),
+    "avg_step_time": ("s", 1.0), "spent_hours": ("h", 1.0), "tokens_per_sec": ("tokens/s", 1.0),
+}
 
 
 def summary_table(summary: dict) -> pd.DataFrame:
-    """A run's summary (nk.train's return, run.json's "summary") for people: FLOP/s in GFLOP/s, fractions as
-    percentages, seconds as h:mm:ss, other numbers to 4 significant digits; signatures left out."""
-    rows = {}
+    """A run's summary (nk.train's return, run.json's "summary") for people: a value and a unit column (FLOP/s in
+    GFLOP/s, MFU in %, times in s), each number to about 4 significant digits; signatures left out."""
+    rows, units = {}, {}
     for k, v in summary.items():
         if k.endswith("_signature"):
             continue
-        if isinstance(v, float) and k == "peak_flops":
-            v = f"{v / 1e9:,.1f} GFLOP/s"
-        elif isinstance(v, float) and k == "mfu":
-            v = f"{v:.1%}"
-        elif isinstance(v, float) and (k in ("wall_time", "test_seconds") or k.endswith("_time")):
-            v = _duration(v) if v >= 60 else f"{v:.3g} s"
-        elif isinstance(v, float):
-            v = _cell(v)
-        rows[k] = v
-    return pd.DataFrame({"value": pd.Series(rows, dtype=object)})
-
-
-def _duration(seconds: float) -> str:
-    if seconds != seconds:
-        return "n/a"
-    h, rest = divmod(int(round(seconds)), 3600)
-    return f"{h}:{rest // 60:02d}:{rest % 60:02d}"
-
-
-def _cell(v) -> str:
-    if isinstance(v, float):
-        return "n/a" if v != v else f"{v:,.4g}"
-    return str(v)
+        unit, scale = _SUMMARY_UNITS.get(k, ("", 1.0))
+        if isinstance(v, float):
+            v = tables.format_numbers([v * scale])[0]
+        rows[k], units[k] = (tables.NA if v is None else v), unit
+    return pd.DataFrame({"value": pd.Series(rows, dtype=object), "unit": pd.Series(units, dtype=object)})
 
 
 def comparison(runs: list[Run], answers: dict[str, list[Answer]]) -> pd.DataFrame:
@@ -259,17 +240,11 @@ def find_runs(names=("baseline", "horovod"), root: str | Path | None = None) -> 
 
 
 def evidence(rep: Report | None, number: int) -> pd.DataFrame | str:
-    """The numbers behind question `number`, one column per run (nested values shown as text)."""
+    """The numbers behind question `number`: one row per quantity, its unit in the row's name, one column per
+    run (nested records flattened to rows; nmtkit.analysis.tables.evidence_table)."""
     if rep is None:
         return NO_RUNS
-    cols = {}
-    for run in rep.runs:
-        ev = rep.answers[run.name][number - 1].evidence
-        cols[run.name] = {k: (v if isinstance(v, (int, float, str, bool, type(None)))
-                              else json.dumps(v, default=_jsonable))
-                          for k, v in ev.items()}
-    df = pd.DataFrame(cols).astype(object)
-    return df.where(df.notna(), "n/a")  # a run without this measurement says so, not NaN
+    return tables.evidence_table({run.name: rep.answers[run.name][number - 1].evidence for run in rep.runs})
 
 
 def checkpoint_names(rep: Report) -> dict[str, list[str]]:
