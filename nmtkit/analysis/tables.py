@@ -20,7 +20,8 @@ _SUFFIX_UNITS = {
 }
 _KEY_UNITS = {  # whole keys whose unit their ending does not say
     "bytes": "B", "steps_per_s": "steps/s", "peak_flops": "FLOP/s", "projected_cost": "USD",
-    "price_per_node_hour": "USD/node-hour", "remaining_s_to_planned": "s", "busy_share": "fraction", "proc_cpu_mean": "% of a core",
+    "price_per_node_hour": "USD/node-hour", "remaining_s_to_planned": "s", "busy_share": "fraction",
+    "proc_cpu_mean": "% of a core",
 }
 _NESTED_UNITS = {("devices", "mean"): "%"}  # a record's field whose unit its list says
 _ID_FIELDS = ("host", "file", "device", "rank")  # what names an item of a list of records
