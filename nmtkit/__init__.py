@@ -56,6 +56,7 @@ _FRONT = {
     "analyse": ("nmtkit.notebook", "analyse"), "check": ("nmtkit.course.exercises", "check"),
     "check_plan": ("nmtkit.course.exercises", "check_plan"),
     "lab_runs": ("nmtkit.analysis.lab", "lab_runs"), "link_samples": ("nmtkit.analysis.lab", "link_samples"),
+    "nic_rates": ("nmtkit.analysis.lab", "nic_rates"),
     "align_steps_to_network": ("nmtkit.analysis.machines", "align_steps_to_network"),
     "export": ("nmtkit.serving", "export"), "load_export": ("nmtkit.serving", "load"),
     "translate_in_fresh_process": ("nmtkit.serving", "translate_in_fresh_process"),

@@ -6,8 +6,9 @@
 
 Measurements only: each run's shape and the cores its ranks could use (manifest, else the rank logs' affinity),
 its gradient compression, the link rate preflight measured (run.json), the mean steady step and the tokens per
-second (rank logs), the mean and the busiest 0.1 s rate its link carried while steps ran (monitor), and the
-exchange alone where the run timed it (its manifest's exchange_by_probe).
+second (rank logs), the mean and the busiest 0.1 s rate its link carried while steps ran (monitor), the CPU
+utilisation while steps ran (the machine's, and the sampling rank's own process), and the exchange alone where the
+run timed it (its manifest's exchange_by_probe).
 What they imply (a prediction, a fit, an effective bandwidth) is the student's to compute. TensorFlow-free.
 """
 from __future__ import annotations
@@ -104,6 +105,32 @@ def link_samples(run, options: Options | None = None) -> pd.DataFrame:
     return out
 
 
+def nic_rates(run, options: Options | None = None) -> pd.DataFrame:
+    """Every network interface the monitor counted, per host: the mean bytes per second it sent and received over
+    the samples taken while steps ran (one row per host and interface: host, iface, sent_Bps, recv_Bps, samples).
+    attrs: step_s, the run's mean steady step. Which interface carried the gradients is the reader's to decide.
+
+    Introduced in notebook 04_monitoring_analysis."""
+    from nmtkit import monitor
+    o, run = options or Options(), _load(run)
+    mon = in_window(per_host(run.monitor), run)
+    st = steady_steps(run, o.skip_steps)
+    ifaces = monitor.interfaces(mon.columns) if not mon.empty else []
+    if st.empty or not ifaces:
+        raise AnalysisError(f"{run.name}: needs monitor samples with network counters and per-step records")
+    rows = []
+    for host, df in mon.groupby("host"):
+        active = while_stepping(df, first_rank_steps(st, host))
+        for iface in ifaces:
+            mean = {d: float(active[monitor.net_col(iface, d)].mean()) if len(active) else float("nan")
+                    for d in monitor.NET_DIRECTIONS}
+            rows.append({"host": str(host), "iface": iface, "sent_Bps": mean["sent"], "recv_Bps": mean["recv"],
+                         "samples": len(active)})
+    out = pd.DataFrame(rows, columns=["host", "iface", "sent_Bps", "recv_Bps", "samples"])
+    out.attrs.update(run=run.name, step_s=float(st["step_time"].mean()))
+    return out
+
+
 def _row(run: Run, o: Options) -> dict:
     m = _manifest(run)
     shape = m.get("shape") or {}
@@ -121,6 +148,7 @@ def _row(run: Run, o: Options) -> dict:
             mean, peak = float(s.groupby("host")["mbit_s"].mean().mean()), float(s["mbit_s"].max())
         except AnalysisError:
             pass
+    cpu, rank_cpu = _cpu_while_stepping(run, st)
     link = run.status.get("link_measured_mbit_s")
     probe = m.get("exchange_by_probe")
     over = shape.get("oversubscribed")
@@ -131,8 +159,26 @@ def _row(run: Run, o: Options) -> dict:
             "tc_rate": m.get("tc_rate", "not shaped by the kit"),
             "link_mbit_s": float(link) if isinstance(link, (int, float)) else float("nan"),
             "steps_measured": int(st["step"].nunique()), "step_s": step_s, "tokens_per_s": tokens / step_s,
-            "link_mean_mbit_s": mean, "link_peak_mbit_s": peak,
+            "link_mean_mbit_s": mean, "link_peak_mbit_s": peak, "cpu_percent": cpu, "rank_cpu_percent": rank_cpu,
             "exchange_s": float(probe["seconds"]) if isinstance(probe, dict) else float("nan")}
+
+
+def _cpu_while_stepping(run: Run, st: pd.DataFrame) -> tuple[float, float]:
+    """(the machine's CPU utilisation, % of all its cores; the sampling rank's own process, % of one core): the
+    means over the monitor samples taken while steps ran, averaged over the hosts. NaN without samples."""
+    mon = in_window(per_host(run.monitor), run)
+    machine, own = [], []
+    for host, df in mon.groupby("host") if "cpu_percent" in mon else ():
+        active = while_stepping(df, first_rank_steps(st, host))
+        if len(active):
+            machine.append(float(active["cpu_percent"].mean()))
+            if "proc_cpu_percent" in active:
+                own.append(float(active["proc_cpu_percent"].mean()))
+    return _mean(machine), _mean(own)
+
+
+def _mean(xs: list[float]) -> float:
+    return sum(xs) / len(xs) if xs else float("nan")
 
 
 def _cores(run: Run) -> int | None:

@@ -19,7 +19,17 @@ from collections.abc import Mapping
 import numpy as np
 
 from nmtkit.course import INSTRUCTOR_KIT
-from nmtkit.course.targets import EXACT, FORMULA, FRACTIONS, MEAN, PLAN_FORM, TARGETS, YES_NO, runs_of  # noqa: F401
+from nmtkit.course.targets import (  # noqa: F401
+    EXACT,
+    FORMULA,
+    FRACTIONS,
+    MEAN,
+    NAMES,
+    PLAN_FORM,
+    TARGETS,
+    YES_NO,
+    runs_of,
+)
 from nmtkit.errors import ExerciseError
 
 
@@ -38,6 +48,8 @@ def form_problem(name: str, value, tol) -> str | None:
         return "missing"
     if name in YES_NO:
         return None if isinstance(value, (bool, np.bool_)) else "a yes/no (True or False)"
+    if name in NAMES:
+        return None if isinstance(value, str) and value.strip() else "a name (text), such as an interface's"
     if name == "files":
         return None if isinstance(value, (list, tuple, set)) and all(isinstance(f, str) for f in value) else \
             "a list of file names"

@@ -13,6 +13,7 @@ import math
 EXACT, FORMULA, MEAN, COUNTED = (0.0, 0.0), (0.01, 0.0), (0.02, 0.0), (0.10, 0.0)
 FRACTIONS = ("mfu", "share_near_rate")  # figures whose form is a fraction, not a percentage
 YES_NO = ("trained", "overfitting")
+NAMES = ("iface",)  # figures that are a name (text), compared exactly
 # q -> {figure: ((relative, absolute) tolerance, hint)}
 TARGETS = {
     "q1": {"step_s": (MEAN, "seconds per step of the steady steps of every rank: the first steps of each rank "
@@ -70,6 +71,10 @@ TARGETS = {
                    "mean_over_rate": ((0.05, 0.0), "the mean of the same samples over that rate")},
     "lab_scaling": {"speedup_2": (MEAN, "tokens per second of the whole run over the one-rank run's"),
                     "speedup_4": (MEAN, "tokens per second of the whole run over the one-rank run's")},
+    "lab_nic": {"iface": (EXACT, "the interface that carried the gradients between the hosts: one that leaves the "
+                                 "host, whose bytes per step meet the ring's bound"),
+                "over_bound": (COUNTED, "that interface's bytes per step (its busier direction's mean rate while "
+                                        "steps ran, times the mean step) over the flat ring's bound for N ranks")},
 }
 
 

@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from nmtkit.analysis.lab import lab_runs, link_samples, shipped
+from nmtkit.analysis.lab import lab_runs, link_samples, nic_rates, shipped
 from nmtkit.course.instructor import hidden
 from nmtkit.course.instructor.decisions import NEAR, lab
 from nmtkit.course.targets import HAND_GRADED
@@ -180,3 +180,39 @@ def test_the_labs_cells_run_on_a_students_own_runs_and_say_a_fit_needs_more(caps
     got = lab(mine)
     assert got["lab_predict"]["predicted_s"] == pytest.approx(ns["predicted_s"])
     assert "lab_fit" in got["missing"] and "lab_fp16" in got["missing"]
+
+
+def test_the_machines_cpu_falls_as_the_link_slows_a_waiting_processor_looks_idle():
+    """The CPU analogue of "the GPU is busy": over one shape and no compression, the machine's CPU utilisation while
+    steps ran falls with the link's rate (the ranks wait for the exchange), and so does each rank's own."""
+    t = lab_runs()
+    plain = t[(t["ranks"] == 4) & (t["compression"] == "none")].sort_values("link_mbit_s", ascending=False)
+    assert len(plain) >= 4 and plain["cpu_percent"].notna().all(), plain
+    assert plain["cpu_percent"].is_monotonic_decreasing and plain["rank_cpu_percent"].is_monotonic_decreasing, plain
+    assert plain["cpu_percent"].iloc[0] > 80 and plain["cpu_percent"].iloc[-1] < 40, plain["cpu_percent"]
+    assert (plain["step_s"].iloc[-1] > 3 * plain["step_s"].iloc[0])  # the same work, a slower step: waiting
+
+
+def test_which_nic_loopback_carries_as_much_the_control_network_nothing_and_the_check_tells_them_apart(capsys):
+    from nmtkit.analysis.reference import NAME
+    from nmtkit.ring import ring_bytes
+    rates = nic_rates(NAME)
+    assert set(rates["iface"]) == {"lo", "ctl0", "nmt0"} and rates["host"].nunique() == 2
+    bound = ring_bytes(1395712, 4, 4)
+    per_step = rates.set_index(["host", "iface"])[["sent_Bps", "recv_Bps"]].max(axis=1) * rates.attrs["step_s"]
+    for host in rates["host"].unique():
+        assert 0.75 < per_step[(host, "nmt0")] / bound < 1.1 and 0.75 < per_step[(host, "lo")] / bound < 1.1
+        assert per_step[(host, "ctl0")] / bound < 0.01  # the wrong NIC reads "idle"
+        lo = rates[(rates["host"] == host) & (rates["iface"] == "lo")].iloc[0]
+        assert lo["sent_Bps"] == lo["recv_Bps"]  # loopback receives what it sends: it never leaves the host
+    table = lab_runs([NAME])
+    got = lab([NAME])["lab_nic"]
+    assert got["iface"] == "nmt0" and 0.8 < got["over_bound"] < 1.0
+    hidden.graded(table, "lab_nic", None, got)
+    assert "✓ lab_nic" in capsys.readouterr().out
+    for wrong, match in (({"iface": "lo"}, "iface: not it"), ({"iface": "ctl0"}, "iface: not it"),
+                         ({"over_bound": 1.0}, "over_bound: too high")):  # the theory's 1 is not the measurement
+        with pytest.raises(ExerciseError, match=match):
+            hidden.graded(table, "lab_nic", None, dict(got, **wrong))
+    from nmtkit.course.exercises import form_problem
+    assert form_problem("iface", 3, None) and form_problem("iface", "nmt0", None) is None

@@ -174,13 +174,15 @@ def lab_table(paths, o: Options):
 
 def lab(paths, o: Options | None = None) -> dict:
     """The lab's figures on the runs at `paths` (nmtkit.analysis.lab's table): lab_predict, lab_fit, lab_fp16,
-    lab_bursts, lab_scaling; each left out (under "missing") where these runs cannot decide it."""
+    lab_bursts, lab_scaling, lab_nic; each left out (under "missing") where these runs cannot decide it."""
     o = o or Options()
     t, series, compute = lab_table(paths, o)
-    if compute is None:
-        return {"missing": {q: "no run with a measured link and a compute-only run" for q in LAB_QUESTIONS},
-                "table": t}
     out, missing = {"table": t}, {}
+    _lab_nic(t, o, out, missing)  # one run across hosts is enough: no compute-only run needed
+    if compute is None:
+        missing.update({q: "no run with a measured link and a compute-only run" for q in LAB_QUESTIONS
+                        if q not in out and q not in missing})
+        return {**out, "missing": missing}
     shaped = series.drop(index=compute.name, errors="ignore")
     # the compute: the baseline's step less its own exchange where the run timed that alone (it is not free)
     timed = compute["exchange_s"] == compute["exchange_s"]
@@ -248,7 +250,33 @@ def _lab_bursts_and_scaling(t, series, plain, o: Options, out: dict, missing: di
         missing["lab_scaling"] = "runs of 1 rank, 2 hosts x 1 rank and 2 hosts x 2 ranks at about 1 Gbit/s"
 
 
-LAB_QUESTIONS = ("lab_predict", "lab_fit", "lab_fp16", "lab_bursts", "lab_scaling")
+def _lab_nic(t, o: Options, out: dict, missing: dict) -> None:
+    """Which interface carried the gradients between hosts, on the table's slowest multi-host run without
+    compression: the data link the kit finds (machines.link_iface: cluster.iface, else the busiest apart from
+    loopback), and its bytes per step (the busier direction's mean while steps ran, averaged over the hosts, times
+    the mean step) over the flat ring's bound. Loopback carries as much (the ring's edge between a host's own
+    ranks) but never leaves the host; a control network carries next to nothing."""
+    from nmtkit.analysis.lab import nic_rates
+    from nmtkit.analysis.logs import load_run
+    from nmtkit.analysis.machines import in_window, link_iface, per_host
+    across = t[(t["hosts"] > 1) & (t["compression"] == "none") & t["link_mbit_s"].notna()]
+    if across.empty:
+        missing["lab_nic"] = "no run across hosts without compression, with a measured link"
+        return
+    name = across["link_mbit_s"].idxmin()
+    run = load_run(Path(t.attrs["where"][name]))
+    iface, why = link_iface(run, in_window(per_host(run.monitor), run))
+    if iface is None:
+        missing["lab_nic"] = f"{name}: {why}"
+        return
+    rates = nic_rates(run, o)
+    mine = rates[rates["iface"] == iface]
+    per_step = float(mine[["sent_Bps", "recv_Bps"]].max(axis=1).mean()) * rates.attrs["step_s"]
+    out["lab_nic"] = {"iface": iface, "over_bound": per_step / float(t.loc[name, "ring_bytes"]), "run": str(name),
+                      "why": why}
+
+
+LAB_QUESTIONS = ("lab_predict", "lab_fit", "lab_fp16", "lab_bursts", "lab_scaling", "lab_nic")
 
 
 DECIDERS = {f"q{i}": f for i, f in enumerate((q1, q2, q3, q4, q5, q6, q7, q8, q9, q10, q11), 1)}
