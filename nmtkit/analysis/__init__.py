@@ -7,7 +7,8 @@
     figures.py    PNG figures (matplotlib, Agg), written atomically
     questions.py  each question's evidence and figure, no verdict: measured, evidence_all
     report.py     report.md / report.json for one or more runs, and the notebooks' no-display helpers
-    lab.py        the bottleneck lab's runs, one row each, and a run's link samples (notebook 04)
+    tables.py     tables for people: one format per column, units in the headers, nested evidence flattened
+    lab.py        the bottleneck lab's runs, one row each; a run's link samples and per-interface rates (notebook 04)
     reference.py  the reference run shipped with the kit (2 hosts x 2 ranks over a shaped link): reference_run()
     live.py       a run followed from its files while it trains (the notebooks' panel, nmtkit.notebook.attach)
 
