@@ -110,7 +110,7 @@ def nic_rates(run, options: Options | None = None) -> pd.DataFrame:
     the samples taken while steps ran (one row per host and interface: host, iface, sent_Bps, recv_Bps, samples).
     attrs: step_s, the run's mean steady step. Which interface carried the gradients is the reader's to decide.
 
-    Introduced in notebook 04_monitoring_analysis."""
+    Introduced in notebook 04_bottleneck_lab."""
     from nmtkit import monitor
     o, run = options or Options(), _load(run)
     mon = in_window(per_host(run.monitor), run)
