@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from nmtkit import monitor
 from nmtkit.analysis.evidence import Options, bytes_per_param, steady_steps
 from nmtkit.analysis.logs import Run, load_run
 from nmtkit.analysis.machines import (
@@ -74,9 +75,10 @@ def _manifest(run: Run) -> dict:
     return read_json(p, AnalysisError) if p.is_file() else {}
 
 
-def link_samples(run, options: Options | None = None) -> pd.DataFrame:
+def link_samples(run, options: Options | None = None, iface: str | None = None) -> pd.DataFrame:
     """The link's samples while steps ran: host, t_s (seconds since that host's first steady step), mbit_s (the
-    busier direction of the interface that carried the gradients). attrs: iface, interval_s, step_s, link_mbit_s.
+    busier direction of the interface that carried the gradients, or of `iface`). attrs: iface, ifaces (every
+    interface the monitor counted), interval_s, step_s, link_mbit_s.
 
     Introduced in notebook 04_bottleneck_lab."""
     o, run = options or Options(), _load(run)
@@ -84,7 +86,10 @@ def link_samples(run, options: Options | None = None) -> pd.DataFrame:
     st = steady_steps(run, o.skip_steps)
     if mon.empty or st.empty:
         raise AnalysisError(f"{run.name}: needs monitor samples and per-step records (monitor/, ranks/)")
-    iface, why = link_iface(run, mon)
+    ifaces = monitor.interfaces(mon.columns)
+    if iface is not None and monitor.iface_key(iface) not in ifaces:
+        raise AnalysisError(f"{run.name}: no interface {iface!r} in its monitor logs (they count {', '.join(ifaces)})")
+    iface, why = (monitor.iface_key(iface), "") if iface is not None else link_iface(run, mon)
     if iface is None:
         raise AnalysisError(f"{run.name}: {why}")
     parts = []
@@ -100,34 +105,8 @@ def link_samples(run, options: Options | None = None) -> pd.DataFrame:
         raise AnalysisError(f"{run.name}: no monitor sample falls inside a step")
     out = pd.concat(parts, ignore_index=True)
     interval = float(mon.sort_values("time").groupby("host")["time"].diff().median())
-    out.attrs.update(run=run.name, iface=iface, interval_s=round(interval, 3),
+    out.attrs.update(run=run.name, iface=iface, ifaces=ifaces, interval_s=round(interval, 3),
                      step_s=float(st["step_time"].mean()), link_mbit_s=run.status.get("link_measured_mbit_s"))
-    return out
-
-
-def nic_rates(run, options: Options | None = None) -> pd.DataFrame:
-    """Every network interface the monitor counted, per host: the mean bytes per second it sent and received over
-    the samples taken while steps ran (one row per host and interface: host, iface, sent_Bps, recv_Bps, samples).
-    attrs: step_s, the run's mean steady step. Which interface carried the gradients is the reader's to decide.
-
-    Introduced in notebook 04_bottleneck_lab."""
-    from nmtkit import monitor
-    o, run = options or Options(), _load(run)
-    mon = in_window(per_host(run.monitor), run)
-    st = steady_steps(run, o.skip_steps)
-    ifaces = monitor.interfaces(mon.columns) if not mon.empty else []
-    if st.empty or not ifaces:
-        raise AnalysisError(f"{run.name}: needs monitor samples with network counters and per-step records")
-    rows = []
-    for host, df in mon.groupby("host"):
-        active = while_stepping(df, first_rank_steps(st, host))
-        for iface in ifaces:
-            mean = {d: float(active[monitor.net_col(iface, d)].mean()) if len(active) else float("nan")
-                    for d in monitor.NET_DIRECTIONS}
-            rows.append({"host": str(host), "iface": iface, "sent_Bps": mean["sent"], "recv_Bps": mean["recv"],
-                         "samples": len(active)})
-    out = pd.DataFrame(rows, columns=["host", "iface", "sent_Bps", "recv_Bps", "samples"])
-    out.attrs.update(run=run.name, step_s=float(st["step_time"].mean()))
     return out
 
 

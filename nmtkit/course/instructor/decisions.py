@@ -253,27 +253,23 @@ def _lab_bursts_and_scaling(t, series, plain, o: Options, out: dict, missing: di
 def _lab_nic(t, o: Options, out: dict, missing: dict) -> None:
     """Which interface carried the gradients between hosts, on the table's slowest multi-host run without
     compression: the data link the kit finds (machines.link_iface: cluster.iface, else the busiest apart from
-    loopback), and its bytes per step (the busier direction's mean while steps ran, averaged over the hosts, times
-    the mean step) over the flat ring's bound. Loopback carries as much (the ring's edge between a host's own
-    ranks) but never leaves the host; a control network carries next to nothing."""
-    from nmtkit.analysis.lab import nic_rates
-    from nmtkit.analysis.logs import load_run
-    from nmtkit.analysis.machines import in_window, link_iface, per_host
+    loopback), and its bytes per step (its link samples' mean rate while steps ran, the busier direction, times the
+    mean step) over the flat ring's bound. Loopback carries as much (the ring's edge between a host's own ranks)
+    but never leaves the host; a control network carries next to nothing."""
+    from nmtkit.analysis.lab import link_samples
     across = t[(t["hosts"] > 1) & (t["compression"] == "none") & t["link_mbit_s"].notna()]
     if across.empty:
         missing["lab_nic"] = "no run across hosts without compression, with a measured link"
         return
     name = across["link_mbit_s"].idxmin()
-    run = load_run(Path(t.attrs["where"][name]))
-    iface, why = link_iface(run, in_window(per_host(run.monitor), run))
-    if iface is None:
-        missing["lab_nic"] = f"{name}: {why}"
+    try:
+        s = link_samples(Path(t.attrs["where"][name]), o)
+    except AnalysisError as e:
+        missing["lab_nic"] = str(e)
         return
-    rates = nic_rates(run, o)
-    mine = rates[rates["iface"] == iface]
-    per_step = float(mine[["sent_Bps", "recv_Bps"]].max(axis=1).mean()) * rates.attrs["step_s"]
-    out["lab_nic"] = {"iface": iface, "over_bound": per_step / float(t.loc[name, "ring_bytes"]), "run": str(name),
-                      "why": why}
+    per_step = float(s["mbit_s"].mean()) * 1e6 / 8 * s.attrs["step_s"]
+    out["lab_nic"] = {"iface": s.attrs["iface"], "over_bound": per_step / float(t.loc[name, "ring_bytes"]),
+                      "run": str(name)}
 
 
 LAB_QUESTIONS = ("lab_predict", "lab_fit", "lab_fp16", "lab_bursts", "lab_scaling", "lab_nic")
