@@ -17,12 +17,13 @@ def _decimals(cells):
 
 
 def test_a_column_mixing_magnitudes_gets_one_format_and_seconds_stay_seconds():
-    df = pd.DataFrame({"run": ["a", "b", "c"], "elapsed (s)": [30.2, 21.0, 381.4],
+    df = pd.DataFrame({"run": ["a", "b", "c"], "ranks": [1, 2, 4], "elapsed (s)": [30.2, 21.0, 381.4],
                        "tokens/s total": [20940.3, 23240.1, 3830.2], "bleu": [0.4806, 6.503, float("nan")],
                        "time": [1e9, 1e9 + 1.5, 1e9 + 3.0]})
     out = tables.readable(df)
-    assert list(out.columns) == ["run", "elapsed (s)", "tokens/s total", "bleu", "time since start (s)"]
-    for col in out.columns[1:]:
+    assert list(out.columns) == ["run", "ranks", "elapsed (s)", "tokens/s total", "bleu", "time since start (s)"]
+    assert out["ranks"].tolist() == [1, 2, 4]  # integers stay numbers: code reads them
+    for col in out.columns[2:]:
         cells = out[col].tolist()
         assert not any("e+" in c or "e-" in c for c in cells), (col, cells)  # no 2.119e+04 beside 3,830
         assert len({d for d in _decimals(cells) if d is not None}) == 1, (col, cells)

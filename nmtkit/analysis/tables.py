@@ -94,10 +94,13 @@ def _text(v) -> str:
 
 
 def readable(df: pd.DataFrame) -> pd.DataFrame:
-    """A table for people: each number column in one format (format_numbers), epoch times as seconds since the
-    first row ("time since start (s)"), seconds kept in seconds under their "(s)" header."""
+    """A table for people: each float column in one format (format_numbers), epoch times as seconds since the
+    first row ("time since start (s)"), seconds kept in seconds under their "(s)" header. Integer columns stay
+    numbers (one format already; code may read them)."""
     out = df.copy()
     for col in list(out.columns):
+        if pd.api.types.is_integer_dtype(out[col]) and col != "time":
+            continue
         values = out[col].tolist()
         if not any(_is_number(v) for v in values) or not all(_is_number(v) or _text(v) == NA for v in values):
             continue  # text, flags, or mixed: as they are
