@@ -72,12 +72,16 @@ RUBRIC = {
            "or the busiest 0.1 s sample) sits far below the link's nominal rate: the allreduce was CPU-bound "
            "there; fp16 halving the bytes and cutting the step only where the link, not the compute, set it; the "
            "scaling curve against the cores the ranks could use (the ideal from the manifests' cores: 4 ranks on "
-           "the cores of 2 have the ideal of 2). Wrong: fitting with the link's mean rate over a step (bytes over "
+           "the cores of 2 have the ideal of 2); the interface that carried the gradients named from bytes per "
+           "step against the ring's bound and from where it leads (the data link; loopback carries as much but "
+           "stays within a host, the control network next to nothing). Wrong: fitting with the link's mean rate "
+           "over a step (bytes over "
            "that rate give back the step itself: slope 1, intercept 0, by construction); 'the average was below "
            "capacity, so not the bottleneck'; bytes per step far below the ring's bound accepted without checking "
            "the NIC and the unit; a k below 1 put down to the exchange overlapping the backward pass (CPU ranks "
            "send one fused allreduce after it); an ideal of 4x for 4 ranks on 2 cores; the baseline called free "
-           "of exchange.",
+           "of exchange; loopback or the control network named as the link; a machine's falling CPU read as less "
+           "work rather than waiting.",
 }
 
 # the verdicts' words on what utilisation cannot show (nmtkit.course.instructor.verdicts, question 4)
