@@ -330,7 +330,7 @@ def workspace() -> Path:
 
     Notebooks run with cwd = notebooks/, so by default they share notebooks/workspace.
 
-    Introduced in notebook 04_bottleneck_lab.
+    Introduced in notebook 05_monitoring_analysis.
     """
     ws = Path(os.environ.get("NMTKIT_WORKDIR") or "workspace").resolve()
     ws.mkdir(parents=True, exist_ok=True)
