@@ -122,8 +122,9 @@ class Analysis:
             return report.readable(report.compare(self._loaded))
         return report.readable(self._report.comparison)
 
-    def monitor(self, columns: str = "time|host|rank|cpu|gpu|net_lo|net_eth", rows: int = 5):
-        """The first sampler records of the last run (the columns matching `columns`)."""
+    def monitor(self, columns: str = "time|host|rank|cpu|gpu|net_", rows: int = 5):
+        """The first sampler records of the last run (the columns matching `columns`): every interface the sampler
+        counted, not a guessed few (a NIC named ens5 or nmt0 carries what lo or eth0 does not)."""
         return report.readable(self.run.monitor.filter(regex=columns).head(rows)) if self else NO_RUNS
 
     def figure(self, title: str) -> None:
