@@ -44,7 +44,9 @@ TARGETS = {
     "q6": {"lr_8k": (FORMULA, "the homework's own config, not this run's; step 8,000 is the end of the warm-up"),
            "lr_300k": (FORMULA, "the homework's own config, not this run's; after the warm-up the schedule decays")},
     "q7": {"train_mb": (FORMULA, "both sides of the training split, the cleaned text only, in 10^6 bytes"),
-           "train_mib": (FORMULA, "the same bytes in mebibytes, 2^20 bytes each")},
+           "train_mib": (FORMULA, "the same bytes in mebibytes, 2^20 bytes each"),
+           "train_lines": (EXACT, "the sentence pairs of the training split: a pair is one line in each side's "
+                                  "file, so count it once")},
     "q8": {"files": (EXACT, "only the newest checkpoint's files, and the small state file that names it; no "
                             "directories, no older checkpoints")},
     "q9": {"predicted_mb": (FORMULA, "float32 weights plus Adam's two slots of the same shape, from the parameter "

@@ -116,7 +116,8 @@ def q7(run: Run, o: Options) -> dict:
     if not all(f in files for f in ("train.en", "train.de")):
         raise AnalysisError("the byte counts of train.en and train.de (data_stats.json)")
     total = sum(files[f]["bytes"] for f in ("train.en", "train.de"))
-    return {"train_mb": total / MB, "train_mib": total / MIB}
+    # a sentence pair is one line in each file: the pairs are one side's lines, not both sides' added
+    return {"train_mb": total / MB, "train_mib": total / MIB, "train_lines": files["train.en"]["lines"]}
 
 
 def q8(run: Run, o: Options) -> dict:

@@ -1,0 +1,29 @@
+"""Question 6's warm-up ablation: two shipped 1-rank runs of the tiny profile that differ only in
+train.warmup_steps (made and frozen by `python -m tools.rehearsal.ablation`; each directory's README.md says how).
+
+    abl = nk.analyse(nk.warmup_runs(), ws / "runs" / "ablation")   # notebook 05, question 6
+
+Importable without TensorFlow; it only names the directories.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from nmtkit.analysis.reference import MANIFEST, default_dir
+from nmtkit.errors import AnalysisError
+
+# run name -> train.warmup_steps: the tiny profile's default, and a quarter of it
+WARMUP_RUNS = {"ablation-warmup-100": 100, "ablation-warmup-25": 25}
+EARLY_STEP = 100  # the step question 6 compares the train losses at: where the longer warm-up ends
+
+
+def warmup_runs() -> list[Path]:
+    """The two shipped warm-up ablation runs' directories, the default warm-up first.
+
+    Introduced in notebook 05_monitoring_analysis."""
+    found = [default_dir(name) for name in WARMUP_RUNS]
+    lost = [d for d in found if not (d / MANIFEST).is_file()]
+    if lost:
+        raise AnalysisError(f"{lost[0]}: the warm-up ablation run is not installed (no {MANIFEST}); reinstall "
+                            f"nmtkit with its package data (pip install -e .)")
+    return found
