@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from nmtkit import lr
+from nmtkit.analysis.ablation import EARLY_STEP
 from nmtkit.analysis.evidence import Options, bytes_per_param, node_price, steady_steps
 from nmtkit.analysis.logs import Run, checkpoint_info
 from nmtkit.config import profile
@@ -107,8 +108,20 @@ def q5(run: Run, o: Options) -> dict:
 
 
 def q6(run: Run, o: Options) -> dict:
+    """What one run's logs say about its warm-up (the exercise reads both shipped ablation runs,
+    nmtkit.analysis.ablation): the logged step where the learning rate peaks, the train loss logged at the step the
+    longer warm-up ends, and the last evaluation's eval loss. The homework's rates at 8,000 and 300,000 steps ride
+    along for the verdict: notebook 02 had the student compute them."""
+    rate, train, ev = run.series("learning_rate"), run.series("train_loss"), run.series("eval_loss")
+    early = train[train["step"] <= EARLY_STEP]
+    if rate.empty or early.empty or ev.empty:
+        raise AnalysisError("the logged learning rate, the train loss up to step "
+                            f"{EARLY_STEP} and an eval loss (scalars.jsonl)")
     cfg = profile(HOMEWORK)
-    return {"lr_8k": lr.lr_for(cfg, 8000), "lr_300k": lr.lr_for(cfg, 300_000)}
+    return {"peak_step": int(rate["step"].iloc[int(rate["value"].to_numpy().argmax())]),
+            "loss_at_100": float(early["value"].iloc[-1]), "final_eval_loss": float(ev["value"].iloc[-1]),
+            "early_step": int(early["step"].iloc[-1]), "final_step": int(ev["step"].iloc[-1]),
+            "lr_8k": lr.lr_for(cfg, 8000), "lr_300k": lr.lr_for(cfg, 300_000)}
 
 
 def q7(run: Run, o: Options) -> dict:

@@ -41,22 +41,28 @@ RUBRIC = {
        "samples show it); a measured rate far below the bound accepted without asking whether it is the wrong NIC "
        "(loopback or the management interface, not the data link) or the wrong unit (bytes read as bits, MB/s as "
        "Mbit/s: one submission read 3.5 MB/s).",
-    6: "Full marks: the rates at steps 8,000 and 300,000 from the homework's config, and the shape explained by "
-       "the schedule (linear warm-up, then inverse square root), computed from the step number. Wrong: 'Adam's "
-       "adaptivity makes the warm-up' (Adam rescales each parameter's update; the schedule sets the rate).",
+    6: "Full marks: from the two shipped warm-up runs' own logs (not the formula), each run's peak step read off "
+       "its logged curve, its train loss at step 100 and its last eval loss; the verdict weighs both: the short "
+       "warm-up (a peak 2x higher, 4x sooner) leads at step 100 and trails at the end, and after the longer "
+       "warm-up ends both follow the same decay, so the gap was made early; one seed each is named as the limit. "
+       "Wrong: the early lead alone as 'a shorter warm-up trains faster'; the rates recomputed from the formula "
+       "as the answer (notebook 02 did that); 'Adam's adaptivity makes the warm-up' (Adam rescales each "
+       "parameter's update; the schedule sets the rate); a gap from one seed called certain.",
     7: "Full marks: names the files measured (train.en and train.de after cleaning; not the raw download, the "
        "encoded files or the archives), gives the bytes of both sides together and the sentence pairs as lines of "
-       "one side (a pair is one line in each file: counted once, not both sides added), in MB (10^6 bytes) and MiB "
+       "one side, train_lines (a pair is one line in each file: counted once, not both sides added), in MB "
+       "(10^6 bytes) and MiB "
        "(2^20 bytes), each labelled right. Wrong: 2^20 bytes called MB; one side's bytes only; the lines of both "
        "files added as sentences; the raw text's or the archive's size.",
     8: "Full marks: the newest prefix's .index and .data shard(s) and the 'checkpoint' state file, taken from a "
        "listing of the run; why TensorFlow 2 writes no .meta. Wrong: every kept ckpt-N, or the best/ and data/ "
        "folders, counted as one checkpoint.",
     9: "Full marks: the size predicted from the parameter count before measuring (float32 weights plus Adam's m "
-       "and v: 3x the weights), then the measured size against it; and the two sizes a class reports explained: a "
-       "training checkpoint with Adam's slots (3x the weights) and an exported or weights-only one without (1x). "
-       "Wrong: measuring first and calling it a prediction; the weights-only size as the training checkpoint's; "
-       "MiB labelled MB.",
+       "and v: 3x the weights), then the measured size against it; and the class's three sizes (695, 744 and 830 "
+       "MB) reconciled from the kit's measured bytes per parameter: all about 3x the weights, 695 the same bytes "
+       "read in MiB, 744 with TF1's .meta beside the .data, 830 with more than 12 B a parameter (an fp16 copy "
+       "beside the fp32 master weights). Wrong: measuring first and calling it a prediction; the weights-only "
+       "size as the training checkpoint's; MiB labelled MB; three sizes taken for three different models.",
     10: "Full marks: a step is one synchronous update of all ranks (forward, backward, allreduce, apply), so it "
         "consumes every rank's batch; the mean over steady steps in ms. Wrong: one rank's batch as the step's; "
         "the tracing steps in the mean.",

@@ -17,6 +17,8 @@ from nmtkit.analysis.logs import Run
 from nmtkit.analysis.questions import TITLES, Answer, guarded, missing  # noqa: F401  part of the API
 from nmtkit.course.instructor import decisions, judgments
 from nmtkit.course.instructor.rubric import NCCL_WAIT, NVML_MEANING
+from nmtkit.course.instructor.seeds import seeds_text
+from nmtkit.course.instructor.warmup import q6_learning_rate
 from nmtkit.errors import AnalysisError
 
 
@@ -185,34 +187,6 @@ def q5_network(run: Run, fig_dir, o: Options) -> Answer:
     return Answer(5, TITLES[5], text, ev, fig, run=run.name)
 
 
-def q6_learning_rate(run: Run, fig_dir, o: Options) -> Answer:
-    ev, fig = questions.measured(6, run, fig_dir, o)
-    peak, peak_step = ev["peak_lr"], ev["peak_step"]
-    if "predicted_peak_lr" in ev:
-        w, factor = ev["warmup_steps"], ev["rank_factor"]
-        text = (f"The curve rises linearly to its peak {peak:.3g} at step {peak_step:,} (read off the curve); the "
-                f"config sets warmup_steps = {w:,} and lr = {ev['lr_scale']:g} x d_model^-0.5 x "
-                f"min(step^-0.5, step x warmup^-1.5) with d_model = {ev['d_model']}"
-                + (f", scaled by {factor:g} for {run.n_ranks} ranks ({ev['lr_scaling']})" if factor != 1 else "")
-                + f", whose peak is {ev['predicted_peak_lr']:.3g} at step {w:,}. ")
-        if ev["last_step"] < w:
-            text += (f"This run stopped at step {ev['last_step']:,}, still inside the warmup, so no decay is visible "
-                     "yet. ")
-    else:
-        text = f"The curve peaks at {peak:.3g} at step {peak_step:,} (no config.json to compare with). "
-    if "decay_exponent" in ev:
-        text += (f"After the peak it decays as step^{ev['decay_exponent']:.2f} (fitted on log-log axes; "
-                 f"inverse square root would be -0.50). ")
-    h = decisions.q6(run, o)
-    ev.update(h)
-    text += (f"The homework's config (d_model 512, scale 2.0, warm-up 8,000) gives {h['lr_8k']:.3g} at step 8,000 "
-             f"(the peak) and {h['lr_300k']:.3g} at step 300,000. ")
-    text += ("This shape is the schedule's doing, computed from the step number alone: warmup keeps Adam's first "
-             "updates small while its moment estimates are still noisy, then the decay anneals. Adam does not set "
-             "the learning rate; it only rescales each parameter's update.")
-    return Answer(6, TITLES[6], text, ev, fig, run=run.name)
-
-
 def q7_training_set(run: Run, fig_dir, o: Options) -> Answer:
     ev, _ = questions.measured(7, run, fig_dir, o)
     d = decisions.q7(run, o)
@@ -254,7 +228,9 @@ def q9_checkpoint_size(run: Run, fig_dir, o: Options) -> Answer:
             f"({ev['weights_params']:,} parameters) and {ev['optimizer_mb']:.2f} MB of optimizer state "
             f"({ev['optimizer_to_weights']:.2f}x the weights: Adam keeps two moments, m and v, per parameter), plus "
             f"{ev['other_mb']:.3f} MB of counters and the object graph. An exported model for inference needs only "
-            f"the weights.")
+            f"the weights. ")
+    with suppress(AnalysisError, KeyError, TypeError):
+        text += seeds_text(int(ev["total_bytes"]), int(run.status["params"]))
     return Answer(9, TITLES[9], text, ev, fig, run=run.name)
 
 

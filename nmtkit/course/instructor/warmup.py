@@ -1,0 +1,80 @@
+"""Question 6's verdict: the run's own learning-rate curve against its config, then what the schedule's formula does
+not hand over, read off the shipped warm-up ablation (nmtkit.analysis.ablation): what a shorter warm-up does to the
+loss. The figures are nmtkit.course.instructor.decisions.q6's, per run. TensorFlow-free.
+"""
+from __future__ import annotations
+
+from nmtkit import lr
+from nmtkit.analysis import questions
+from nmtkit.analysis.ablation import EARLY_STEP, WARMUP_RUNS, warmup_runs
+from nmtkit.analysis.evidence import Options
+from nmtkit.analysis.logs import Run, load_run
+from nmtkit.analysis.questions import TITLES, Answer
+from nmtkit.config import profile
+from nmtkit.course.instructor import decisions
+from nmtkit.errors import AnalysisError
+
+
+def curve(run: Run, ev: dict) -> str:
+    """The run's own curve in words: its peak against the config's, and the decay's fitted exponent."""
+    peak, peak_step = ev["peak_lr"], ev["peak_step"]
+    if "predicted_peak_lr" not in ev:
+        text = f"The curve peaks at {peak:.3g} at step {peak_step:,} (no config.json to compare with). "
+    else:
+        w, factor = ev["warmup_steps"], ev["rank_factor"]
+        text = (f"The curve rises linearly to its peak {peak:.3g} at step {peak_step:,} (read off the curve); the "
+                f"config sets warmup_steps = {w:,} and lr = {ev['lr_scale']:g} x d_model^-0.5 x "
+                f"min(step^-0.5, step x warmup^-1.5) with d_model = {ev['d_model']}"
+                + (f", scaled by {factor:g} for {run.n_ranks} ranks ({ev['lr_scaling']})" if factor != 1 else "")
+                + f", whose peak is {ev['predicted_peak_lr']:.3g} at step {w:,}. ")
+        if ev["last_step"] < w:
+            text += f"This run stopped at step {ev['last_step']:,}, inside the warm-up: no decay shows yet. "
+    if "decay_exponent" in ev:
+        text += (f"After the peak it decays as step^{ev['decay_exponent']:.2f} (fitted on log-log axes; inverse "
+                 f"square root would be -0.50). ")
+    return text
+
+
+def ablation(o: Options) -> dict[str, dict]:
+    """decisions.q6 on each shipped ablation run: run name -> its figures (empty when they are not installed)."""
+    try:
+        return {p.name: decisions.q6(load_run(p), o) for p in warmup_runs()}
+    except AnalysisError:
+        return {}
+
+
+def ablation_text(figs: dict[str, dict]) -> str:
+    """What the shorter warm-up did, from the two runs' own figures; the direction is read, never assumed."""
+    (long_name, long), (short_name, short) = ((n, figs[n]) for n in WARMUP_RUNS)
+    w_long, w_short = WARMUP_RUNS[long_name], WARMUP_RUNS[short_name]
+    early = "lower" if short["loss_at_100"] < long["loss_at_100"] else "higher"
+    late = "lower" if short["final_eval_loss"] < long["final_eval_loss"] else "higher"
+    return (f"What the formula does not hand over is what the warm-up does to training; the shipped ablation "
+            f"measures it. Its two runs differ only in the warm-up, {w_long} and {w_short} steps. The short one "
+            f"peaks at step {short['peak_step']} at about {(w_long / w_short) ** 0.5:.0f}x the rate (the peak is "
+            f"scale x d_model^-0.5 x warmup^-0.5), the long one at step {long['peak_step']}; after step {w_long} "
+            f"both follow the same decay. At step {EARLY_STEP} the short warm-up's train loss is {early}: "
+            f"{short['loss_at_100']:.2f} against {long['loss_at_100']:.2f}. At the last evaluation (step "
+            f"{short['final_step']}) its eval loss is {late}: {short['final_eval_loss']:.2f} against "
+            f"{long['final_eval_loss']:.2f}. "
+            + ("So the shorter warm-up bought an early lead and lost it by the end of this budget. The likely cause: "
+               "its larger early steps, taken while Adam's moment estimates were still noisy. "
+               if early == "lower" and late == "higher" else
+               "Read the two figures together: the early lead and the end state decide different things. ")
+            + "One seed each: a second seed would tell how much of the gap is noise. ")
+
+
+def q6_learning_rate(run: Run, fig_dir, o: Options) -> Answer:
+    ev, fig = questions.measured(6, run, fig_dir, o)
+    text = curve(run, ev)
+    figs = ablation(o)
+    if figs:
+        ev["ablation"] = {name: {k: f[k] for k in ("peak_step", "loss_at_100", "final_eval_loss", "final_step")}
+                          for name, f in figs.items()}
+        text += ablation_text(figs)
+    hw = profile(decisions.HOMEWORK)
+    text += (f"For scale: the homework's config (d_model 512, scale 2.0, warm-up 8,000) gives "
+             f"{lr.lr_for(hw, 8000):.3g} at step 8,000 (the peak) and {lr.lr_for(hw, 300_000):.3g} at step 300,000. ")
+    text += ("The shape is the schedule's doing, computed from the step number alone. Adam does not set the "
+             "learning rate; it only rescales each parameter's update.")
+    return Answer(6, TITLES[6], text, ev, fig, run=run.name)
