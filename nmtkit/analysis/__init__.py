@@ -10,6 +10,7 @@
     tables.py     tables for people: one format per column, units in the headers, nested evidence flattened
     lab.py        the bottleneck lab's runs, one row each; a run's link samples and per-interface rates (notebook 04)
     reference.py  the reference run shipped with the kit (2 hosts x 2 ranks over a shaped link): reference_run()
+    ablation.py   question 6's warm-up ablation: two shipped 1-rank runs differing only in the warm-up
     live.py       a run followed from its files while it trains (the notebooks' panel, nmtkit.notebook.attach)
 
 The verdicts in words, the decisions they rest on and the rubric are the course's (nmtkit.course). Never imports

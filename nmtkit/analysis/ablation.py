@@ -14,6 +14,7 @@ from nmtkit.errors import AnalysisError
 
 # run name -> train.warmup_steps: the tiny profile's default, and a quarter of it
 WARMUP_RUNS = {"ablation-warmup-100": 100, "ablation-warmup-25": 25}
+DEFAULT, SHORT = WARMUP_RUNS  # question 6 is decided on the short run, against its twin with the default warm-up
 EARLY_STEP = 100  # the step question 6 compares the train losses at: where the longer warm-up ends
 
 

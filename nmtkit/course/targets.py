@@ -41,9 +41,12 @@ TARGETS = {
                                             "bound; busier direction of the inter-node interface"),
            "link_s_1g": (FORMULA, "the bound in bits over the link's bits per second"),
            "link_s_10g": (FORMULA, "the bound in bits over the link's bits per second")},
-    "q6": {"peak_step": (EXACT, "the logged step where this run's learning rate is highest, read off its curve"),
-           "loss_at_100": (FORMULA, "this run's train loss as logged at the step where the longer warm-up ends"),
-           "final_eval_loss": (FORMULA, "this run's eval loss at its last evaluation")},
+    "q6": {"peak_step": (EXACT, "the logged step where the short warm-up run's learning rate is highest, read off "
+                                "its curve"),
+           "loss_gap_100": ((0, 0.001), "the short warm-up run's train loss minus the default run's, each as logged "
+                                        "at the step where the longer warm-up ends"),
+           "final_gap": ((0, 0.001), "the short warm-up run's eval loss minus the default run's, each at its last "
+                                     "evaluation")},
     "q7": {"train_mb": (FORMULA, "both sides of the training split, the cleaned text only, in 10^6 bytes"),
            "train_mib": (FORMULA, "the same bytes in mebibytes, 2^20 bytes each"),
            "train_lines": (EXACT, "the sentence pairs of the training split: a pair is one line in each side's "

@@ -37,8 +37,7 @@ def test_notebook_04_solutions_pass_on_the_reference_run_and_wrong_figures_fail(
         exec(src, ns)
     out = capsys.readouterr().out
     questions = [f"q{i}" for i in range(1, 12)]
-    assert sorted(set(re.findall(r"✓ (q\d+):", out))) == sorted(q for q in questions if q not in HAND_GRADED), out
-    assert len(re.findall(r"✓ q6:", out)) == 2  # Q6 is checked on each of the two warm-up ablation runs
+    assert sorted(re.findall(r"✓ (q\d+):", out)) == sorted(q for q in questions if q not in HAND_GRADED), out
     assert sorted(re.findall(r"✎ (q\d+): graded by hand", out)) == sorted(q for q in questions if q in HAND_GRADED)
     assert "too " not in out and "not it" not in out  # the solutions agree with the logs, hand-graded ones too
     assert ns["run"] is ns["ref"]  # no runs of the student's own: the reference run answers everything
@@ -127,12 +126,12 @@ def test_a_wrong_answer_fails_nbval(tmp_path):
     def notebook(answer):
         def cell(s):
             return {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": s}
-        checked = f"check(rep, 'q7', train_mb={answer}, train_mib={answer} * 1e6 / 2**20)"
+        checked = f"check(rep, 'q7', train_mb={answer}, train_mib={answer} * 1e6 / 2**20, train_lines={lines})"
         return {"cells": [cell(src), cell(checked)], "metadata": {
             "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
             "nbformat": 4, "nbformat_minor": 5}
     files = json.loads((reference_run() / "data_stats.json").read_text())["files"]
-    train = sum(files[f]["bytes"] for f in ("train.en", "train.de"))
+    train, lines = sum(files[f]["bytes"] for f in ("train.en", "train.de")), files["train.en"]["lines"]
     results = {}
     for name, answer in (("right", train / 1e6), ("wrong", files["train.en"]["bytes"] / 1e6)):  # one side only
         path = tmp_path / f"{name}.ipynb"

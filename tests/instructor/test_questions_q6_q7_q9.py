@@ -9,7 +9,7 @@ import re
 import pytest
 
 from nmtkit.analysis import report
-from nmtkit.analysis.ablation import EARLY_STEP, WARMUP_RUNS, warmup_runs
+from nmtkit.analysis.ablation import DEFAULT, EARLY_STEP, SHORT, WARMUP_RUNS, warmup_runs
 from nmtkit.analysis.evidence import Options
 from nmtkit.analysis.logs import load_run
 from nmtkit.analysis.reference import FORBIDDEN, MANIFEST, reference_run
@@ -40,36 +40,40 @@ def test_the_ablation_runs_differ_only_in_the_warm_up_and_stay_small():
 
 
 def test_q6_figures_come_from_each_runs_logs():
-    for p, warmup in zip(warmup_runs(), WARMUP_RUNS.values()):
-        run = load_run(p)
-        d = decisions.q6(run, Options())
+    runs = {p.name: load_run(p) for p in warmup_runs()}
+    for name, warmup in WARMUP_RUNS.items():
+        f, run = decisions.warmup_figures(runs[name]), runs[name]
         rate, train = run.series("learning_rate"), run.series("train_loss")
-        assert d["peak_step"] == warmup == int(rate.loc[rate.value.idxmax(), "step"])
-        assert d["loss_at_100"] == pytest.approx(float(train[train.step == EARLY_STEP].value.iloc[0]))
-        assert d["final_eval_loss"] == pytest.approx(float(run.series("eval_loss").value.iloc[-1]))
+        assert f["peak_step"] == warmup == int(rate.loc[rate.value.idxmax(), "step"])
+        assert f["loss_at_100"] == pytest.approx(float(train[train.step == EARLY_STEP].value.iloc[0]))
+        assert f["final_eval_loss"] == pytest.approx(float(run.series("eval_loss").value.iloc[-1]))
+    d = decisions.q6(runs[SHORT], Options())
+    assert d["loss_gap_100"] == pytest.approx(d["runs"][SHORT]["loss_at_100"] - d["runs"][DEFAULT]["loss_at_100"])
+    assert d["final_gap"] == pytest.approx(d["runs"][SHORT]["final_eval_loss"] - d["runs"][DEFAULT]["final_eval_loss"])
+    assert "q6" not in decisions.decide(load_run(reference_run()))  # decided on the ablation, not on any run
 
 
-def test_q6_check_passes_each_runs_figures_and_fails_the_other_runs(ablation, capsys):
-    figs = {r.name: decisions.q6(r, Options()) for r in ablation.runs}
-    short, long = (figs[n] for n in reversed(WARMUP_RUNS))
-    for name, f in figs.items():
-        hidden.graded(ablation, "q6", name, {k: f[k] for k in TARGETS["q6"]})
-    assert capsys.readouterr().out.count("✓ q6") == 2
-    swapped = {**{k: long[k] for k in TARGETS["q6"]}, "peak_step": short["peak_step"]}
-    want = "too low" if long["loss_at_100"] < short["loss_at_100"] else "too high"
-    with pytest.raises(ExerciseError, match=f"✗ q6 loss_at_100: {want}"):
-        hidden.graded(ablation, "q6", list(WARMUP_RUNS)[1], swapped)
-    with pytest.raises(ExerciseError, match="✗ q6 peak_step: too high"):  # the config's default, not this run's
-        hidden.graded(ablation, "q6", list(WARMUP_RUNS)[1], {**short, "peak_step": long["peak_step"]})
+def test_q6_check_passes_the_short_runs_figures_and_fails_swapped_or_absolute_ones(ablation, capsys):
+    short = next(r for r in ablation.runs if r.name == SHORT)
+    d = decisions.q6(short, Options())
+    ok = {k: d[k] for k in TARGETS["q6"]}
+    hidden.graded(ablation, "q6", short, ok)
+    assert "✓ q6" in capsys.readouterr().out
+    with pytest.raises(ExerciseError, match="✗ q6 peak_step: too high"):  # the default run's peak, not the short's
+        hidden.graded(ablation, "q6", short, {**ok, "peak_step": WARMUP_RUNS[DEFAULT]})
+    flipped = "too high" if d["loss_gap_100"] < 0 else "too low"
+    with pytest.raises(ExerciseError, match=f"✗ q6 loss_gap_100: {flipped}"):  # default minus short
+        hidden.graded(ablation, "q6", short, {**ok, "loss_gap_100": -d["loss_gap_100"]})
+    with pytest.raises(ExerciseError, match="✗ q6 final_gap"):  # the short run's own loss, not the gap
+        hidden.graded(ablation, "q6", short, {**ok, "final_gap": d["runs"][SHORT]["final_eval_loss"]})
 
 
 def test_q6_verdict_reads_the_ablations_direction_from_its_figures():
     text = verdicts.q6_learning_rate(load_run(reference_run()), None, Options()).answer
-    figs = {p.name: decisions.q6(load_run(p), Options()) for p in warmup_runs()}
-    for f in figs.values():
+    d = decisions.q6(load_run(warmup_runs()[-1]), Options())
+    for f in d["runs"].values():
         assert f"{f['loss_at_100']:.2f}" in text and f"{f['final_eval_loss']:.2f}" in text
-    short, long = (figs[n] for n in reversed(WARMUP_RUNS))
-    early = "lower" if short["loss_at_100"] < long["loss_at_100"] else "higher"
+    early = "lower" if d["loss_gap_100"] < 0 else "higher"
     assert f"train loss is {early}" in text and "One seed each" in text
 
 

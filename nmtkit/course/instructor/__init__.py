@@ -11,6 +11,8 @@ whether it is here):
     decisions.py  the deciding figures of each question (what the kit's answer rests on)
     mfu.py        question 4's FLOPs and MFU from a run's logged steps (record_flops, steady_mfu)
     verdicts.py   the kit's verdicts in words (the instructor's report, `rep.verdict(n)`)
+    warmup.py     question 6's verdict: the run's own curve, then the warm-up ablation's gaps
+    seeds.py      question 9: the class's three checkpoint sizes against the kit's measured bytes per parameter
     linkverdict.py notebook 03's link verdict: nk.link_table's frame in words
     rubric.py     per question, what a full answer holds
     release.py    `nmtkit release`: the student release, without this folder
