@@ -99,3 +99,22 @@ def test_q9_reconciles_the_seeds_three_sizes_from_the_measured_checkpoint():
     assert 12.5 < r["seeds"][830]["bytes_per_param"] < 14  # 830: more than 12 B, at most 14
     text = verdicts.q9_checkpoint_size(run, None, Options()).answer
     assert all(re.search(rf"\b{mb} MB is", text) for mb in (695, 744, 830)), text
+
+
+def _cells():
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[2] / "notebooks" / "05_monitoring_analysis.ipynb"
+    return [(c["cell_type"], "".join(c["source"])) for c in json.loads(path.read_text())["cells"]]
+
+
+def test_notebook_05_reconciles_the_seeds_sizes_in_one_cell_from_the_measured_checkpoint():
+    cells = [src for kind, src in _cells() if kind == "code" and all(f"{mb}" in src for mb in (695, 744, 830))]
+    assert len(cells) == 1 and "rep.evidence(9)" in cells[0] and "wmt16-base" in cells[0], cells
+
+
+def test_notebook_05_meets_gpu_memory_at_100_percent_with_the_cited_allocator_and_the_kits_setting():
+    from pathlib import Path
+    q4 = next(src for kind, src in _cells() if kind == "markdown" and src.startswith("## Q4"))
+    assert "https://www.tensorflow.org/guide/gpu" in q4 and "TF_FORCE_GPU_ALLOW_GROWTH=true" in q4
+    init = (Path(__file__).resolve().parents[2] / "nmtkit" / "__init__.py").read_text()
+    assert 'os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")' in init  # what the passage says the kit does
