@@ -60,7 +60,7 @@ def check_schedule(peak: float, last: float, kept: float, cfg) -> None:
     want_kept = lr.lr_for(cfg, cfg.train.steps) / lr.lr_for(cfg, cfg.train.warmup_steps)
     _require(within(kept, want_kept, 1e-3), f"the share {cfg.profile} keeps: you have {kept}",
              "this profile's lr at its last step divided by its lr at the end of its warm-up")
-    # no value printed: the homework's two rates are question 6's answer in notebook 05
+    # no value printed: the check confirms the student's figures, never hands them over
     print(f"✓ the homework's rates at steps {hw.train.warmup_steps:,} and {hw.train.steps:,}, and the share "
           f"{cfg.profile} keeps, agree with the schedule")
 
