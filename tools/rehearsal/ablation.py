@@ -35,12 +35,16 @@ def overrides(warmup: int) -> dict:
     return dict(SHARED, **{"train.warmup_steps": warmup})
 
 
+def train_args(out: Path, data: Path, name: str) -> list[str]:
+    """The `nmtkit train` arguments of one run."""
+    sets = [a for k, v in overrides(WARMUP_RUNS[name]).items() for a in ("--set", f"{k}={v}")]
+    return ["train", "--profile", PROFILE, "--data", str(data), "--logdir", str(out / name), "--fresh", *sets]
+
+
 def train(out: Path, data: Path) -> None:
     """Both runs, one after the other, each a fresh single process."""
-    for name, warmup in WARMUP_RUNS.items():
-        sets = [a for k, v in overrides(warmup).items() for a in ("--set", f"{k}={v}")]
-        subprocess.run([sys.executable, "-m", "nmtkit.cli", "train", "--profile", PROFILE, "--data", str(data),
-                        "--logdir", str(out / name), "--fresh", *sets], check=True)
+    for name in WARMUP_RUNS:
+        subprocess.run([sys.executable, "-m", "nmtkit.cli", *train_args(out, data, name)], check=True)
 
 
 def copy_run(src: Path, dest: Path, places: dict[str, str]) -> None:
@@ -64,8 +68,9 @@ def readme(name: str, warmup: int, command: str) -> str:
     return (f"# {name}: the tiny profile, one process, train.warmup_steps={warmup}\n\n"
             f"One of question 6's two warm-up ablation runs (notebook 05; `nk.warmup_runs()` finds them): the same "
             f"run as its twin {other}, same data, seed and steps, with only `train.warmup_steps` changed "
-            f"(and `train.log_every=5` in both). Made by `{command}`; manifest.json says when, on what machine and "
-            f"at which commit.\n\n"
+            f"(and `train.log_every=5` in both). Trained by `nmtkit "
+            f"{' '.join(train_args(Path('<out>'), Path('<data>'), name))}` and frozen by `{command}`; "
+            f"manifest.json says when, on what machine and at which commit.\n\n"
             f"Left out: the checkpoint's data (checkpoints/listing.json lists its files), TensorBoard event files "
             f"(scalars.jsonl has the same values), the tokenizer. Paths of the making machine are replaced by "
             f"`<out>`, `<data>`, `<repo>`, `<venv>`.\n")
@@ -86,6 +91,7 @@ def freeze(out: Path, data: Path, command: str) -> list[Path]:
             atomic_write_text(stage / "README.md", readme(name, warmup, command))
             made_at = status.get("updated")
             m = {"what": f"question 6's warm-up ablation: the tiny profile in one process, warm-up {warmup}",
+                 "trained_by": "nmtkit " + " ".join(train_args(Path("<out>"), Path("<data>"), name)),
                  "command": command, "commit": commit(), "profile": PROFILE, "config_overrides": overrides(warmup),
                  "made": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(made_at)) if made_at else None,
                  "machine": _machine(),
@@ -111,7 +117,8 @@ def main(argv=None) -> int:
     config.profile(PROFILE)  # an unknown profile fails here, before any training
     if not a.freeze_only:
         train(a.out, a.data)
-    made = freeze(a.out, a.data, "python -m tools.rehearsal.ablation --out <out> --data <data>")
+    made = freeze(a.out, a.data, "python -m tools.rehearsal.ablation --out <out> --data <data>"
+                  + (" --freeze-only" if a.freeze_only else ""))
     for d in made:
         print(f"frozen: {d} ({sum(p.stat().st_size for p in d.rglob('*') if p.is_file()):,} B)")
     return 0
