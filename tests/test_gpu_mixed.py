@@ -1,7 +1,7 @@
 """Mixed precision trained end to end on CPU: mixed_float16 and mixed_bfloat16 train the tiny model to a finite,
-falling loss, checkpoint and resume exactly (the dynamic loss scale included); the gradients that cross the wire
-are the loss-scaled ones (what train.compression=fp16 casts); 2 ranks end with equal weights, with and without
-fp16 compression."""
+falling loss, checkpoint and resume exactly (the dynamic loss scale included, and logged); the gradients that
+cross the wire are the loss-scaled ones (what train.compression=fp16 casts); 2 ranks end with equal weights, with
+and without fp16 compression."""
 import importlib.util
 import math
 
@@ -22,6 +22,26 @@ MIXED = {"model.dropout": 0.0, "train.steps": 24, "train.ckpt_every": 12, "train
          "eval.test_sentences": 4}
 
 
+def _check_loss_scale_trace(precision, records, scalars):
+    """mixed_float16 logs the dynamic loss scale (notebook 02 plots it): each step's scale in the rank log, a step
+    marked overflowed exactly when the next one runs at half its scale, and the scale after each log interval as the
+    `loss_scale` scalar; bfloat16 needs no loss scaling and logs none."""
+    logged = {r["step"]: r["value"] for r in scalars if r["tag"] == "loss_scale"}
+    if precision != "mixed_float16":
+        assert not logged and not any("loss_scale" in r for r in records)
+        return
+    scales = [r["loss_scale"] for r in records]
+    assert scales[0] == 2.0 ** 15, "Keras' initial dynamic loss scale"
+    assert all(s >= 1 and math.log2(s) == int(math.log2(s)) for s in scales), scales  # powers of two
+    for a, b in zip(records, records[1:]):
+        assert (b["loss_scale"] == a["loss_scale"] / 2) == a["overflow"], (a, b)
+        assert a["overflow"] or b["loss_scale"] == a["loss_scale"]  # no growth within 2,000 good steps
+    assert sorted(logged) == [6, 12, 18, 24]
+    for step, value in logged.items():
+        last = records[step - 1]
+        assert value == last["loss_scale"] / (2 if last["overflow"] else 1), (step, value, last)
+
+
 def _final_state(run):
     from nmtkit.keras2 import import_tf
     tf = import_tf()
@@ -35,9 +55,11 @@ def test_mixed_precision_trains_checkpoints_and_resumes_exactly(precision, nmt_d
     cfg = small_config(**MIXED, **{"train.precision": precision})
     straight = train(cfg, tmp_path / "straight", data_dir=nmt_data, progress=False)
     assert straight["precision"] == precision
-    losses = [r["loss"] for r in read_jsonl(tmp_path / "straight" / "ranks" / "rank0.jsonl")]
+    records = list(read_jsonl(tmp_path / "straight" / "ranks" / "rank0.jsonl"))
+    losses = [r["loss"] for r in records]
     assert len(losses) == 24 and all(math.isfinite(x) for x in losses)
     assert np.mean(losses[-6:]) < np.mean(losses[:6]) - 0.5
+    _check_loss_scale_trace(precision, records, list(read_jsonl(tmp_path / "straight" / "scalars.jsonl")))
 
     # the straight run evaluated at its end in this precision; the two halves need not (a float16 decode is slow here)
     half = cfg.with_overrides({"train.steps": 12, "eval.at_end": False})

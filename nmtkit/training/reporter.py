@@ -47,6 +47,7 @@ class Reporter:
     pending: list = field(default_factory=list)
     t_start: float = field(default_factory=time.time)
     steady: tuple = (None, None, 0.0, 0.0)  # first step, last step, model FLOPs, seconds
+    loss_scale: float | None = None  # mixed_float16: the dynamic loss scale after the last step read
     # the cores this process may run on and TensorFlow's pools (intra, inter): which hardware its step times had
     affinity: list = field(default_factory=lambda: sorted(os.sched_getaffinity(0)))
     threads: list = field(default_factory=lambda: pool_sizes())
@@ -65,13 +66,17 @@ class Reporter:
         t0 = time.perf_counter()
         values = tf.stack([p[3] for p in self.pending]).numpy()
         wait = time.perf_counter() - t0
-        for i, ((step, wall, seconds, _, src_len, tgt_len), (loss, src, tgt)) in enumerate(zip(self.pending, values)):
+        for i, ((step, wall, seconds, _, src_len, tgt_len), row) in enumerate(zip(self.pending, values)):
+            loss, src, tgt = row[:3]
             seconds += wait if i == len(self.pending) - 1 else 0.0
             self.step_times.append(seconds)
             rec = {"step": step, "wall_time": wall, "step_time": seconds, "loss": float(loss),
                    "tokens": int(src + tgt), "src_tokens": int(src), "tgt_tokens": int(tgt), "src_len": src_len,
                    "tgt_len": tgt_len, "rank": self.dist.rank, "host": self.dist.host,
                    "affinity": self.affinity, "threads": self.threads}
+            if len(row) > 3:  # mixed_float16: the loss scale this step used; a lower one after it: skipped
+                rec.update(loss_scale=float(row[3]), overflow=bool(row[4] < row[3]))
+                self.loss_scale = float(row[4])
             append_jsonl(runs.rank_log(self.run, self.dist.rank), rec)
             flops = train_flops(self.cfg.model, self.vocab_size, int(src), int(tgt), src_len, tgt_len)
             self.window.add(float(loss), seconds, int(src + tgt), flops)
@@ -88,10 +93,11 @@ class Reporter:
                "elapsed": time.time() - self.t_start}
         self.history.append(rec)
         if self.dist.is_chief:
-            self.scalars.write(step, {"train_loss": rec["loss"], "learning_rate": rec["lr"],
-                                      "global_step/sec": rec["steps_per_sec"],
-                                      "tokens_per_sec": rec["tokens_per_sec"], "step_time": rec["step_time"],
-                                      "mfu": rec["mfu"]})
+            values = {"train_loss": rec["loss"], "learning_rate": rec["lr"], "global_step/sec": rec["steps_per_sec"],
+                      "tokens_per_sec": rec["tokens_per_sec"], "step_time": rec["step_time"], "mfu": rec["mfu"]}
+            if self.loss_scale is not None:  # mixed_float16 only: notebook 02 plots its trace
+                values["loss_scale"] = self.loss_scale
+            self.scalars.write(step, values)
             line = (f"step {step}/{total} | loss {rec['loss']:.3f} | lr {rec['lr']:.1e} | "
                     f"{rec['step_time'] * 1000:.1f} ms/step | {rec['tokens_per_sec']:,.0f} tok/s | "
                     f"MFU {rec['mfu'] * 100:.1f}%")

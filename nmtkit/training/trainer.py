@@ -121,7 +121,8 @@ class Trainer:
 
     def _train_step(self, batches):
         """One optimizer step over `grad_accum` micro-batches -> [mean loss, source tokens, target tokens] (a
-        float32 tensor: the caller reads it when it logs, so nothing here waits for the device).
+        float32 tensor: the caller reads it when it logs, so nothing here waits for the device); under
+        mixed_float16 also the loss scale the step used and the one it left (lower: the step overflowed).
 
         Each micro-batch: forward and local gradients (summed / grad_accum when there are several); then the
         gradients averaged over ranks (dist.mean_all) and one Adam update.
@@ -141,11 +142,15 @@ class Trainer:
             src_tok += tf.reduce_sum(tf.cast(tf.not_equal(src, 0), tf.float32))
             tgt_tok += ntok
         grads = self.dist.mean_all(total)
+        stats = [tf.add_n(losses) / len(losses), src_tok, tgt_tok]
         if self.mixed:  # every rank unscales the same averaged values: all skip an overflowing step together
+            stats.append(tf.identity(self.optimizer.loss_scale))  # the scale this step's loss was multiplied by
             grads = self.optimizer.get_unscaled_gradients(grads)
         self.optimizer.apply_gradients(zip(grads, self.variables))
         self.step.assign_add(1)
-        return tf.stack([tf.add_n(losses) / len(losses), src_tok, tgt_tok])
+        if self.mixed:  # the scale after the update: halved when this step's gradients overflowed (step skipped)
+            stats.append(tf.identity(self.optimizer.loss_scale))
+        return tf.stack(stats)
 
     def _eval_step(self, src, tgt):
         logits = self.model((src, tgt[:, :-1]), training=False)
@@ -153,7 +158,8 @@ class Trainer:
 
     def run_step(self, batches):
         """One optimizer step over `grad_accum` (src, tgt) micro-batches -> a float32 tensor [mean loss, source
-        tokens, target tokens], not read here (see Reporter: one host sync per log interval)."""
+        tokens, target tokens] (+ the loss scale before and after, mixed_float16), not read here (see Reporter: one
+        host sync per log interval)."""
         return self.train_step(tuple((src, tgt) for src, tgt in batches))
 
     def learning_rate(self) -> float:
