@@ -9,6 +9,7 @@
     schedule.py     the Keras side of the learning-rate policy (the formula is nmtkit.lr's)
     precision.py    the precision and XLA decisions (reads bf16_quality.json and bf16_speed.json beside it)
     peaks.py        peak FLOP/s by device and precision, MFU's denominator
+    fp16.py         what float16 does to a model's gradients, with and without the loss scale (notebook 02)
     metrics.py      what a step costs and how it is reported (MFU, the step window)
     reporter.py     the training log, read once per log interval
     budget.py       what a run will cost, and when to stop it

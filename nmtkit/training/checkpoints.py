@@ -91,6 +91,17 @@ class Restored:
     config: Config       # the run's config.json
     checkpoint: str      # the checkpoint's path prefix (…/ckpt-N)
 
+    def fp16_gradients(self, batch, scale: float | None = None):
+        """What float16 does to this model's gradients on `batch`, unscaled and loss-scaled (nmtkit.training.fp16;
+        notebook 02's mixed-precision section)."""
+        from nmtkit.training import fp16
+        return fp16.fp16_gradients(self, batch, fp16.INITIAL_SCALE if scale is None else scale)
+
+    def mixed_dtypes(self, batch) -> dict:
+        """The dtypes of this model's weights, compute and gradients under mixed_float16 (nmtkit.training.fp16)."""
+        from nmtkit.training import fp16
+        return fp16.mixed_dtypes(self.config, self.tokenizer.vocab_size, batch)
+
 
 def load_model(run: str | os.PathLike, which: str = "best") -> Restored:
     """A run's model from its checkpoint: `which` is "best" (falls back to latest) or "latest".
