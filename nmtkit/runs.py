@@ -7,7 +7,8 @@
     <run>/scalars.jsonl          the same scalars, one {"step","wall_time","tag","value"} per line
     <run>/ranks/rank<R>.jsonl    every rank, per step: {"step","wall_time","step_time","loss","tokens" (source +
                                  target),"src_tokens","tgt_tokens","src_len","tgt_len" (padded),"rank","host",
-                                 "affinity" (the cores it could run on),"threads" (TensorFlow's intra, inter)}
+                                 "affinity" (the cores it could run on),"threads" (TensorFlow's intra, inter);
+                                 mixed_float16: "loss_scale" (the step's), "overflow" (the step was skipped)}
     <run>/monitor/<host>-rank<R>.jsonl   sampler records (nmtkit.monitor)
     <run>/checkpoints/           tf.train.CheckpointManager files (rank 0); best/ holds the best by dev BLEU
     <run>/checkpoints/data/rank<R>/   every rank's input position (tf.data iterator checkpoint data-<step>,
@@ -46,9 +47,9 @@ ERROR_LOG = "nmtkit-error.log"
 BEST_JSON = "checkpoints/best/best.json"
 WRITING = ".run.json.lock"
 
-# The TensorBoard tags the homework's students know, plus ours.
+# The TensorBoard tags the homework's students know, plus ours (loss_scale: mixed_float16 runs only).
 TAGS = ("train_loss", "eval_loss", "Eval_BLEU_Score", "eval_chrF", "learning_rate", "global_step/sec",
-        "tokens_per_sec", "step_time", "mfu")
+        "tokens_per_sec", "step_time", "mfu", "loss_scale")
 
 
 def rank_log(run: str | Path, rank: int) -> Path:
