@@ -1,4 +1,4 @@
-"""Exercise checks for notebooks 01, 02, 03 and 05 (notebook 05's are in exercises.py). The student computes a
+"""Exercise checks for notebooks 01, 02, 03 and 06 (notebooks 04 and 05's are in exercises.py). The student computes a
 decision from their own data; the check recomputes it from the same data (the data directory, the config, the
 table the student's cells produced), prints ✓, or raises ExerciseError with a hint that names the idea, never code.
 A grader re-running a check cell against the student's variables gets the same verdict.

@@ -1,4 +1,4 @@
-"""What notebook 05's exercises ask for: per question, the figures by name, each with the tolerance it is graded
+"""What notebooks 04 and 05's exercises ask for: per question, the figures by name, each with the tolerance it is graded
 at and a hint in words (units, the idea; never a value or a direction). Shared by the formative checks of a
 student's release (nmtkit.course.exercises) and the instructor's graded ones (nmtkit.course.instructor.hidden).
 
