@@ -35,16 +35,18 @@ def overrides(warmup: int) -> dict:
     return dict(SHARED, **{"train.warmup_steps": warmup})
 
 
-def train_args(out: Path, data: Path, name: str) -> list[str]:
-    """The `nmtkit train` arguments of one run."""
-    sets = [a for k, v in overrides(WARMUP_RUNS[name]).items() for a in ("--set", f"{k}={v}")]
+def train_args(out: Path, data: Path, name: str, warmup: int | None = None) -> list[str]:
+    """The `nmtkit train` arguments of one run (warm-up: WARMUP_RUNS[name] unless given)."""
+    warmup = WARMUP_RUNS[name] if warmup is None else warmup
+    sets = [a for k, v in overrides(warmup).items() for a in ("--set", f"{k}={v}")]
     return ["train", "--profile", PROFILE, "--data", str(data), "--logdir", str(out / name), "--fresh", *sets]
 
 
-def train(out: Path, data: Path) -> None:
-    """Both runs, one after the other, each a fresh single process."""
-    for name in WARMUP_RUNS:
-        subprocess.run([sys.executable, "-m", "nmtkit.cli", *train_args(out, data, name)], check=True)
+def train(out: Path, data: Path, plan: dict[str, int] | None = None) -> None:
+    """The runs of `plan` (name -> warm-up; default both of WARMUP_RUNS), one after the other, each a fresh single
+    process."""
+    for name, warmup in (plan or WARMUP_RUNS).items():
+        subprocess.run([sys.executable, "-m", "nmtkit.cli", *train_args(out, data, name, warmup)], check=True)
 
 
 def copy_run(src: Path, dest: Path, places: dict[str, str]) -> None:
@@ -64,23 +66,25 @@ def copy_run(src: Path, dest: Path, places: dict[str, str]) -> None:
 
 
 def readme(name: str, warmup: int, command: str) -> str:
-    other = ", ".join(f"{n} (warm-up {w})" for n, w in WARMUP_RUNS.items() if n != name)
+    other = ", ".join(f"{n} (warm-up {w})" for n, w in WARMUP_RUNS.items() if n != name and w != warmup)
     return (f"# {name}: the tiny profile, one process, train.warmup_steps={warmup}\n\n"
             f"One of question 6's two warm-up ablation runs (notebook 05; `nk.warmup_runs()` finds them): the same "
             f"run as its twin {other}, same data, seed and steps, with only `train.warmup_steps` changed "
             f"(and `train.log_every=5` in both). Trained by `nmtkit "
-            f"{' '.join(train_args(Path('<out>'), Path('<data>'), name))}` and frozen by `{command}`; "
+            f"{' '.join(train_args(Path('<out>'), Path('<data>'), name, warmup))}` and frozen by `{command}`; "
             f"manifest.json says when, on what machine and at which commit.\n\n"
             f"Left out: the checkpoint's data (checkpoints/listing.json lists its files), TensorBoard event files "
             f"(scalars.jsonl has the same values), the tokenizer. Paths of the making machine are replaced by "
             f"`<out>`, `<data>`, `<repo>`, `<venv>`.\n")
 
 
-def freeze(out: Path, data: Path, command: str) -> list[Path]:
+def freeze(out: Path, data: Path, command: str, plan: dict[str, int] | None = None,
+           dest_root: Path | None = None) -> list[Path]:
+    """Freeze the runs of `plan` (default: both of WARMUP_RUNS) into nmtkit/reference/ (or `dest_root`)."""
     out, data = Path(out).resolve(), Path(data).resolve()
     places = {str(out): "<out>", str(data): "<data>", str(CODE_ROOT): "<repo>", sys.prefix: "<venv>"}
     made, total = [], 0
-    for name, warmup in WARMUP_RUNS.items():
+    for name, warmup in (plan or WARMUP_RUNS).items():
         src = out / name
         status = runs.read_status(src)
         if status.get("status") != "finished":
@@ -91,7 +95,7 @@ def freeze(out: Path, data: Path, command: str) -> list[Path]:
             atomic_write_text(stage / "README.md", readme(name, warmup, command))
             made_at = status.get("updated")
             m = {"what": f"question 6's warm-up ablation: the tiny profile in one process, warm-up {warmup}",
-                 "trained_by": "nmtkit " + " ".join(train_args(Path("<out>"), Path("<data>"), name)),
+                 "trained_by": "nmtkit " + " ".join(train_args(Path("<out>"), Path("<data>"), name, warmup)),
                  "command": command, "commit": commit(), "profile": PROFILE, "config_overrides": overrides(warmup),
                  "made": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(made_at)) if made_at else None,
                  "machine": _machine(),
@@ -100,7 +104,7 @@ def freeze(out: Path, data: Path, command: str) -> list[Path]:
                  "files": file_list(stage)}
             atomic_write_json(stage / shipped.MANIFEST, m)
             return sum(p.stat().st_size for p in stage.rglob("*") if p.is_file())
-        made.append(staged(shipped.default_dir(name), write))
+        made.append(staged(Path(dest_root) / name if dest_root else shipped.default_dir(name), write))
         total += sum(p.stat().st_size for p in made[-1].rglob("*") if p.is_file())
     if total > MAX_BYTES:
         raise RehearsalError(f"the ablation runs hold {total:,} B, over the {MAX_BYTES:,} B budget")

@@ -86,14 +86,17 @@ def side_cpu_s(net) -> float:
 
 class LabRehearsal(Rehearsal):
     job_timeout = 1800
-    only: tuple[str, ...] = ()  # run names to make (default: all of RUNS)
+    only: tuple[str, ...] = ()  # run names to make (default: all of `runs`)
+    runs: tuple[Spec, ...] = RUNS
+    model: dict = {}  # config overrides on top of TINY and LAB (a graded variant's model shape)
+    data_iface = DATA_IFACE
 
     def specs(self) -> list[Spec]:
-        return [s for s in RUNS if not self.only or s.name in self.only]
+        return [s for s in self.runs if not self.only or s.name in self.only]
 
     def cfg(self, data: Path, steps: int, compression: str = "none"):
-        return config.load("tiny", dict(TINY, **LAB, **{"data.dir": str(data), "train.steps": steps,
-                                                         "train.compression": compression}))
+        return config.load("tiny", dict(TINY, **LAB, **self.model, **{"data.dir": str(data), "train.steps": steps,
+                                                                      "train.compression": compression}))
 
     def run(self) -> dict:
         o = self.o
@@ -108,14 +111,14 @@ class LabRehearsal(Rehearsal):
         if spare:  # the driver, controller and ssh clients (and what they start) off the hosts' cores
             os.sched_setaffinity(0, spare)
         self.r["cores"] = {"hosts": [list(c) for c in cores], "side_processes": spare or "unpinned: no core to spare"}
-        with TwoHosts(rate=None, hide=node, cores=cores) as net:
+        with TwoHosts(rate=None, hide=node, cores=cores, data_iface=self.data_iface) as net:
             self.r["hosts"] = [{"name": h.name, "ssh": h.ctl_addr, "data_addr": h.data_addr} for h in net.hosts]
             traits = launcher_traits(net.ssh_config, CODE_ROOT, node / "ipython")
             shapes = list(dict.fromkeys((s.hosts, s.ranks_per_host) for s in self.specs()))
             for n_hosts, per_host in shapes:
                 slots = {h.name: per_host for h in net.hosts[:n_hosts]}
                 cluster, how = start_cluster(self.cfg(data, o.steps), slots, traits, listen_ip=net.listen_ip,
-                                             iface=DATA_IFACE, profile_dir=profile)
+                                             iface=net.data_iface, profile_dir=profile)
                 try:
                     for spec in (s for s in self.specs() if (s.hosts, s.ranks_per_host) == (n_hosts, per_host)):
                         self.one(net, cluster, data, spec, how)

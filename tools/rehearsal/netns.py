@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -94,9 +95,14 @@ class TwoHosts:
     """`with TwoHosts(rate="1gbit", hide=data_parent) as net:` -> net.hosts, net.ssh_config, net.listen_ip."""
 
     def __init__(self, rate: str | None = "1gbit", hide: str | os.PathLike | None = None, prefix: str = "vm",
-                 cores: tuple[tuple[int, ...], ...] | None = None):
+                 cores: tuple[tuple[int, ...], ...] | None = None, data_iface: str = DATA_IFACE):
         """`cores`: each host's CPU cores (`taskset` on its sshd, so every process started over SSH on that host,
-        engines and ranks, runs on them alone); None: every host shares all of the machine's cores."""
+        engines and ranks, runs on them alone); None: every host shares all of the machine's cores. `data_iface`:
+        the data link's name in both hosts (real VMs name theirs ens5, eth1, ...; a graded variant picks one)."""
+        if not re.fullmatch(r"[a-z][a-z0-9]{1,14}", data_iface) or data_iface in ("lo", "ctl0"):
+            raise RehearsalError(f"data_iface={data_iface!r}: an interface name of 2-15 lower-case letters and "
+                                 f"digits, not lo or ctl0")
+        self.data_iface = data_iface
         if cores is not None and (len(cores) != 2 or not all(cores)
                                   or not set().union(*cores) <= os.sched_getaffinity(0)):
             raise RehearsalError(f"cores={cores}: two non-empty sets of this machine's cores "
@@ -171,10 +177,11 @@ class TwoHosts:
             sh("ip", "addr", "add", f"{h.ctl_addr}/24", "dev", "ctl0", ns=h.ns)
             sh("ip", "link", "set", "ctl0", "up", ns=h.ns)
         a, b = self.hosts
-        sh("ip", "link", "add", DATA_IFACE, "netns", a.ns, "type", "veth", "peer", "name", DATA_IFACE, "netns", b.ns)
+        sh("ip", "link", "add", self.data_iface, "netns", a.ns, "type", "veth", "peer", "name", self.data_iface,
+           "netns", b.ns)
         for h in self.hosts:
-            sh("ip", "addr", "add", f"{h.data_addr}/24", "dev", DATA_IFACE, ns=h.ns)
-            sh("ip", "link", "set", DATA_IFACE, "up", ns=h.ns)
+            sh("ip", "addr", "add", f"{h.data_addr}/24", "dev", self.data_iface, ns=h.ns)
+            sh("ip", "link", "set", self.data_iface, "up", ns=h.ns)
         if self.rate:
             self.set_rate(self.rate)
 
@@ -182,10 +189,10 @@ class TwoHosts:
         """Limit the data link to `rate` (tc syntax: 1gbit, 200mbit) in both directions; None: unshaped."""
         for h in self.hosts:
             if rate:
-                sh("tc", "qdisc", "replace", "dev", DATA_IFACE, "root", "tbf", "rate", rate, "burst", "256kb",
+                sh("tc", "qdisc", "replace", "dev", self.data_iface, "root", "tbf", "rate", rate, "burst", "256kb",
                    "latency", "50ms", ns=h.ns)
             else:  # back to the veth's default qdisc (deleting a root qdisc that is not there fails: ignore it)
-                subprocess.run(["ip", "netns", "exec", h.ns, "tc", "qdisc", "del", "dev", DATA_IFACE, "root"],
+                subprocess.run(["ip", "netns", "exec", h.ns, "tc", "qdisc", "del", "dev", self.data_iface, "root"],
                                capture_output=True)
         self.rate = rate
 
@@ -258,7 +265,8 @@ class TwoHosts:
         """A started nmtkit Cluster (launcher "manual": the controller on the bridge, Horovod pinned to the data
         link, real host names) with `per_host` engines started by hand on each host, as students do on VMs."""
         from nmtkit.cluster import Cluster
-        cluster = Cluster(cfg, engines=2 * per_host, launcher="manual", listen_ip=self.listen_ip, iface=DATA_IFACE,
+        cluster = Cluster(cfg, engines=2 * per_host, launcher="manual", listen_ip=self.listen_ip,
+                          iface=self.data_iface,
                           logical_hosts=False, profile_dir=profile_dir).start()
         try:
             engine_file = cluster.connection_files()["engine"]
@@ -271,8 +279,9 @@ class TwoHosts:
             raise
         return cluster
 
-    def counters(self, i: int, dev: str = DATA_IFACE) -> dict[str, int]:
+    def counters(self, i: int, dev: str | None = None) -> dict[str, int]:
         """tx/rx bytes of the data link's end in host i (read through /sys in its namespace)."""
+        dev = dev or self.data_iface
         out = sh("cat", f"/sys/class/net/{dev}/statistics/tx_bytes", f"/sys/class/net/{dev}/statistics/rx_bytes",
                  ns=self.hosts[i].ns)
         tx, rx = (int(v) for v in out.split())

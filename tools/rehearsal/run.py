@@ -24,7 +24,7 @@ from nmtkit import config, runs
 from nmtkit.cluster.link import steady_traffic
 from nmtkit.files import atomic_write_json, atomic_write_text, read_jsonl
 from nmtkit.ring import ring_bytes
-from tools.rehearsal.netns import DATA_IFACE, CounterLog, TwoHosts
+from tools.rehearsal.netns import CounterLog, TwoHosts
 from tools.rehearsal.ssh import launcher_traits, start_cluster
 
 CODE_ROOT = Path(__file__).resolve().parents[2]
@@ -85,7 +85,7 @@ class Rehearsal:
             self.measure_link(net)
             traits = launcher_traits(net.ssh_config, CODE_ROOT, node / "ipython")
             cluster, how = start_cluster(self.cfg(data, o.steps), {h.name: o.slots for h in net.hosts}, traits,
-                                         listen_ip=net.listen_ip, iface=DATA_IFACE, profile_dir=profile)
+                                         listen_ip=net.listen_ip, iface=net.data_iface, profile_dir=profile)
             self.r["launch"] = how
             self.mark("engines_up")
             try:
@@ -160,7 +160,7 @@ class Rehearsal:
         on for `idle` s after the job: Horovod stays initialised in the engines, so that window holds its
         coordination traffic alone (a few messages per cycle, gradients or not)."""
         t = time.time()
-        logs = [CounterLog(h.ns, python=sys.executable) for h in net.hosts]
+        logs = [CounterLog(h.ns, net.data_iface, python=sys.executable) for h in net.hosts]
         with logs[0], logs[1]:
             job = cluster.launch(self.cfg(data, steps, compression), run_dir, data_dir=data, preflight=False)
             results = job.wait(timeout=self.job_timeout)
