@@ -71,6 +71,13 @@ def in_release(kit: Path, code: str, *args: str, timeout: int = 180) -> subproce
                           text=True, timeout=timeout)
 
 
+def run_files(kit: Path, name: str) -> list[Path]:
+    """`name` in every shipped run of the release: nmtkit/reference/<run>/ and a graded variant's
+    nmtkit/reference/variant-<k>/<run>/."""
+    ref = kit / "nmtkit" / "reference"
+    return sorted([*ref.glob(f"*/{name}"), *ref.glob(f"variant-*/*/{name}")])
+
+
 def texts(root: Path):
     for p in sorted(root.rglob("*")):
         if p.is_file() and not RUN_LOGS.search(p.relative_to(root).as_posix()):
@@ -107,7 +114,7 @@ def test_the_release_holds_no_solution_verdict_rubric_or_expected_figure(kit, fi
         least = 4 if rel.startswith("bench/") else 3  # bench's speed ratios (1.27x) meet 3-digit figures by chance
         leaks += [(rel, q, k, hit) for q, k, v in figures for hit in printed(v, text, least)]
     assert not leaks, leaks[:10]
-    for m in sorted((kit / "nmtkit" / "reference").glob("*/manifest.json")):  # the reference run and the lab's
+    for m in run_files(kit, "manifest.json"):  # the reference run, the lab's, and every graded variant's
         manifest = json.loads(m.read_text())
         assert "checks" not in manifest and "bytes_per_step_by_counters" not in manifest and manifest["command"], m
     assert len(list((kit / "nmtkit" / "reference").glob("lab-*/manifest.json"))) >= 5
@@ -268,7 +275,7 @@ def test_q4_fails_with_every_weight_on_both_sides_and_passes_per_side(tmp_path):
 
 
 def test_the_manifests_checksums_match_the_files_the_release_ships(kit):
-    manifests = sorted((kit / "nmtkit" / "reference").glob("*/manifest.json"))
+    manifests = run_files(kit, "manifest.json")
     assert len(manifests) >= 10
     wrong = []
     for m in manifests:
@@ -315,10 +322,10 @@ def test_a_releases_make_test_runs_the_student_tests_and_each_names_a_test_file(
 def test_the_shipped_reference_runs_lose_their_mfu_and_nothing_else(kit):
     """Question 4's answer is the reference run's MFU: run.json's summary.mfu and the scalars' mfu tag stay with
     the instructor (a student's own runs log theirs); every other record ships as the run wrote it."""
-    runs = sorted(p.parent for p in (kit / "nmtkit" / "reference").glob("*/run.json"))
+    runs = [p.parent for p in run_files(kit, "run.json")]
     assert len(runs) >= 10
     for run in runs:
-        mine = ROOT / "nmtkit" / "reference" / run.name
+        mine = ROOT / run.relative_to(kit)
         s, ours = json.loads((run / "run.json").read_text()), json.loads((mine / "run.json").read_text())
         assert "mfu" in ours["summary"] and "mfu" not in s["summary"], run.name  # the instructor's keep it
         assert s["summary"]["peak_flops"] == ours["summary"]["peak_flops"] and s["params"] == ours["params"]

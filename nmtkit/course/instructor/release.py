@@ -123,6 +123,14 @@ def shipped_run(run: Path) -> dict[str, bytes]:
     return out
 
 
+def run_file(parts: tuple[str, ...]) -> bool:
+    """Whether a kit file (its path's parts) is a file at the top of a shipped run: nmtkit/reference/<run>/<file>,
+    or a graded variant's nmtkit/reference/variant-<k>/<run>/<file> (the same reductions apply to both)."""
+    if parts[:2] != ("nmtkit", "reference"):
+        return False
+    return len(parts) == 4 or (len(parts) == 5 and parts[2].startswith("variant-"))
+
+
 def kit_commit(root: Path = ROOT) -> str:
     """The kit's commit the release is made from (`+changes` when the checkout differs from it)."""
     def git(*args):
@@ -163,10 +171,9 @@ def build(out: str | os.PathLike, root: Path = ROOT) -> Path:
             import nbformat
             copy_, _ = student.student_notebook(student.read_notebook(src), name=parts[-1])
             atomic_write_text(dest, nbformat.writes(copy_) + "\n")
-        elif parts[:2] == ("nmtkit", "reference") and len(parts) == 4 and parts[-1] == "manifest.json":
+        elif run_file(parts) and parts[-1] == "manifest.json":
             atomic_write_json(dest, reduced_manifest(read_json(src, CourseError), shipped_run(src.parent)))
-        elif parts[:2] == ("nmtkit", "reference") and len(parts) == 4 and (parts[-1] == "README.md"
-                                                                            or parts[-1] in RUN_DROPS):
+        elif run_file(parts) and (parts[-1] == "README.md" or parts[-1] in RUN_DROPS):
             atomic_write_bytes(dest, shipped_run(src.parent).get(parts[-1], src.read_bytes()))
         elif rel == "README.md":
             atomic_write_text(dest, (root / STUDENT_README).read_text())
