@@ -71,11 +71,16 @@ TARGETS = {
                                             "step over the part of its step the compute does not explain, in Mbit/s")},
     "lab_fp16": {"bytes_ratio": (COUNTED, "bytes the link carried per step (its mean rate over the steps times the "
                                           "step), with fp16 over without, at the same rate"),
-                 "step_ratio": (MEAN, "the measured steps, with fp16 over without, at the same rate")},
+                 "step_ratio": (MEAN, "the measured steps, with fp16 over without, at the same rate"),
+                 "fp16_mb": (COUNTED, "the bytes the link carried per step with fp16, in MB of 10^6 bytes")},
     "lab_bursts": {"share_near_rate": ((0, 0.03), "the fraction of the link's samples while steps ran that reach "
                                                   "within 20% of the rate preflight measured; a fraction"),
-                   "mean_over_rate": ((0.05, 0.0), "the mean of the same samples over that rate")},
-    "lab_scaling": {"speedup_2": (MEAN, "tokens per second of the whole run over the one-rank run's"),
+                   "mean_over_rate": ((0.05, 0.0), "the mean of the same samples over that rate"),
+                   "mb_per_step": (COUNTED, "what that mean carries in one mean step, in MB of 10^6 bytes (Mbit/s "
+                                            "times seconds is Mbit, not MB)")},
+    "lab_scaling": {"base_tokens_per_s": (MEAN, "tokens per second of the one-rank run: what both speedups divide "
+                                                "by"),
+                    "speedup_2": (MEAN, "tokens per second of the whole run over the one-rank run's"),
                     "speedup_4": (MEAN, "tokens per second of the whole run over the one-rank run's")},
     "lab_nic": {"iface": (EXACT, "the interface that carried the gradients between the hosts: one that leaves the "
                                  "host, whose bytes per step meet the ring's bound"),

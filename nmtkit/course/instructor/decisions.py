@@ -234,6 +234,7 @@ def lab(paths, o: Options | None = None) -> dict:
     if pairs:
         n, f = pairs[0]  # the slowest link with runs both with and without fp16
         out["lab_fp16"] = {"bytes_ratio": float(t.loc[f, "counted_bytes"] / t.loc[n, "counted_bytes"]),
+                           "fp16_mb": float(t.loc[f, "counted_bytes"] / 1e6),
                            "step_ratio": float(t.loc[f, "step_s"] / t.loc[n, "step_s"])}
     else:
         missing["lab_fp16"] = "no pair of runs at one link rate with and without fp16"
@@ -248,7 +249,8 @@ def _lab_bursts_and_scaling(t, series, plain, o: Options, out: dict, missing: di
         s = link_samples(Path(t.attrs["where"][at200.index[0]]), o)
         near = (s["mbit_s"] >= NEAR * at200["link_mbit_s"].iloc[0]).to_numpy()
         out["lab_bursts"] = {"share_near_rate": float(near.mean()),
-                             "mean_over_rate": float(s["mbit_s"].mean() / at200["link_mbit_s"].iloc[0])}
+                             "mean_over_rate": float(s["mbit_s"].mean() / at200["link_mbit_s"].iloc[0]),
+                             "mb_per_step": float(s["mbit_s"].mean() * s.attrs["step_s"] / 8)}
     else:
         missing["lab_bursts"] = "no run at about 200 Mbit/s without compression"
     one = t[t["ranks"] == 1]
@@ -257,7 +259,7 @@ def _lab_bursts_and_scaling(t, series, plain, o: Options, out: dict, missing: di
     if len(one) and len(two) and len(four):
         base, cores = float(one["tokens_per_s"].iloc[0]), pd.to_numeric(t["cores"], errors="coerce")
         cores = cores / cores[one.index[0]]  # NaN where a run's cores are not known
-        out["lab_scaling"] = {"speedup_2": float(two["tokens_per_s"].iloc[0]) / base,
+        out["lab_scaling"] = {"base_tokens_per_s": base, "speedup_2": float(two["tokens_per_s"].iloc[0]) / base,
                               "speedup_4": float(four["tokens_per_s"].iloc[0]) / base,
                               # the ideal the hardware allows: the cores the ranks could use, over one rank's
                               "ideal_2": float(cores[two.index[0]]), "ideal_4": float(cores[four.index[0]]),
