@@ -15,6 +15,7 @@ Students reach the kit through one name, `import nmtkit as nk`:
     bottleneck   nk.lab_runs() (one row per run: the shipped lab runs, or yours), nk.link_samples(run[, iface=])
                  (a link's samples; notebook 04)
     ablation     nk.warmup_runs(): the two shipped runs that differ only in their warm-up (notebook 05, question 6)
+    variant      nk.variant([student_id=]): which shipped runs this student's graded figures come from (04, 05)
     exercises    nk.check_file_size (01), nk.check_schedule (02), nk.check_link_share (03), nk.check_batching (05)
     prose        nk.wmt16_facts(), nk.measured_link(), nk.homework_exchange(), nk.draw_ring(trials): the figures
                  the notebooks' text states, computed; nk.link_table(trials, gbps) (the instructor's kit)
@@ -58,7 +59,7 @@ _FRONT = {
     "analyse": ("nmtkit.notebook", "analyse"), "check": ("nmtkit.course.exercises", "check"),
     "check_plan": ("nmtkit.course.exercises", "check_plan"),
     "lab_runs": ("nmtkit.analysis.lab", "lab_runs"), "link_samples": ("nmtkit.analysis.lab", "link_samples"),
-    "warmup_runs": ("nmtkit.analysis.ablation", "warmup_runs"),
+    "warmup_runs": ("nmtkit.analysis.ablation", "warmup_runs"), "variant": ("nmtkit.course.variant", "variant"),
     "align_steps_to_network": ("nmtkit.analysis.machines", "align_steps_to_network"),
     "export": ("nmtkit.serving", "export"), "load_export": ("nmtkit.serving", "load"),
     "translate_in_fresh_process": ("nmtkit.serving", "translate_in_fresh_process"),

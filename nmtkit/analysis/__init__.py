@@ -11,6 +11,7 @@
     lab.py        the bottleneck lab's runs, one row each; a run's link samples and per-interface rates (notebook 04)
     reference.py  the reference run shipped with the kit (2 hosts x 2 ranks over a shaped link): reference_run()
     ablation.py   question 6's warm-up ablation: two shipped 1-rank runs differing only in the warm-up
+    variants.py   which shipped runs a student reads: the practice variant or a graded one, chosen by student id
     live.py       a run followed from its files while it trains (the notebooks' panel, nmtkit.notebook.attach)
 
 The verdicts in words, the decisions they rest on and the rubric are the course's (nmtkit.course). Never imports

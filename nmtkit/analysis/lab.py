@@ -28,7 +28,7 @@ from nmtkit.analysis.machines import (
     per_host,
     while_stepping,
 )
-from nmtkit.analysis.reference import MANIFEST, default_dir
+from nmtkit.analysis.reference import MANIFEST
 from nmtkit.errors import AnalysisError
 from nmtkit.files import read_json
 
@@ -38,10 +38,12 @@ PREFIX = "lab-"  # the shipped lab runs: nmtkit/reference/lab-*/
 def shipped() -> list[Path]:
     """The lab's reference runs in the package, fewest ranks last, then by the link's measured rate (fastest
     first): the order of the lab's table."""
-    found = [d for d in sorted(default_dir("x").parent.glob(PREFIX + "*")) if (d / MANIFEST).is_file()]
+    import nmtkit.analysis.variants as variants
+    root = variants.directory(variants.active())  # the active variant's own lab runs, never mixed with another's
+    found = [d for d in sorted(root.glob(PREFIX + "*")) if (d / MANIFEST).is_file()]
     if not found:
-        raise AnalysisError(f"{default_dir('x').parent}: no lab runs ({PREFIX}*) installed; reinstall nmtkit with "
-                            f"its package data (pip install -e .)")
+        raise AnalysisError(f"{root}: no lab runs ({PREFIX}*) installed; reinstall nmtkit with its package data "
+                            f"(pip install -e .)")
 
     def key(d: Path):
         m = read_json(d / MANIFEST, AnalysisError)
@@ -57,8 +59,9 @@ def _resolve(run) -> Path:
     p = Path(run)
     if p.is_dir():
         return p
-    if (default_dir(str(run)) / MANIFEST).is_file():
-        return default_dir(str(run))
+    import nmtkit.analysis.variants as variants
+    if (variants.run_dir(str(run)) / MANIFEST).is_file():  # a shipped run's name: the active variant's
+        return variants.run_dir(str(run))
     from nmtkit.runs import workspace
     if (workspace() / str(run)).is_dir():
         return workspace() / str(run)

@@ -24,17 +24,24 @@ def default_dir(name: str = NAME) -> Path:
     return Path(__file__).resolve().parents[1] / "reference" / name
 
 
-def reference_run(name: str = NAME) -> Path:
-    """The shipped reference run's directory; AnalysisError when the install lacks it."""
+def reference_run(name: str | None = None) -> Path:
+    """The shipped reference run's directory: the active variant's (nmtkit.analysis.variants: the practice variant's
+    rehearsal-200mbit, or a graded variant's ~200 Mbit/s run), or the run `name` at the top of nmtkit/reference/;
+    AnalysisError when the install lacks it."""
+    import nmtkit.analysis.variants as variants
     from nmtkit.errors import AnalysisError
-    d = default_dir(name)
+    if name is None:
+        v = variants.active()
+        d = variants.run_dir(variants.info(v)["reference"], v)
+    else:
+        d = default_dir(name)
     if not (d / MANIFEST).is_file():
-        raise AnalysisError(f"{d}: the reference run {name!r} is not installed (no {MANIFEST}); reinstall nmtkit "
+        raise AnalysisError(f"{d}: the reference run {d.name!r} is not installed (no {MANIFEST}); reinstall nmtkit "
                             f"with its package data (pip install -e .)")
     return d
 
 
-def manifest(name: str = NAME) -> dict:
+def manifest(name: str | None = None) -> dict:
     """How, when, on what machine and at which rate the reference run was made (its manifest.json)."""
     from nmtkit.errors import AnalysisError
-    return read_json(reference_run(name) / MANIFEST, AnalysisError, hint="written by tools.rehearsal.reference")
+    return read_json(reference_run(name) / MANIFEST, AnalysisError, hint="written by tools.rehearsal")

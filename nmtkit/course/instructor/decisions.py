@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from nmtkit.analysis.ablation import DEFAULT, EARLY_STEP, SHORT
+from nmtkit.analysis.ablation import DEFAULT, EARLY_STEP, twin
 from nmtkit.analysis.evidence import Options, bytes_per_param, node_price, steady_steps
 from nmtkit.analysis.logs import Run, checkpoint_info, load_run
 from nmtkit.config import profile
@@ -124,12 +124,13 @@ def q6(run: Run, o: Options) -> dict:
     with the default warm-up: the short run's peak step, and the two gaps (short minus default) in the train loss at
     EARLY_STEP and in the last eval loss. (The homework's rates at 8,000 and 300,000 steps are notebook 02's
     exercise, not this question's.)"""
-    if run.name != SHORT or not (run.path.parent / DEFAULT).is_dir():
-        raise AnalysisError(f"the warm-up ablation's runs {SHORT} and {DEFAULT} side by side (nk.warmup_runs())")
-    short, default = warmup_figures(run), warmup_figures(load_run(run.path.parent / DEFAULT))
+    other = twin(run.path)
+    if other is None:
+        raise AnalysisError(f"the warm-up ablation's short run and its twin {DEFAULT} (nk.warmup_runs())")
+    short, default = warmup_figures(run), warmup_figures(load_run(other))
     return {**short, "loss_gap_100": short["loss_at_100"] - default["loss_at_100"],
             "final_gap": short["final_eval_loss"] - default["final_eval_loss"],
-            "runs": {SHORT: short, DEFAULT: default}}
+            "runs": {run.name: short, DEFAULT: default}, "short": run.name}
 
 
 def q7(run: Run, o: Options) -> dict:

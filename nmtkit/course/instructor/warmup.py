@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from nmtkit import lr
 from nmtkit.analysis import questions
-from nmtkit.analysis.ablation import DEFAULT, EARLY_STEP, SHORT, WARMUP_RUNS, warmup_runs
+from nmtkit.analysis.ablation import DEFAULT, EARLY_STEP, warmup_runs
 from nmtkit.analysis.evidence import Options
 from nmtkit.analysis.logs import Run, load_run
 from nmtkit.analysis.questions import TITLES, Answer
@@ -47,8 +47,8 @@ def ablation(o: Options) -> dict:
 
 def ablation_text(d: dict) -> str:
     """What the shorter warm-up did, from the two runs' own figures; the direction is read, never assumed."""
-    short, long = d["runs"][SHORT], d["runs"][DEFAULT]
-    w_long, w_short = WARMUP_RUNS[DEFAULT], WARMUP_RUNS[SHORT]
+    short, long = d["runs"][d["short"]], d["runs"][DEFAULT]
+    w_long, w_short = (load_run(p).config.train.warmup_steps for p in warmup_runs())
     early = "lower" if d["loss_gap_100"] < 0 else "higher"
     late = "lower" if d["final_gap"] < 0 else "higher"
     return (f"What the formula does not hand over is what the warm-up does to training; the shipped ablation "
