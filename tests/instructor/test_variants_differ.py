@@ -9,31 +9,16 @@ import itertools
 import pytest
 
 from nmtkit.analysis import variants
-from nmtkit.analysis.logs import load_run
-from nmtkit.course.instructor import decisions
 from nmtkit.course.instructor.hidden import wrong
+from nmtkit.course.instructor.variant_answers import ON_SHIPPED, answers
 from nmtkit.course.targets import TARGETS
 
-# graded on the variant's shipped runs: each must tell every pair of variants apart
-ON_SHIPPED = ("q4", "q5", "q6", "q11", "lab_predict", "lab_fit", "lab_fp16", "lab_bursts", "lab_scaling", "lab_nic")
 # cannot differ by variant, by design: computed on the student's own run, which the student trains (notebooks 02
-# and 03); they differ by student (their own run's steps, timings, checkpoint), not by variant
+# and 03): q1 and q10 (its timings) differ by machine, q2 and q3 by the run's evaluations; q7, q8 and q9 are the
+# same for every student who runs the notebooks as written (the same data, model and checkpoint steps): they test
+# the derivation from the run's files, not a number one could copy from another variant
 ON_STUDENTS_RUN = {q: "decided on the student's own run" for q in ("q1", "q2", "q3", "q7", "q8", "q9", "q10")}
 LEAST = 8  # graded variants the issue asks for
-
-
-def answers(name: str) -> dict:
-    """q -> the instructor's figures for variant `name`, from its own runs."""
-    o, meta = decisions.Options(), variants.info(name)
-    ref = load_run(variants.run_dir(meta["reference"], name))
-    got = decisions.decide(ref, o)
-    default, short = (decisions.warmup_figures(load_run(variants.run_dir(r, name))) for r in meta["ablation"])
-    got["q6"] = {"peak_step": short["peak_step"], "loss_gap_100": short["loss_at_100"] - default["loss_at_100"],
-                 "final_gap": short["final_eval_loss"] - default["final_eval_loss"]}
-    labs = sorted(p for p in variants.directory(name).glob("lab-*") if p.is_dir())
-    got.update({q: v for q, v in decisions.lab(labs, o).items() if q.startswith("lab_")})
-    got["lab_nic"] = decisions.lab([ref], o)["lab_nic"]
-    return got
 
 
 @pytest.fixture(scope="module")
