@@ -106,8 +106,13 @@ class Analysis:
     @property
     def reference(self):
         """The reference run shipped with the kit (2 hosts x 2 ranks over a real link), when analysed."""
-        from nmtkit.analysis.reference import NAME
-        return next((r for r in self.runs if r.name == NAME), None)
+        from nmtkit.analysis.reference import reference_run
+        from nmtkit.errors import AnalysisError
+        try:
+            ref = reference_run().resolve()  # the active variant's (nmtkit.analysis.variants)
+        except AnalysisError:
+            return None
+        return next((r for r in self.runs if r.path.resolve() == ref), None)
 
     @property
     def mine(self):

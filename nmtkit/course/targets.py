@@ -63,7 +63,9 @@ TARGETS = {
     "lab_predict": {"predicted_s": (MEAN, "for the slowest link's run without compression: the baseline run's "
                                           "step (the run whose link costs least) plus the flat ring's bytes per step "
                                           "for N ranks, in bits over the link's bits per "
-                                          "second measured by preflight")},
+                                          "second measured by preflight"),
+                    "compute_s": (MEAN, "the baseline run's step less its own exchange, timed alone right after "
+                                        "training: what a step costs without the link")},
     "lab_fit": {"k": ((0.05, 0.0), "the slope of a straight line through (link time from the ring's bytes and the "
                                    "measured rate, measured step) of the shaped runs"),
                 "intercept_s": ((0.05, 0.01), "the same line's step at zero link time, in seconds"),

@@ -23,12 +23,14 @@ def cells(name: str, keep) -> list[str]:
 
 def lab_cell(c) -> bool:
     r = role(c)
-    return "MY_RUNS = None" in c.source or bool(r and r[1].startswith("lab") and r[2] in ("work", "check"))
+    return ("MY_RUNS = None" in c.source or "nk.variant()" in c.source
+            or bool(r and r[1].startswith("lab") and r[2] in ("work", "check")))
 
 
 def q_cell(c) -> bool:
     r = role(c)
     return ("run, ref = rep.mine, rep.reference" in c.source or "nk.warmup_runs()" in c.source
+            or "nk.variant()" in c.source
             or bool(r and r[1] in SHIPPED and r[2] in ("work", "check")))
 
 
