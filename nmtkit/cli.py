@@ -147,6 +147,24 @@ def cmd_student(args) -> int:
     return 0
 
 
+def cmd_variant(args) -> int:
+    from nmtkit.analysis import variants
+    if args.action == "list":
+        for name in variants.names():
+            meta = variants.info(name)
+            print(f"{name}: reference run {meta['reference']}" + (f", {meta['params']:,} parameters" if "params" in
+                                                                   meta else "") + f"; {meta.get('what', '')}")
+        return 0
+    if args.action in ("expected", "record"):
+        if not INSTRUCTOR_KIT:
+            raise ConfigError(f"nmtkit variant {args.action}: course staff only (the instructor's kit)")
+        from nmtkit.course.instructor import variant_commands
+        return variant_commands.expected() if args.action == "expected" else variant_commands.record(args.rest)
+    from nmtkit.course.variant import variant
+    variant(student_id=args.id, ask=sys.stdin.isatty())
+    return 0
+
+
 def cmd_monitor(args) -> int:
     from nmtkit.monitor import live
     return live(interval=args.interval, out=args.out)
@@ -258,6 +276,18 @@ def build_parser() -> argparse.ArgumentParser:
     if INSTRUCTOR_KIT:  # grading and the release: the instructor's kit only
         from nmtkit.course.instructor.commands import add
         add(sub)
+
+    p = sub.add_parser("variant", help="which shipped runs your graded figures come from, chosen by your student id"
+                                       + ("; course staff: list, expected, record" if INSTRUCTOR_KIT else ""))
+    p.add_argument("action", nargs="?", default="show",
+                   choices=["show", "list", *(["expected", "record"] if INSTRUCTOR_KIT else [])],
+                   help="show (default): your variant; list: every variant installed"
+                        + ("; expected: write the practice variant's expected figures; record: "
+                           + __import__("nmtkit.course.instructor.variant_commands", fromlist=["x"]).RECORD_HELP
+                           if INSTRUCTOR_KIT else ""))
+    p.add_argument("--id", default=None, help="your student id, stored beside your work (asked once otherwise)")
+    p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    p.set_defaults(func=cmd_variant)
 
     p = sub.add_parser("monitor", help="live CPU/GPU/network view in the terminal (nmon-like)")
     p.add_argument("--interval", type=float, default=1.0, help="seconds between samples")

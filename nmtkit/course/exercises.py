@@ -83,6 +83,9 @@ def check(rep, question: str, run=None, **values) -> None:
         why = form_problem(name, values.get(name), tol)
         if why:
             raise ExerciseError(f"✗ {question} {name}: {why}. Revisit: {hint}")
+    from nmtkit.course.expected import practice_check
+    if practice_check(rep, question, run, values):  # the practice variant's runs: right or wrong, and how far
+        return
     print(f"✓ {question}: " + ", ".join(targets) + " have the right form. Whether they are right is for the "
           "grader's checks; before you write your answer, revisit what each one means:\n"
           + "\n".join(f"  {name}: {hint}" for name, (_, hint) in targets.items()))

@@ -180,6 +180,10 @@ def build(out: str | os.PathLike, root: Path = ROOT) -> Path:
         else:
             shutil.copy2(src, dest)
         kept += 1
+    # the practice variant's answers, fresh from its runs: there a student's checks say right or wrong
+    from nmtkit.course.expected import NAME
+    from nmtkit.course.instructor.variant_answers import write_practice_expected
+    write_practice_expected(out / "nmtkit" / "reference" / NAME)
     commit = kit_commit(root)
     atomic_write_text(out / "COMMIT", commit + "\n")  # `make image` labels the students' image with it
     atomic_write_text(out / "RELEASE.md", f"# The student release of nmtkit\n\nMade by the release command from the "

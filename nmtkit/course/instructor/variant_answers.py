@@ -30,3 +30,13 @@ def answers(name: str, o: Options | None = None) -> dict:
     if nic:
         got["lab_nic"] = nic
     return got
+
+
+def write_practice_expected(dest=None):
+    """The practice variant's answers into the file a student's kit carries (nmtkit.course.expected): there its
+    checks say right or wrong. Never a graded variant's."""
+    import time
+
+    from nmtkit.course import expected
+    return expected.write(answers(variants.PRACTICE), time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                          dest or expected.PATH)
