@@ -9,7 +9,6 @@ instructor's decisions on the practice runs (nmtkit.course.instructor.variant_an
 """
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from nmtkit.analysis import variants
@@ -47,17 +46,12 @@ def _on_practice_runs(rep, question: str, run) -> bool:
 
 
 def distance(value, want) -> str:
-    """How far `value` is from `want`, in words: the relative gap with its sign, or "not it" for a name or yes/no."""
+    """How far `value` (of the right form: check() tested that first) is from `want`, in words: the relative gap
+    with its sign, or "not it" for a name or a yes/no."""
     if isinstance(want, (str, bool)) or not isinstance(want, (int, float)):
         return "not it"
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        return "not a number"
-    if not math.isfinite(x):
-        return "not a finite number"
-    gap = (x - want) / abs(want) if want else x - want
-    return f"{gap:+.1%} off" if want else f"{gap:+.3g} off"
+    gap = float(value) - want
+    return f"{gap / abs(want):+.1%} off" if want else f"{gap:+.3g} off"
 
 
 def practice_check(rep, question: str, run, values: dict) -> bool:

@@ -124,16 +124,22 @@ def staged(dest: Path, write) -> Path:
         if total > MAX_BYTES:
             raise RehearsalError(f"{dest.name}: {total:,} B frozen, over the {MAX_BYTES:,} B budget; "
                                  "make a shorter run")
-        old = dest.with_name(f".{dest.name}.old") if dest.exists() else None
-        if old:
-            dest.rename(old)  # an earlier freeze (it has our manifest)
-        stage.rename(dest)
-        if old:
-            shutil.rmtree(old)
+        swap_in(stage, dest)
     finally:
         if stage.exists():
             shutil.rmtree(stage)
     return dest
+
+
+def swap_in(stage: Path, dest: Path) -> None:
+    """Rename the finished `stage` to `dest`; an earlier `dest` (the caller checked it is ours) is moved aside first
+    and removed only once the new one is in place."""
+    old = dest.with_name(f".{dest.name}.old") if dest.exists() else None
+    if old:
+        dest.rename(old)
+    stage.rename(dest)
+    if old:
+        shutil.rmtree(old)
 
 
 def _write(rehearsal_out: Path, dest: Path, report: dict, command: str) -> int:

@@ -37,7 +37,7 @@ from nmtkit.model.memory import params_of
 from tools.rehearsal import ablation
 from tools.rehearsal.lab import STEPS, LabRehearsal, Spec, commit, freeze_all
 from tools.rehearsal.netns import RehearsalError
-from tools.rehearsal.reference import _machine
+from tools.rehearsal.reference import _machine, swap_in
 from tools.rehearsal.run import CODE_ROOT, TINY, Options, rehearse
 
 
@@ -121,12 +121,7 @@ def record(name: str, out: Path, steps: int = STEPS, max_load: float = 0.5, wait
             "what": "a graded variant: the lab's runs and the reference run at this model shape, link rates and NIC "
                     "name, and question 6's short warm-up run; the default warm-up's run is the practice variant's",
             **made, "load_avg_1m_at_start": load0, "seconds": {"lab": round(lab_s), "all": round(time.time() - t0)}})
-        old = dest.with_name(f".{name}.old") if dest.exists() else None
-        if old:
-            dest.rename(old)
-        stage.rename(dest)
-        if old:
-            shutil.rmtree(old)
+        swap_in(stage, dest)
     finally:
         if stage.exists():
             shutil.rmtree(stage)
