@@ -18,6 +18,7 @@ import traceback
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from nmtkit.analysis import variants
 from nmtkit.errors import CourseError
 from nmtkit.files import atomic_write_text
 
@@ -37,12 +38,14 @@ def grade_one(sub: Path, out_dir: Path, only: tuple = (), sandbox=None) -> dict:
     students = out_dir / "students"
     ws = sub / WORKSPACE if (sub / WORKSPACE / "runs").is_dir() else None
     try:
-        results = grade(sub, workspace=ws, only=only, out=students / f"{sub.name}.json", sandbox=sandbox)
-        return {"student": sub.name, "results": results, "error": ""}
+        results = grade(sub, workspace=ws, only=only, out=students / f"{sub.name}.json", sandbox=sandbox,
+                        student=sub.name)
+        return {"student": sub.name, "variant": variants.variant_of(sub.name), "results": results, "error": ""}
     except Exception as e:  # noqa: BLE001  one student's broken hand-in must not stop the class
         log = students / f"{sub.name}.error.log"
         atomic_write_text(log, traceback.format_exc())
-        return {"student": sub.name, "results": [], "error": f"{type(e).__name__}: {' '.join(str(e).split())}"}
+        return {"student": sub.name, "variant": "", "results": [],
+                "error": f"{type(e).__name__}: {' '.join(str(e).split())}"}
 
 
 def table(rows: list[dict]):
@@ -57,7 +60,7 @@ def table(rows: list[dict]):
                     row[c["grade_id"][: -len("-check")]] = c["points"]
                     if c["status"] != "passed":  # why this check scored nothing (or is the grader's)
                         notes.append(f"{c['grade_id'][: -len('-check')]}: {c['message'].split('. Hint')[0]}")
-        row.update(points=sum(nb["points"] for nb in r["results"]),
+        row.update(variant=r.get("variant", ""), points=sum(nb["points"] for nb in r["results"]),
                    max_points=sum(nb["max_points"] for nb in r["results"]),
                    manual=sum(nb["manual"] for nb in r["results"]),
                    graded_in="; ".join(sorted({nb["graded_in"] for nb in r["results"]})),
@@ -69,7 +72,8 @@ def table(rows: list[dict]):
     return frame[checks + list(TAIL)]
 
 
-TAIL = ("points", "max_points", "manual", "graded_in", "stopped", "notes", "error")  # grades.csv's last columns
+# grades.csv's last columns
+TAIL = ("variant", "points", "max_points", "manual", "graded_in", "stopped", "notes", "error")
 
 
 def report(rows: list[dict], frame, out_dir: Path, expected: dict) -> Path:
@@ -99,6 +103,7 @@ def report(rows: list[dict], frame, out_dir: Path, expected: dict) -> Path:
                     messages.setdefault(c["grade_id"][: -len("-check")], []).append(c["message"].split(". Hint")[0])
             for name, v in (nb.get("figures") or {}).items():
                 figures.setdefault(name, []).append(v)
+    lines += variant_lines(rows, graded)
     lines += ["## Per exercise", "", "| exercise | passed | the failures' messages |", "|---|---|---|"]
     for col in [c for c in frame.columns if c not in TAIL]:
         got = graded[col].dropna()
@@ -124,6 +129,18 @@ def report(rows: list[dict], frame, out_dir: Path, expected: dict) -> Path:
         plt.close(fig)
         lines += [f"![{q}](figures/{q}.png)", ""]
     return atomic_write_text(out_dir / "class-report.md", "\n".join(lines) + "\n")
+
+
+def variant_lines(rows: list[dict], graded) -> list[str]:
+    """The report's variants: how many students each has, and the submissions whose figures match another's."""
+    from nmtkit.course.instructor.copies import flags
+    counts = graded["variant"].value_counts()
+    lines = ["## Variants", "", "Each student's variant comes from their id (the submission folder's name), as in "
+             "their notebook: " + ", ".join(f"{v} {n}" for v, n in sorted(counts.items())) + ".", ""]
+    for student, own, other, qs in flags(rows):
+        lines.append(f"- **{student}** ({own}): the figures of {', '.join(qs)} match {other}'s answers and fail "
+                     f"{own}'s: check for copying")
+    return lines + [""]
 
 
 def expected_figures() -> dict:

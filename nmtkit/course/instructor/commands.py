@@ -30,7 +30,7 @@ def cmd_grade(args) -> int:
             print(f"  {student}: {err}")
         return 0 if bad.empty else 1
     results = grade(args.submission, workspace=args.workspace, only=args.only or (), out=args.out,
-                    jobs=args.jobs or os.cpu_count() or 1, sandbox=sandbox)
+                    jobs=args.jobs or os.cpu_count() or 1, sandbox=sandbox, student=args.student)
     print(summary(results))
     return 0 if all(r["points"] == r["max_points"] for r in results) else 1
 
@@ -54,6 +54,8 @@ def add(sub) -> None:
     who.add_argument("--class", dest="class_dir", metavar="DIR",
                      help="a class: one sub-directory per student; --out then names a directory for grades.csv and "
                           "class-report.md")
+    p.add_argument("--student", default=None,
+                   help="the student id of --submission (default: its folder's name): it picks the student's variant")
     p.add_argument("--jobs", type=int, default=None,
                    help="submissions graded at once with --class, else the submission's notebooks (default: the cores)")
     p.add_argument("--workspace", default=None,

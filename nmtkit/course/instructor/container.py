@@ -90,8 +90,11 @@ def ready(sandbox: Sandbox) -> None:
                           f"of this commit and build its image (nmtkit release --out DIR; make -C DIR image)")
 
 
-def execute(nb, workspace: Path, sandbox: Sandbox, name: str = "notebook.ipynb") -> Outcome:
-    """Run the graded notebook `nb` (its check cells record figures) over `workspace`; see the module."""
+def execute(nb, workspace: Path, sandbox: Sandbox, name: str = "notebook.ipynb", student: str | None = None) -> Outcome:
+    """Run the graded notebook `nb` (its check cells record figures) over `workspace`; see the module. `student`:
+    the student id, set as $NMTKIT_STUDENT_ID where the notebook runs, so it reads that student's variant."""
+    from nmtkit.analysis import variants
+    who = {variants.ENV_STUDENT: variants.check_id(student)} if student else {}
     import nbformat
 
     from nmtkit.course.student import kernel_name
@@ -102,8 +105,8 @@ def execute(nb, workspace: Path, sandbox: Sandbox, name: str = "notebook.ipynb")
         args = ["--time", str(sandbox.seconds), "--output-bytes", str(sandbox.output_bytes)]
         kit = str(Path(nmtkit.__file__).resolve().parent)
         if sandbox.trusted:
-            env = {**os.environ, "NMTKIT_WORKDIR": str(workspace), DIR_ENV: str(work / "figures"),
-                   "TMPDIR": str(work)}
+            env = {**{k: v for k, v in os.environ.items() if not (who and k == variants.ENV_VARIANT)},
+                   "NMTKIT_WORKDIR": str(workspace), DIR_ENV: str(work / "figures"), "TMPDIR": str(work), **who}
             cmd = [sys.executable, "-m", "nmtkit.course.sandbox", str(work / "in" / name), *args,
                    "--kernel", kernel_name(nb)]
             roots = {str(Path(workspace).resolve()): workspace, kit: kit}
@@ -124,6 +127,7 @@ def execute(nb, workspace: Path, sandbox: Sandbox, name: str = "notebook.ipynb")
                    "-e", "HOME=/tmp/home", "-e", "TMPDIR=/tmp", "-e", "MPLCONFIGDIR=/tmp/home/.mpl",
                    "-e", f"{DIR_ENV}=/tmp/figures", "-e", f"NMTKIT_WORKDIR={WS_IN_IMAGE}",
                    "-e", f"NMTKIT_PROFILE={os.environ.get('NMTKIT_PROFILE', 'tiny')}",
+                   *[a for k, v in who.items() for a in ("-e", f"{k}={v}")],
                    "-v", f"{work / 'in'}:{IN_DIR}:ro", "-v", f"{stage}:{WS_IN_IMAGE}:ro",
                    "--entrypoint", "python", sandbox.image, "-m", "nmtkit.course.sandbox", f"{IN_DIR}/{name}",
                    *args, "--scratch", "/tmp", "--kernel", "nmtkit", "--workspace-from", WS_IN_IMAGE]

@@ -29,6 +29,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from nmtkit.analysis import variants
 from nmtkit.course.instructor import scoring
 from nmtkit.course.instructor.container import Sandbox, execute, ready
 from nmtkit.course.student import (
@@ -40,7 +41,7 @@ from nmtkit.course.student import (
     is_instructor,
     read_notebook,
 )
-from nmtkit.errors import CourseError
+from nmtkit.errors import AnalysisError, CourseError
 from nmtkit.files import atomic_write_json, atomic_write_text
 
 SKIP_TAG = "grade-skip"
@@ -156,12 +157,12 @@ def seed_data(ws: Path) -> Path:
 
 
 def grade_notebook(path: Path, instructor_path: Path, workspace: Path, sandbox: Sandbox,
-                   keep: Path | None = None) -> dict:
+                   keep: Path | None = None, student: str | None = None) -> dict:
     """Assemble, run (sandboxed, or trusted) and score one notebook of a submission; the executed notebook is kept
     in `keep` if given."""
     from nmtkit.course.figures import Decoder
     nb, calls = assemble(read_notebook(path), read_notebook(instructor_path), path.name)
-    ran = execute(nb, workspace, sandbox, path.name)
+    ran = execute(nb, workspace, sandbox, path.name, student)
     cells = score(nb, calls, ran.figures, Decoder(ran.roots), ran.stopped)
     auto = [c for c in cells if c["points"] is not None]
     figures = {k: v for c in cells for k, v in c.pop("figures", {}).items()}
@@ -169,7 +170,8 @@ def grade_notebook(path: Path, instructor_path: Path, workspace: Path, sandbox: 
            "points": sum(c["points"] for c in auto), "max_points": sum(c["max_points"] for c in auto),
            "manual": sum(1 for c in cells if c["status"] == "manual"), "figures": figures,
            "graded_in": "this kit (trusted)" if sandbox.trusted else f"sandbox {sandbox.image}",
-           "stopped": ran.stopped or ""}
+           "stopped": ran.stopped or "", "student": student or "",
+           "variant": variants.variant_of(student) if student else variants.active()}
     if keep is not None and ran.notebook is not None:
         keep.mkdir(parents=True, exist_ok=True)
         # as it came back (the notebook's claim, not validated): for the instructor to read
@@ -179,13 +181,20 @@ def grade_notebook(path: Path, instructor_path: Path, workspace: Path, sandbox: 
 
 def grade(submission: str | os.PathLike, workspace=None, only=(), out: str | os.PathLike | None = None,
           instructor_dir: str | os.PathLike = NOTEBOOKS_DIR, jobs: int = 1,
-          sandbox: Sandbox | None = None) -> list[dict]:
+          sandbox: Sandbox | None = None, student: str | None = None) -> list[dict]:
     """Grade every notebook of `submission` (or those whose NN is in `only`), `jobs` notebooks at once (each in its
-    own sandbox); write `out` (JSON) if given, and the executed notebooks beside it (<out's stem>-executed/)."""
+    own sandbox), as student `student` (default: the submission folder's name), whose variant the notebooks read;
+    write `out` (JSON) if given, and the executed notebooks beside it (<out's stem>-executed/)."""
     sandbox = sandbox or Sandbox()
     submission, instructor_dir = Path(submission), Path(instructor_dir)
     if not submission.is_dir():
         raise CourseError(f"{submission}: not a directory; pass the directory that holds the student's NN_*.ipynb")
+    student = student or submission.resolve().name
+    try:
+        variants.check_id(student)
+    except AnalysisError:
+        raise CourseError(f"{submission}: {student!r} is no student id (letters, digits and . _ @ + -); name the "
+                          f"folder by the student's id, or give --student ID") from None
     paths = sorted(p for p in submission.glob("[0-9][0-9]_*.ipynb") if not only or p.name[:2] in only)
     if not paths:
         raise CourseError(f"{submission}: no notebooks NN_name.ipynb" + (f" numbered {', '.join(only)}" if only
@@ -200,7 +209,7 @@ def grade(submission: str | os.PathLike, workspace=None, only=(), out: str | os.
     try:
         keep = Path(out).with_name(Path(out).stem + "-executed") if out is not None else None
         def one(p):
-            return grade_notebook(p, instructor_dir / p.name, ws, sandbox, keep)
+            return grade_notebook(p, instructor_dir / p.name, ws, sandbox, keep, student)
         if jobs > 1 and len(paths) > 1:
             from concurrent.futures import ThreadPoolExecutor  # each notebook runs in its own process: threads wait
             with ThreadPoolExecutor(max_workers=min(jobs, len(paths))) as pool:
@@ -217,7 +226,8 @@ def grade(submission: str | os.PathLike, workspace=None, only=(), out: str | os.
 
 def summary(results: list[dict]) -> str:
     """The grades as text: one line per notebook, then every check that failed with its message."""
-    lines = []
+    lines = [f"student {results[0]['student']}: variant {results[0]['variant']}"] if results and \
+        results[0].get("student") else []
     for r in results:
         lines.append(f"{r['notebook']}: {r['points']:g}/{r['max_points']:g} points from checks, {r['manual']} "
                      f"to grade by hand, {r['seconds']:.0f} s in {r['graded_in']}"
