@@ -56,7 +56,7 @@ def test_the_sources_in_order_env_variant_then_grader_then_hub_then_stored(clean
     assert variants.active() == variants.variant_of("stored-id") and variants.stored_id() == "stored-id"
     monkeypatch.setenv(variants.HUB_USER, "hub-user")
     assert variants.active() == variants.variant_of("hub-user")
-    monkeypatch.setenv(variants.ENV_STUDENT, "graded-id")  # nmtkit grade's sandbox: the submission's id wins
+    monkeypatch.setenv(variants.ENV_STUDENT, "graded-id")  # the grader's sandbox: the submission's id wins
     assert variants.active() == variants.variant_of("graded-id")
     monkeypatch.setenv(variants.ENV_VARIANT, variants.graded()[-1])
     assert variants.active() == variants.graded()[-1]
