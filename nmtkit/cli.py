@@ -225,6 +225,21 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message}; {hint}`{self.prog} --help` lists the options\n")
 
 
+def add_variant(sub) -> None:
+    """`nmtkit variant`: the student's (show, --id, list) and, in the instructor's kit, expected and record."""
+    p = sub.add_parser("variant", help="which shipped runs your graded figures come from, chosen by your student id"
+                                       + ("; course staff: list, expected, record" if INSTRUCTOR_KIT else ""))
+    p.add_argument("action", nargs="?", default="show",
+                   choices=["show", "list", *(["expected", "record"] if INSTRUCTOR_KIT else [])],
+                   help="show (default): your variant; list: every variant installed"
+                        + ("; expected: write the practice variant's expected figures; record: "
+                           + __import__("nmtkit.course.instructor.variant_commands", fromlist=["x"]).RECORD_HELP
+                           if INSTRUCTOR_KIT else ""))
+    p.add_argument("--id", default=None, help="your student id, stored beside your work (asked once otherwise)")
+    p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    p.set_defaults(func=cmd_variant)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="nmtkit", description=__doc__.split("\n")[0])
     parser.add_argument("--version", action="version", version=f"nmtkit {nmtkit.__version__}")
@@ -277,17 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
         from nmtkit.course.instructor.commands import add
         add(sub)
 
-    p = sub.add_parser("variant", help="which shipped runs your graded figures come from, chosen by your student id"
-                                       + ("; course staff: list, expected, record" if INSTRUCTOR_KIT else ""))
-    p.add_argument("action", nargs="?", default="show",
-                   choices=["show", "list", *(["expected", "record"] if INSTRUCTOR_KIT else [])],
-                   help="show (default): your variant; list: every variant installed"
-                        + ("; expected: write the practice variant's expected figures; record: "
-                           + __import__("nmtkit.course.instructor.variant_commands", fromlist=["x"]).RECORD_HELP
-                           if INSTRUCTOR_KIT else ""))
-    p.add_argument("--id", default=None, help="your student id, stored beside your work (asked once otherwise)")
-    p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-    p.set_defaults(func=cmd_variant)
+    add_variant(sub)
 
     p = sub.add_parser("monitor", help="live CPU/GPU/network view in the terminal (nmon-like)")
     p.add_argument("--interval", type=float, default=1.0, help="seconds between samples")

@@ -16,4 +16,7 @@ whether it is here):
     linkverdict.py notebook 03's link verdict: nk.link_table's frame in words
     rubric.py     per question, what a full answer holds
     release.py    `nmtkit release`: the student release, without this folder
+    variant_answers.py each variant's answers from its own runs; the practice variant's expected figures
+    copies.py     the class report's flag: figures that pass another variant's checks and fail their own
+    variant_commands.py `nmtkit variant expected` and `nmtkit variant record`
 """
