@@ -135,8 +135,9 @@ def test_two_analyses_are_identical(answers):
 
 
 def test_missing_reference_is_a_kit_error(monkeypatch, tmp_path):
-    from nmtkit.analysis import reference
-    monkeypatch.setattr(reference, "default_dir", lambda name=reference.NAME: tmp_path / name)
+    from nmtkit.analysis import reference, variants
+    monkeypatch.setattr(variants, "ROOT", tmp_path)  # an install without its package data: no variant, no runs
+    monkeypatch.delenv(variants.ENV_VARIANT, raising=False)
     with pytest.raises(AnalysisError, match="not installed") as e:
         reference.reference_run()
     assert isinstance(e.value, NmtkitError)
