@@ -105,3 +105,30 @@ def test_oauth_loads_with_a_fake_client_id(tmp_path, auth, cls):
                        text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.split() == [cls, "fake-client-id", "https://hub.example/hub/oauth_callback", "['instructor']"]
+
+
+ROSTER = ROOT / "hub" / "roster.py"
+
+
+@pytest.mark.skipif(not HUB_PY.exists(), reason="the hub's venv is absent: `make hub` makes it, or "
+                    "`python3 -m venv hub/.venv && hub/.venv/bin/pip install -r hub/requirements.txt`")
+def test_roster_makes_accounts_boxes_and_passwords_once(tmp_path):
+    state = tmp_path / "state"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NMTKIT_HUB_")}
+    env["NMTKIT_HUB_STATE"] = str(state)
+    roster = tmp_path / "roster.csv"
+    roster.write_text("username,email\nalice,a@uni.example\nbob,\n")
+    run = [str(HUB_PY), str(ROSTER), str(roster)]
+    r = subprocess.run(run, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "2 students, 2 new accounts" in r.stdout
+    passwords = state / "initial-passwords.csv"
+    assert stat.S_IMODE(passwords.stat().st_mode) == 0o600
+    assert [line.split(",")[0] for line in passwords.read_text().splitlines()] == ["alice", "bob"]
+    assert (state / "allowed_users").read_text().split() == ["alice", "bob"]
+    assert (state / "exchange" / "nmtkit" / "inbound" / "bob").is_dir()
+    r = subprocess.run(run, env=env, capture_output=True, text=True, timeout=120)
+    assert "2 students, 0 new accounts" in r.stdout and len(passwords.read_text().splitlines()) == 2
+    roster.write_text("username\nalice\nAlice Smith\n")
+    r = subprocess.run(run, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and r.stderr.strip().splitlines()[-1].startswith(f"{roster}:3: username 'Alice Smith'")
