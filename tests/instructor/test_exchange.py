@@ -58,3 +58,22 @@ def test_two_assignments_need_a_name(tmp_path):
 def test_no_inbound_is_one_clear_line(tmp_path):
     with pytest.raises(CourseError, match="no inbound boxes"):
         exchange.collect(tmp_path, tmp_path / "course", "course")
+
+
+def test_feedback_lands_where_nbgraders_fetch_feedback_finds_it_in_the_students_own_box(tmp_path):
+    notebook_hash = pytest.importorskip("nbgrader.utils", reason="nbgrader is absent: pip install nbgrader==0.9.6"
+                                        ).notebook_hash
+    sub = tmp_path / "course" / "submitted" / "alice" / "course"
+    sub.mkdir(parents=True)
+    (sub / "submission_secret.txt").write_text("s3cret")
+    results = [{"notebook": "01_intro.ipynb", "points": 1, "max_points": 2, "cells": [
+        {"grade_id": "q1-check", "points": 1, "status": "passed", "message": ""},
+        {"grade_id": "q2-check", "points": 0, "status": "failed", "message": "MFU <off by 2x>"}]}]
+    ex = tmp_path / "exchange" / "nmtkit"
+    [written] = exchange.return_feedback(tmp_path / "course", ex, "alice", "course", results)
+    assert written == ex / "feedback" / "alice" / f"{notebook_hash(secret='s3cret', notebook_id='01_intro')}.html"
+    text = written.read_text()
+    assert "01_intro.ipynb: 1 / 2" in text and "MFU &lt;off by 2x&gt;" in text
+    assert not (ex / "feedback" / "bob").exists()
+    with pytest.raises(CourseError, match="submission_secret.txt: missing"):
+        exchange.return_feedback(tmp_path / "course", ex, "bob", "course", results)

@@ -11,6 +11,8 @@ nbgrader's collected layout, what `nbgrader collect` makes and `--class` reads:
 """
 from __future__ import annotations
 
+import hashlib
+import html
 import shutil
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -112,3 +114,31 @@ def class_view(class_dir: Path, out_dir: Path, assignment: str | None = None) ->
         if (s / assignment).is_dir():
             (view / s.name).symlink_to((s / assignment).resolve(), target_is_directory=True)
     return view
+
+
+def feedback_html(notebook: dict) -> str:
+    """One notebook's feedback: this student's own points and message per check, nothing of anyone else's."""
+    rows = "".join(
+        f"<tr><td>{html.escape(c['grade_id'])}</td><td>{c['points']}</td><td>{html.escape(c['status'])}</td>"
+        f"<td>{html.escape(c.get('message') or '')}</td></tr>" for c in notebook["cells"])
+    return (f"<html><body><h1>{html.escape(notebook['notebook'])}: {notebook['points']} / {notebook['max_points']}"
+            f"</h1><table><tr><th>check</th><th>points</th><th>status</th><th>message</th></tr>{rows}</table>"
+            "</body></html>\n")
+
+
+def return_feedback(course_dir: Path, exchange_course: Path, student: str, assignment: str,
+                    results: list[dict]) -> list[Path]:
+    """The kit's feedback where nbgrader's `fetch_feedback` looks for it, in this student's own feedback box:
+    `feedback/<student>/<md5(submission secret + notebook id)>.html` (nbgrader 0.9's naming), one per notebook."""
+    secret_file = Path(course_dir) / SUBMITTED / student / assignment / "submission_secret.txt"
+    if not secret_file.exists():
+        raise CourseError(f"{secret_file}: missing; feedback needs the submission nbgrader's `submit` made "
+                          "(collect it with exchange.collect)")
+    secret = secret_file.read_text()
+    box = Path(exchange_course) / "feedback" / student
+    written = []
+    for nb in results:
+        notebook_id = Path(nb["notebook"]).stem
+        name = hashlib.md5((secret + notebook_id).encode()).hexdigest()
+        written.append(atomic_write_text(box / f"{name}.html", feedback_html(nb)))
+    return written
