@@ -29,7 +29,7 @@ UNIT_WORKERS ?= 3
 # the venv's tools (tensorboard, ipengine, jupyter) for kernels and engines, without activating it
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: setup demo test test-all unit notebooks lab trust student doctor bench clean rehearsal gpu-check image image-save
+.PHONY: setup demo test test-all unit notebooks lab trust student doctor bench clean rehearsal gpu-check image image-save hub hub-roster
 
 # Records a non-default env for the next make (atomically: temp file + rename); the default .venv clears the record.
 setup:
@@ -126,3 +126,12 @@ image-save:
 
 clean:
 	rm -rf notebooks/workspace runs .pytest_cache student
+
+# The class's JupyterHub (docs/hub.md): its own venv and proxy in hub/, then the hub in the foreground at the printed
+# address (needs Docker and the students' image, `make image`)
+hub:
+	DOCKER=$(DOCKER) bash hub/start.sh
+
+# The class's accounts from a CSV (username[,email]): `make hub-roster ROSTER=roster.csv` (hub/roster.py)
+hub-roster:
+	hub/.venv/bin/python hub/roster.py '$(ROSTER)'

@@ -19,6 +19,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from nmtkit.analysis import variants
+from nmtkit.course.instructor import exchange
 from nmtkit.errors import CourseError
 from nmtkit.files import atomic_write_text
 
@@ -159,7 +160,8 @@ def grade_class(class_dir, out_dir, jobs: int | None = None, only=(), sandbox=No
     from nmtkit.course.instructor.container import Sandbox, ready
     from nmtkit.files import atomic_write_bytes
     sandbox = sandbox or Sandbox()
-    subs, out_dir = submissions(Path(class_dir)), Path(out_dir)
+    # nbgrader's collected layout (submitted/<student>/<assignment>/) is read as a view of one folder per student
+    subs, out_dir = submissions(exchange.class_view(Path(class_dir), out_dir)), Path(out_dir)
     ready(sandbox)  # once, before any student: no Docker or a stale image is one line, not a column of errors
     (out_dir / "students").mkdir(parents=True, exist_ok=True)
     jobs = max(1, jobs or os.cpu_count() or 1)

@@ -1,0 +1,144 @@
+"""The hub's exchange on the instructor's side (docs/hub.md): collecting each student's own inbound box into
+nbgrader's collected layout, and `nmtkit grade --class` reading that layout directly.
+
+The hub mounts into each student's container only their own box, `<exchange>/<course>/inbound/<user>/`, where
+nbgrader's `submit` writes `<student>+<assignment>+<timestamp>+<random>/`. The student id in that name comes from the
+student's environment, which they control; the box's owner does not. So a submission counts only for the owner of
+the box it is in, and one whose name claims another student is refused (reported, never credited to anyone).
+
+nbgrader's collected layout, what `nbgrader collect` makes and `--class` reads:
+    <course>/submitted/<student>/<assignment>/<notebooks>, timestamp.txt
+"""
+from __future__ import annotations
+
+import hashlib
+import html
+import shutil
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from nmtkit.errors import CourseError
+from nmtkit.files import atomic_write_text
+
+SUBMITTED = "submitted"
+TIMESTAMP = "timestamp.txt"  # nbgrader's: when the student submitted, in their submission's folder
+STAMP_FORMAT = "%Y-%m-%d %H:%M:%S.%f %Z"  # nbgrader's timestamp.txt format
+
+
+@dataclass(frozen=True)
+class Collected:
+    student: str
+    assignment: str
+    submitted_at: datetime
+    late: bool
+
+
+@dataclass(frozen=True)
+class Refused:
+    box: str  # whose box it was found in
+    name: str  # the submission's folder name
+    why: str
+
+
+def _parse(name: str) -> tuple[str, str, datetime] | None:
+    """nbgrader's inbound name `<student>+<assignment>+<timestamp>+<random>`; None if it is not one."""
+    parts = name.split("+")
+    if len(parts) != 4:
+        return None
+    try:
+        stamp = datetime.strptime(parts[2].strip(), STAMP_FORMAT.replace(" %Z", "")).replace(tzinfo=timezone.utc)
+    except ValueError:
+        try:
+            stamp = datetime.strptime(parts[2].strip(), STAMP_FORMAT).replace(tzinfo=timezone.utc)
+        except ValueError:
+            return None
+    return parts[0], parts[1], stamp
+
+
+def collect(exchange_course: Path, course_dir: Path, assignment: str,
+            due: datetime | None = None) -> tuple[list[Collected], list[Refused]]:
+    """Each box's latest submission of `assignment`, copied to `course_dir/submitted/<box owner>/<assignment>/`
+    (replacing an earlier collection of it: the kit made that copy); a submission after `due` is marked late."""
+    inbound = Path(exchange_course) / "inbound"
+    if not inbound.is_dir():
+        raise CourseError(f"{inbound}: no inbound boxes; is {exchange_course} the hub's exchange/<course> directory?")
+    got, refused = [], []
+    for box in sorted(p for p in inbound.iterdir() if p.is_dir()):
+        latest = None
+        for sub in sorted(p for p in box.iterdir() if p.is_dir()):
+            parsed = _parse(sub.name)
+            if parsed is None:
+                refused.append(Refused(box.name, sub.name, "not an nbgrader submission name"))
+            elif parsed[0] != box.name:
+                refused.append(Refused(box.name, sub.name, f"claims to be {parsed[0]!r} but is in {box.name!r}'s box"))
+            elif parsed[1] == assignment and (latest is None or parsed[2] > latest[1]):
+                latest = (sub, parsed[2])
+        if latest is None:
+            continue
+        sub, stamp = latest
+        target = Path(course_dir) / SUBMITTED / box.name / assignment
+        tmp = target.with_name(f".{assignment}.collecting")
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(sub, tmp, symlinks=True)  # a link stays a link: nothing outside the box is read
+        atomic_write_text(tmp / TIMESTAMP, stamp.strftime(STAMP_FORMAT))
+        if target.exists():
+            shutil.rmtree(target)
+        tmp.rename(target)
+        got.append(Collected(box.name, assignment, stamp, due is not None and stamp > due))
+    return got, refused
+
+
+def is_collected_layout(class_dir: Path) -> bool:
+    return (Path(class_dir) / SUBMITTED).is_dir()
+
+
+def class_view(class_dir: Path, out_dir: Path, assignment: str | None = None) -> Path:
+    """The directory `--class` grades: `class_dir` itself, or for nbgrader's collected layout a view in `out_dir`
+    with one link per student, `<student>` -> `submitted/<student>/<assignment>` (the folder's name is the student)."""
+    class_dir = Path(class_dir)
+    if not is_collected_layout(class_dir):
+        return class_dir
+    students = sorted(p for p in (class_dir / SUBMITTED).iterdir() if p.is_dir() and not p.name.startswith("."))
+    if assignment is None:
+        found = {a.name for s in students for a in s.iterdir() if a.is_dir()}
+        if len(found) != 1:
+            raise CourseError(f"{class_dir / SUBMITTED}: {len(found)} assignments ({', '.join(sorted(found))}); "
+                              "name the one to grade")
+        assignment = found.pop()
+    view = Path(out_dir) / ".submissions" / assignment
+    if view.exists():
+        shutil.rmtree(view)  # only links the kit made in its own output
+    view.mkdir(parents=True)
+    for s in students:
+        if (s / assignment).is_dir():
+            (view / s.name).symlink_to((s / assignment).resolve(), target_is_directory=True)
+    return view
+
+
+def feedback_html(notebook: dict) -> str:
+    """One notebook's feedback: this student's own points and message per check, nothing of anyone else's."""
+    rows = "".join(
+        f"<tr><td>{html.escape(c['grade_id'])}</td><td>{c['points']}</td><td>{html.escape(c['status'])}</td>"
+        f"<td>{html.escape(c.get('message') or '')}</td></tr>" for c in notebook["cells"])
+    return (f"<html><body><h1>{html.escape(notebook['notebook'])}: {notebook['points']} / {notebook['max_points']}"
+            f"</h1><table><tr><th>check</th><th>points</th><th>status</th><th>message</th></tr>{rows}</table>"
+            "</body></html>\n")
+
+
+def return_feedback(course_dir: Path, exchange_course: Path, student: str, assignment: str,
+                    results: list[dict]) -> list[Path]:
+    """The kit's feedback where nbgrader's `fetch_feedback` looks for it, in this student's own feedback box:
+    `feedback/<student>/<md5(submission secret + notebook id)>.html` (nbgrader 0.9's naming), one per notebook."""
+    secret_file = Path(course_dir) / SUBMITTED / student / assignment / "submission_secret.txt"
+    if not secret_file.exists():
+        raise CourseError(f"{secret_file}: missing; feedback needs the submission nbgrader's `submit` made "
+                          "(collect it with exchange.collect)")
+    secret = secret_file.read_text()
+    box = Path(exchange_course) / "feedback" / student
+    written = []
+    for nb in results:
+        notebook_id = Path(nb["notebook"]).stem
+        name = hashlib.md5((secret + notebook_id).encode()).hexdigest()
+        written.append(atomic_write_text(box / f"{name}.html", feedback_html(nb)))
+    return written
