@@ -39,7 +39,9 @@ INSTRUCTOR_MODULES = ("decisions", "hidden", "judgments", "verdicts", "rubric", 
 # the fields of a reference run's manifest that hold the rehearsal's checks and derived figures (the ring model's
 # bytes, their ratio to the counted bytes: question 5's answer).
 LEFT_OUT = ("nmtkit/course/instructor/", "tests/instructor/", "docs/instructors.md", "docs/rehearsal.md", "tools/",
-            "docs/students-readme.md", "docs/terminal-lab.md", "tests/heavy/test_sandbox_grade.py")
+            "docs/students-readme.md", "docs/terminal-lab.md", "tests/heavy/test_sandbox_grade.py",
+            # the class's hub: the instructor's to run (its config, roster, exchange; its tests and their schema)
+            "hub/", "docs/hub.md", "tests/test_hub_config.py", "tests/test_hub_z2jh.py", "tests/data/")
 MANIFEST_DROPS = ("checks", "bytes_per_step_by_counters")
 # what a shipped reference run's own files lose: its MFU, question 4's graded figure (the steps it was taken over and
 # the peak stay: they are the question's inputs). Every other file of a run ships as the run wrote it.
