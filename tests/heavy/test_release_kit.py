@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 VENV = Path(sys.executable).parents[1]
 pytestmark = pytest.mark.skipif(not INSTRUCTOR_KIT, reason="a release is made from the instructor's kit only")
 # every command the README names, and the test below that runs it (a new one fails here until it is tested)
-TESTED = {"make demo", "make setup", "make lab", "make test", "make doctor", "nmtkit course"}
+TESTED = {"make demo", "make setup", "make lab", "make test", "make doctor", "nmtkit course", "nmtkit variant"}
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +91,26 @@ def test_with_the_solutions_put_in_every_notebook_runs_green(rel, tmp_path):
 def test_make_test_is_green(rel):
     out = make(rel, "test", timeout=3000)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+
+
+def test_nmtkit_variant_stores_the_id_and_says_which_in_the_release(rel, tmp_path):
+    """The students' README's `nmtkit variant --id ID`: the release's CLI (no course staff's actions) stores the id
+    beside the work and names the variant; `list` names every variant shipped."""
+    env = {**_env(rel), "NMTKIT_WORKDIR": str(tmp_path)}
+    env.pop("NMTKIT_VARIANT", None)
+    env.pop("NMTKIT_STUDENT_ID", None)
+
+    def nmtkit(*args):
+        return subprocess.run([sys.executable, "-m", "nmtkit.cli", "variant", *args], cwd=rel, env=env,
+                              capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    out = nmtkit("--id", "s0042")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert re.search(r"variant variant-\d+ \(graded", out.stdout) and "'s0042'" in out.stdout, out.stdout
+    assert (tmp_path / ".nmtkit-student-id").read_text().strip() == "s0042"
+    listed = nmtkit("list")
+    assert listed.returncode == 0 and "practice:" in listed.stdout and "variant-8:" in listed.stdout, listed.stdout
+    staff = nmtkit("expected")  # the instructor's action: not in a student's CLI
+    assert staff.returncode == 2 and "invalid choice" in staff.stderr
 
 
 def test_make_doctor_passes(rel):
