@@ -49,6 +49,8 @@ if _chp.exists():
 c.JupyterHub.ip = os.environ.get("NMTKIT_HUB_IP", "127.0.0.1")
 c.JupyterHub.port = int(os.environ.get("NMTKIT_HUB_PORT", "8000"))
 c.JupyterHub.hub_ip = os.environ.get("NMTKIT_HUB_API_IP", "127.0.0.1")
+# the proxy's own API (the hub talks to it there): loopback, on a port of the host's choosing if 8001 is taken
+c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{os.environ.get('NMTKIT_HUB_PROXY_API_PORT', '8001')}"
 if os.environ.get("NMTKIT_HUB_SSL_CERT"):
     c.JupyterHub.ssl_cert = os.environ["NMTKIT_HUB_SSL_CERT"]
     c.JupyterHub.ssl_key = os.environ["NMTKIT_HUB_SSL_KEY"]
@@ -59,6 +61,9 @@ if AUTH == "native":
     c.JupyterHub.authenticator_class = "nativeauthenticator.NativeAuthenticator"
     c.NativeAuthenticator.open_signup = False
     c.NativeAuthenticator.enable_signup = False  # accounts come from `nmtkit hub-roster` only
+    # only the roster makes accounts (sign-up is off), so whoever can log in is on it; JupyterHub 5 lets nobody in
+    # by default, and a list read at start would miss students the roster adds to a running hub
+    c.Authenticator.allow_all = True
 elif AUTH == "github":
     c.JupyterHub.authenticator_class = "github"
 elif AUTH == "oidc":
@@ -88,6 +93,11 @@ c.DockerSpawner.cpu_limit = float(os.environ.get("NMTKIT_HUB_CPUS", "2"))
 c.DockerSpawner.mem_limit = os.environ.get("NMTKIT_HUB_MEM", "4G")  # the course peaks at 3.2-3.6 GiB
 c.DockerSpawner.notebook_dir = "/home/jovyan/work"
 c.DockerSpawner.cmd = ["jupyterhub-singleuser"]
+# extra options for each single-user server (the tests: `--LabApp.expose_app_in_browser=True` to drive JupyterLab)
+c.Spawner.args = os.environ.get("NMTKIT_HUB_SERVER_ARGS", "").split()
+# a stopped or killed server is started again when its student comes back: the hub's "not running" page launches it
+# after 2 s without a click (the work is in the volume)
+c.JupyterHub.implicit_spawn_seconds = 2
 # start as root so docker/start.sh gives jovyan this student's uid, then drops to it (docker-stacks' NB_UID)
 c.DockerSpawner.extra_create_kwargs = {"user": "root", "labels": {"nmtkit.hub": COURSE}}
 c.DockerSpawner.environment = {

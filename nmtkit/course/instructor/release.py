@@ -41,7 +41,8 @@ INSTRUCTOR_MODULES = ("decisions", "hidden", "judgments", "verdicts", "rubric", 
 LEFT_OUT = ("nmtkit/course/instructor/", "tests/instructor/", "docs/instructors.md", "docs/rehearsal.md", "tools/",
             "docs/students-readme.md", "docs/terminal-lab.md", "tests/heavy/test_sandbox_grade.py",
             # the class's hub: the instructor's to run (its config, roster, exchange; its tests and their schema)
-            "hub/", "docs/hub.md", "tests/test_hub_config.py", "tests/test_hub_z2jh.py", "tests/data/")
+            "hub/", "docs/hub.md", "tests/test_hub_config.py", "tests/test_hub_z2jh.py", "tests/data/",
+            "tests/heavy/test_hub.py", "tests/heavy/hubtools.py")
 MANIFEST_DROPS = ("checks", "bytes_per_step_by_counters")
 # what a shipped reference run's own files lose: its MFU, question 4's graded figure (the steps it was taken over and
 # the peak stay: they are the question's inputs). Every other file of a run ships as the run wrote it.
