@@ -21,7 +21,7 @@ from pathlib import Path
 from nmtkit.analysis import variants
 from nmtkit.course.instructor import exchange
 from nmtkit.errors import CourseError
-from nmtkit.files import atomic_write_text
+from nmtkit.files import atomic_write_text, read_json
 
 WORKSPACE = "workspace"  # a student's handed-in workspace, inside their submission
 
@@ -33,13 +33,23 @@ def submissions(class_dir: Path) -> list[Path]:
     return subs
 
 
+def results_file(out_dir: Path, student: str) -> Path:
+    """Where a student's grades go (the list of their notebooks' results), read back for their feedback."""
+    return Path(out_dir) / "students" / f"{student}.json"
+
+
+def results_of(out_dir: Path, student: str) -> list[dict]:
+    return read_json(results_file(out_dir, student), CourseError,
+                     hint=f"grade the class first: nmtkit grade --class DIR --out {out_dir}")
+
+
 def grade_one(sub: Path, out_dir: Path, only: tuple = (), sandbox=None) -> dict:
     """One student's grades, or the one line that says why there are none (the traceback goes to a log)."""
     from nmtkit.course.instructor.grade import grade
     students = out_dir / "students"
     ws = sub / WORKSPACE if (sub / WORKSPACE / "runs").is_dir() else None
     try:
-        results = grade(sub, workspace=ws, only=only, out=students / f"{sub.name}.json", sandbox=sandbox,
+        results = grade(sub, workspace=ws, only=only, out=results_file(out_dir, sub.name), sandbox=sandbox,
                         student=sub.name)
         return {"student": sub.name, "variant": variants.variant_of(sub.name), "results": results, "error": ""}
     except Exception as e:  # noqa: BLE001  one student's broken hand-in must not stop the class

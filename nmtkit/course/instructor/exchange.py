@@ -8,22 +8,31 @@ the box it is in, and one whose name claims another student is refused (reported
 
 nbgrader's collected layout, what `nbgrader collect` makes and `--class` reads:
     <course>/submitted/<student>/<assignment>/<notebooks>, timestamp.txt
+
+Releasing (`release`) lays an assignment out as nbgrader's `release_assignment` does, `outbound/<assignment>/`
+(directories 0755, files 0644: students read it as other uids through a read-only mount), and records it beside,
+in `outbound/.<assignment>.nmtkit.json` (the kit's marker and the due date; this module writes and reads it).
 """
 from __future__ import annotations
 
 import hashlib
 import html
+import os
+import re
 import shutil
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from nmtkit.errors import CourseError
-from nmtkit.files import atomic_write_text
+from nmtkit.files import atomic_write_json, atomic_write_text, read_json
 
 SUBMITTED = "submitted"
 TIMESTAMP = "timestamp.txt"  # nbgrader's: when the student submitted, in their submission's folder
 STAMP_FORMAT = "%Y-%m-%d %H:%M:%S.%f %Z"  # nbgrader's timestamp.txt format
+RECORD = ".{}.nmtkit.json"  # beside outbound/<assignment>; a dotfile, which nbgrader's `list` (glob *) never shows
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # an assignment's
+DUE_FORMATS = ("%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d")
 
 
 @dataclass(frozen=True)
@@ -104,7 +113,8 @@ def class_view(class_dir: Path, out_dir: Path, assignment: str | None = None) ->
         found = {a.name for s in students for a in s.iterdir() if a.is_dir()}
         if len(found) != 1:
             raise CourseError(f"{class_dir / SUBMITTED}: {len(found)} assignments ({', '.join(sorted(found))}); "
-                              "name the one to grade")
+                              "name the one to grade: collect each assignment into a course directory of its own "
+                              "(nmtkit hub collect --course-dir) and grade that")
         assignment = found.pop()
     view = Path(out_dir) / ".submissions" / assignment
     if view.exists():
@@ -142,3 +152,79 @@ def return_feedback(course_dir: Path, exchange_course: Path, student: str, assig
         name = hashlib.md5((secret + notebook_id).encode()).hexdigest()
         written.append(atomic_write_text(box / f"{name}.html", feedback_html(nb)))
     return written
+
+
+def parse_due(text: str) -> datetime:
+    """A due date as the instructor writes it, "2026-12-05 23:59" (UTC unless it carries an offset, ISO 8601)."""
+    for fmt in DUE_FORMATS:
+        try:
+            return datetime.strptime(text.strip(), fmt).replace(tzinfo=timezone.utc)
+        except ValueError:
+            pass
+    try:
+        due = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise CourseError(f"--due {text!r}: not a date; give it as \"YYYY-MM-DD HH:MM\" in UTC "
+                          "(or ISO 8601 with an offset, 2026-12-05T23:59+01:00)") from None
+    return due if due.tzinfo else due.replace(tzinfo=timezone.utc)
+
+
+def check_name(assignment: str) -> str:
+    """An assignment name nbgrader can carry in `<student>+<assignment>+<time>` and use as a folder's name."""
+    if not NAME.fullmatch(assignment or ""):
+        raise CourseError(f"--assignment {assignment!r}: not a usable name; use letters, digits, '.', '-' or '_', "
+                          "starting with a letter or digit (nbgrader puts it in file and folder names)")
+    return assignment
+
+
+def record_of(exchange_course: Path, assignment: str) -> dict | None:
+    """What `release` recorded of `assignment` (due date, notebooks), or None if the kit did not release it."""
+    path = Path(exchange_course) / "outbound" / RECORD.format(assignment)
+    rec = read_json(path, CourseError, missing=None, hint="the kit's release record; release the assignment again")
+    if rec is not None and rec.get("due"):
+        rec["due"] = datetime.fromisoformat(rec["due"])
+    return rec
+
+
+def _readable_dir(path: Path) -> None:
+    """`path` made if missing, and readable by everyone (students read outbound as other uids)."""
+    path.mkdir(parents=True, exist_ok=True)
+    mode = path.stat().st_mode & 0o7777
+    if mode & 0o755 != 0o755:
+        try:
+            os.chmod(path, mode | 0o755)
+        except PermissionError:
+            raise CourseError(f"{path}: students cannot read it (mode {mode:o}) and it is not yours to change; "
+                              "make it readable by all (chmod a+rx) or use another --state") from None
+
+
+def release(exchange_course: Path, notebooks: list[Path], assignment: str, due: datetime) -> Path:
+    """The notebooks as nbgrader's `release_assignment` lays them out, `outbound/<assignment>/`, world-readable,
+    put in place by renaming a finished temp folder (a student never fetches half of it); the record (marker and
+    due date) beside it. Replaces only a release the kit made."""
+    check_name(assignment)
+    outbound = Path(exchange_course) / "outbound"
+    _readable_dir(Path(exchange_course))
+    _readable_dir(outbound)
+    target, record = outbound / assignment, outbound / RECORD.format(assignment)
+    if target.exists() and not record.exists():
+        raise CourseError(f"{target}: exists and the kit did not release it (no {record.name} beside it); "
+                          "release under another --assignment, or move that folder away yourself")
+    tmp, old = outbound / f".{assignment}.releasing", outbound / f".{assignment}.replaced"
+    for leftover in (tmp, old):  # the kit's own, from an interrupted release
+        shutil.rmtree(leftover, ignore_errors=True)
+    tmp.mkdir()
+    for nb in notebooks:
+        shutil.copyfile(nb, tmp / nb.name)
+        os.chmod(tmp / nb.name, 0o644)
+    os.chmod(tmp, 0o755)
+    # the record first: a folder in place without its marker would refuse the next release
+    atomic_write_json(record, {"assignment": assignment, "due": due.isoformat(), "by": "nmtkit hub release",
+                               "released_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                               "notebooks": [nb.name for nb in notebooks]})
+    os.chmod(record, 0o644)
+    if target.exists():
+        target.rename(old)
+    tmp.rename(target)
+    shutil.rmtree(old, ignore_errors=True)
+    return target
