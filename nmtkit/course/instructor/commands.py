@@ -77,3 +77,6 @@ def add(sub) -> None:
                                        "solutions, verdicts, rubric or hidden checks")
     p.add_argument("--out", required=True, help="a new (or empty) directory for the release")
     p.set_defaults(func=cmd_release)
+
+    from nmtkit.course.instructor.hub_commands import add as add_hub  # `nmtkit hub release|collect|feedback`
+    add_hub(sub)

@@ -68,7 +68,8 @@ def _parse(name: str) -> tuple[str, str, datetime] | None:
 def collect(exchange_course: Path, course_dir: Path, assignment: str,
             due: datetime | None = None) -> tuple[list[Collected], list[Refused]]:
     """Each box's latest submission of `assignment`, copied to `course_dir/submitted/<box owner>/<assignment>/`
-    (replacing an earlier collection of it: the kit made that copy); a submission after `due` is marked late."""
+    (replacing the kit's copy of an older one; the same one collected again is left as it is); a submission after
+    `due` is marked late."""
     inbound = Path(exchange_course) / "inbound"
     if not inbound.is_dir():
         raise CourseError(f"{inbound}: no inbound boxes; is {exchange_course} the hub's exchange/<course> directory?")
@@ -87,6 +88,9 @@ def collect(exchange_course: Path, course_dir: Path, assignment: str,
             continue
         sub, stamp = latest
         target = Path(course_dir) / SUBMITTED / box.name / assignment
+        got.append(Collected(box.name, assignment, stamp, due is not None and stamp > due))
+        if (target / TIMESTAMP).is_file() and (target / TIMESTAMP).read_text() == stamp.strftime(STAMP_FORMAT):
+            continue  # collected before, left as it is: its timestamp.txt's mtime says when (feedback reads it)
         tmp = target.with_name(f".{assignment}.collecting")
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.copytree(sub, tmp, symlinks=True)  # a link stays a link: nothing outside the box is read
@@ -94,7 +98,6 @@ def collect(exchange_course: Path, course_dir: Path, assignment: str,
         if target.exists():
             shutil.rmtree(target)
         tmp.rename(target)
-        got.append(Collected(box.name, assignment, stamp, due is not None and stamp > due))
     return got, refused
 
 
