@@ -6,7 +6,8 @@ whether it is here):
     container.py  where it runs: a container of the students' image (the sandbox), or trusted, a local process
     scoring.py    each check decided here, in the grader's process, on the figures the notebook recorded
     classgrade.py `nmtkit grade --class`: every submission of a class, one grades.csv and a class report
-    exchange.py   the hub's exchange: each student's own box collected, nbgrader's collected layout read
+    exchange.py   the hub's exchange: an assignment released, each student's own box collected, nbgrader's layout read
+    hub_commands.py `nmtkit hub release|collect|feedback`: the hub's exchange driven from the host
     hidden.py     the graded comparison against decisions.py
     judgments.py  the yes/no rules on the evidence: plateau, overfitting, busy, the network's bound and bottleneck
     decisions.py  the deciding figures of each question (what the kit's answer rests on)
