@@ -85,6 +85,7 @@ def test_release_again_replaces_the_kits_own_and_refuses_a_folder_it_did_not_mak
     assert hub("release", *args, "--assignment", "hw1", "--due", "2026-12-07T12:00+01:00") == 0
     assert sorted(p.name for p in (outbound / "hw1").iterdir()) == [NB05]
     assert json.loads((outbound / ".hw1.nmtkit.json").read_text())["due"] == "2026-12-07T12:00:00+01:00"
+    assert sorted(p.name for p in outbound.iterdir()) == [".hw1.nmtkit.json", "README.txt", "hw1"]  # no temp left
     (outbound / "ps0").mkdir()  # released by nbgrader itself, not the kit
     (outbound / "ps0" / "theirs.ipynb").write_text("{}")
     capsys.readouterr()
@@ -155,6 +156,7 @@ def test_feedback_holds_each_students_own_checks_under_nbgraders_name(tmp_path, 
         assert [p.name for p in (fb / me).iterdir()] == [f"{name}.html"]
         text = (fb / me / f"{name}.html").read_text()
         assert f"({me})" in text and f"({other})" not in text and "05-q2-check" in text
+        assert stat.S_IMODE((fb / me / f"{name}.html").stat().st_mode) == 0o644  # read by the student's own uid
     # grades older than the submission collected since are never returned as its feedback
     (state / "exchange" / "nmtkit" / "inbound" / "bob").rename(tmp_path / "old-bob")
     inbound(state, "bob", "bob", "2026-12-05 23:59:30.000000")

@@ -15,6 +15,7 @@ in `outbound/.<assignment>.nmtkit.json` (the kit's marker and the due date; this
 """
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import html
 import os
@@ -113,7 +114,7 @@ def class_view(class_dir: Path, out_dir: Path, assignment: str | None = None) ->
         return class_dir
     students = sorted(p for p in (class_dir / SUBMITTED).iterdir() if p.is_dir() and not p.name.startswith("."))
     if assignment is None:
-        found = {a.name for s in students for a in s.iterdir() if a.is_dir()}
+        found = {a.name for s in students for a in s.iterdir() if a.is_dir() and not a.name.startswith(".")}
         if len(found) != 1:
             raise CourseError(f"{class_dir / SUBMITTED}: {len(found)} assignments ({', '.join(sorted(found))}); "
                               "name the one to grade: collect each assignment into a course directory of its own "
@@ -154,6 +155,7 @@ def return_feedback(course_dir: Path, exchange_course: Path, student: str, assig
         notebook_id = Path(nb["notebook"]).stem
         name = hashlib.md5((secret + notebook_id).encode()).hexdigest()
         written.append(atomic_write_text(box / f"{name}.html", feedback_html(nb)))
+        os.chmod(written[-1], 0o644)  # the student's uid reads it, whatever the instructor's umask
     return written
 
 
@@ -226,8 +228,22 @@ def release(exchange_course: Path, notebooks: list[Path], assignment: str, due: 
                                "released_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                                "notebooks": [nb.name for nb in notebooks]})
     os.chmod(record, 0o644)
-    if target.exists():
+    if not target.exists():
+        tmp.rename(target)
+    elif _swap(tmp, target):
+        shutil.rmtree(tmp)  # now the previous release
+    else:  # two renames: for a moment there is no outbound/<assignment> (a fetch then says "not found")
         target.rename(old)
-    tmp.rename(target)
-    shutil.rmtree(old, ignore_errors=True)
+        tmp.rename(target)
+        shutil.rmtree(old, ignore_errors=True)
     return target
+
+
+def _swap(a: Path, b: Path) -> bool:
+    """`a` and `b` exchanged in one step (Linux's renameat2 RENAME_EXCHANGE); False where the system cannot."""
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
