@@ -14,6 +14,7 @@ import nbformat
 import pytest
 
 from nmtkit.cli import main
+from nmtkit.course.instructor import exchange
 from nmtkit.course.student import NOTEBOOKS_DIR, grade_id, is_instructor, student_notebook
 
 NB05 = "05_monitoring_analysis.ipynb"
@@ -125,6 +126,13 @@ def test_collect_marks_the_late_and_refuses_a_submission_as_another_student(tmp_
     assert not (course / "submitted" / "mallory").exists()
 
 
+def test_collect_from_a_state_without_the_hubs_exchange_is_one_line_naming_the_options(tmp_path, capsys):
+    assert hub("collect", "--assignment", "hw1", "--course-dir", str(tmp_path / "c"), "--state", str(tmp_path)) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"--state {tmp_path} --course nmtkit" in err and "does not exist" in err
+    assert not (tmp_path / "c").exists()
+
+
 def cells_of(failing: str) -> list[dict]:
     return [{"notebook": NB05, "points": 1, "max_points": 2, "cells": [
         {"grade_id": "05-q1-check", "points": 1, "status": "passed", "message": ""},
@@ -147,6 +155,10 @@ def test_feedback_holds_each_students_own_checks_under_nbgraders_name(tmp_path, 
     assert len(err.splitlines()) == 1 and "--grades" in err and "nmtkit grade --class" in err
     (grades).mkdir()
     (grades / "grades.csv").write_text("student\nalice\nbob\n")
+    assert hub("feedback", *args) == 1  # grades from no grading of these submissions: none returned
+    assert "no feedback: alice:" in capsys.readouterr().out
+    assert not (state / "exchange" / "nmtkit" / "feedback").exists()
+    exchange.class_view(course, grades, "hw1")  # what `nmtkit grade --class course --out grades` makes first
     atomic_write_json(results_file(grades, "alice"), cells_of("bleu_gain: too low (alice)"))
     atomic_write_json(results_file(grades, "bob"), cells_of("bleu_gain: NameError (bob)"))
     assert hub("feedback", *args) == 0

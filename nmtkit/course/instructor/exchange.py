@@ -120,7 +120,7 @@ def class_view(class_dir: Path, out_dir: Path, assignment: str | None = None) ->
                               "name the one to grade: collect each assignment into a course directory of its own "
                               "(nmtkit hub collect --course-dir) and grade that")
         assignment = found.pop()
-    view = Path(out_dir) / ".submissions" / assignment
+    view = view_dir(out_dir, assignment)
     if view.exists():
         shutil.rmtree(view)  # only links the kit made in its own output
     view.mkdir(parents=True)
@@ -128,6 +128,11 @@ def class_view(class_dir: Path, out_dir: Path, assignment: str | None = None) ->
         if (s / assignment).is_dir():
             (view / s.name).symlink_to((s / assignment).resolve(), target_is_directory=True)
     return view
+
+
+def view_dir(out_dir: Path, assignment: str) -> Path:
+    """Where `class_view` puts its links in the grading's output: `<student>` -> the collected folder it graded."""
+    return Path(out_dir) / ".submissions" / assignment
 
 
 def feedback_html(notebook: dict) -> str:

@@ -78,6 +78,10 @@ def collected_csv(got) -> str:
 def cmd_collect(args) -> int:
     exchange.check_name(args.assignment)
     ex = exchange_course(args)
+    if not (ex / "inbound").is_dir():
+        raise CourseError(f"--state {args.state or default_state()} --course {args.course}: {ex / 'inbound'} does "
+                          "not exist; give the hub's state directory and course ($NMTKIT_HUB_STATE, "
+                          "$NMTKIT_HUB_COURSE as the hub runs with)")
     record = exchange.record_of(ex, args.assignment)
     due = record.get("due") if record else None
     if due is None:
@@ -110,7 +114,11 @@ def cmd_feedback(args) -> int:
     ex, returned, missing = exchange_course(args), 0, []
     for s in students:
         graded, collected = results_file(grades, s), course / exchange.SUBMITTED / s / args.assignment
-        if not graded.is_file():
+        link = exchange.view_dir(grades, args.assignment) / s
+        if not link.is_symlink() or link.resolve() != collected.resolve():
+            missing.append(f"{s}: {grades} holds no grading of {collected}; grade it: nmtkit grade --class {course} "
+                           f"--out {grades}")
+        elif not graded.is_file():
             missing.append(f"{s}: not graded (see {graded.with_suffix('.error.log')}, or grade the class again)")
         elif graded.stat().st_mtime < (collected / exchange.TIMESTAMP).stat().st_mtime:
             missing.append(f"{s}: {graded} is older than their collected submission; grade the class again")
