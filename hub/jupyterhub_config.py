@@ -48,7 +48,7 @@ if _chp.exists():
 # which hub/start.sh finds (`docker network inspect`), so only the containers reach it
 c.JupyterHub.ip = os.environ.get("NMTKIT_HUB_IP", "127.0.0.1")
 c.JupyterHub.port = int(os.environ.get("NMTKIT_HUB_PORT", "8000"))
-c.JupyterHub.hub_ip = os.environ.get("NMTKIT_HUB_API_IP", "127.0.0.1")
+c.JupyterHub.hub_ip = os.environ.get("NMTKIT_HUB_API_IP") or "127.0.0.1"  # never "" (every address)
 # the proxy's own API (the hub talks to it there): loopback, on a port of the host's choosing if 8001 is taken
 c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{os.environ.get('NMTKIT_HUB_PROXY_API_PORT', '8001')}"
 if os.environ.get("NMTKIT_HUB_SSL_CERT"):

@@ -13,7 +13,12 @@ if [ ! -x .venv/bin/jupyterhub ] || [ requirements.txt -nt .venv/.installed ]; t
 fi
 [ -x node_modules/.bin/configurable-http-proxy ] || npm install --no-save --no-audit --no-fund configurable-http-proxy@5.3.0
 "$DOCKER" network inspect "$NET" >/dev/null 2>&1 || "$DOCKER" network create --label nmtkit.hub=1 "$NET" >/dev/null
+# the hub's API on the network's gateway (a network made with --subnet alone lists none: its first address is it)
 NMTKIT_HUB_API_IP=$("$DOCKER" network inspect -f '{{(index .IPAM.Config 0).Gateway}}' "$NET")
+if [ -z "$NMTKIT_HUB_API_IP" ]; then
+  subnet=$("$DOCKER" network inspect -f '{{(index .IPAM.Config 0).Subnet}}' "$NET")
+  NMTKIT_HUB_API_IP=$(python3 -c 'import ipaddress, sys; print(next(ipaddress.ip_network(sys.argv[1]).hosts()))' "$subnet")
+fi
 export NMTKIT_HUB_API_IP NMTKIT_HUB_NETWORK=$NET
 scheme=$([ -n "${NMTKIT_HUB_SSL_CERT:-}" ] && echo https || echo http)
 echo "[hub] serving the course at $scheme://${NMTKIT_HUB_IP:-127.0.0.1}:${NMTKIT_HUB_PORT:-8000}/ (hub API on $NMTKIT_HUB_API_IP)"

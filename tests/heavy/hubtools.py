@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -107,7 +108,9 @@ class Hub:
                    data={"username": user, "password": self.passwords[user], "_xsrf": s.cookies.get("_xsrf")})
         assert r.status_code == 302 and "/hub/login" not in r.headers.get("location", ""), (r.status_code,
                                                                                             r.text[-500:])
-        xsrf = s.cookies.get("_xsrf", path="/hub/") or s.cookies.get("_xsrf")
+        # the XSRF token the hub's own pages give their scripts (tied to this login's session)
+        page = s.get(f"{self.url}/hub/token", timeout=30).text
+        xsrf = re.search(r'xsrf_token: "([^"]+)"', page).group(1)
         t = s.post(f"{self.url}/hub/api/users/{user}/tokens", json={"note": "test"}, timeout=30,
                    headers={"X-XSRFToken": xsrf})
         assert t.status_code == 201, (t.status_code, t.text[-500:])

@@ -29,11 +29,13 @@ PEAK = ("cat /sys/fs/cgroup/memory/memory.max_usage_in_bytes 2>/dev/null || cat 
 
 def course(net, notebooks: Path | None = None) -> tuple[subprocess.CompletedProcess, float, int]:
     """`nmtkit course` in the image under --memory 4g --cpus 2 (the release's notebooks, or `notebooks` mounted over
-    them): its result, seconds and the cgroup's peak bytes."""
+    them): its result, seconds and the cgroup's peak bytes. It also prints the bytes the course wrote (executed
+    notebooks and the workspace's runs: what a student's volume holds after it, docs/instructors.md)."""
     mount = ["-v", f"{notebooks}:/opt/nmtkit/notebooks:ro"] if notebooks else []
     t0 = time.time()
     out = run(net, "--memory", "4g", "--cpus", "2", *mount, TAG, "bash", "-c",
-              f"nmtkit course --out /tmp/course; rc=$?; echo peak=$({PEAK}); exit $rc", timeout=3600)
+              f"nmtkit course --out /tmp/course; rc=$?; echo peak=$({PEAK}) disk=$(du -sb /tmp/course | cut -f1); "
+              "exit $rc", timeout=3600)
     peak = int(re.findall(r"peak=(\d+)", out.stdout)[-1])
     return out, time.time() - t0, peak
 
@@ -41,10 +43,12 @@ def course(net, notebooks: Path | None = None) -> tuple[subprocess.CompletedProc
 def test_the_course_with_the_solutions_runs_green_within_a_laptops_limits(image, net, tmp_path):
     solved = put_solutions(image / "notebooks", tmp_path / "notebooks")
     out, seconds, peak = course(net, solved)
-    print(f"[course, solutions, --memory 4g --cpus 2] {seconds:.0f} s, cgroup peak {peak / 2**30:.2f} GiB")
+    disk = int(re.findall(r"disk=(\d+)", out.stdout)[-1])
+    print(f"[course, solutions, --memory 4g --cpus 2] {seconds:.0f} s, cgroup peak {peak / 2**30:.2f} GiB, "
+          f"written {disk / 2**20:.0f} MiB")
     every = len(list(solved.glob("[0-9][0-9]_*.ipynb")))  # the course's notebooks, each said ok
     assert every == 6 and out.stdout.count(" ok (") == every and "unanswered" not in out.stdout, out.stdout[-3000:]
-    assert 0 < peak < 4 * 2**30
+    assert 0 < peak < 4 * 2**30 and disk > 0
 
 
 def test_the_course_as_delivered_runs_to_its_first_unanswered_exercise(image, net, tmp_path):
