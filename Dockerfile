@@ -57,10 +57,11 @@ ARG KIT_KIND=instructor
 LABEL org.opencontainers.image.title="nmtkit" org.opencontainers.image.revision="${KIT_COMMIT}" \
       nmtkit.kind="${KIT_KIND}"
 # ~/work made here, owned by jovyan: a new named volume mounted on it takes its owner (else root's, and start.sh
-# could not copy the course into it)
+# could not copy the course into it). nbgrader's exchange root, 1777 as nbgrader's set-up asks (its fetch and submit
+# refuse a root they cannot write): a class's hub mounts only the student's own boxes beneath it (docs/hub.md)
 RUN echo "${KIT_COMMIT}" > /opt/nmtkit/COMMIT && \
     install -m 755 docker/start.sh /usr/local/bin/nmtkit-start && chmod -R a+rX /opt/nmtkit && \
-    install -d -o "${NB_USER}" -g "${NB_USER}" "/home/${NB_USER}/work"
+    install -d -o "${NB_USER}" -g "${NB_USER}" "/home/${NB_USER}/work" && install -d -m 1777 /srv/nbgrader/exchange
 USER ${NB_UID}
 WORKDIR /home/${NB_USER}
 EXPOSE 8888

@@ -127,13 +127,14 @@ class Hub:
         return requests.request(method, f"{self.url}/user/{user}/{path.lstrip('/')}", timeout=120,
                                 headers={"Authorization": f"token {self.tokens[as_user or user]}"}, **kw)
 
-    def ready(self, user: str) -> bool:
+    def ready(self, user: str) -> bool | None:
+        """True: the server is up; False: none (not starting, not stopping); None: on its way."""
         server = self.api("GET", f"/users/{user}", user).json().get("servers", {}).get("")
-        return bool(server and server.get("ready"))
+        return None if server and not server.get("ready") else bool(server)
 
     def wait(self, user: str, ready: bool, timeout: float = 300) -> float:
         start = time.time()
-        while self.ready(user) != ready:
+        while self.ready(user) is not ready:
             assert time.time() - start < timeout, f"{user}'s server not {'ready' if ready else 'stopped'} in " \
                                                   f"{timeout:.0f} s: {self.log.read_text()[-2000:]}"
             time.sleep(1)

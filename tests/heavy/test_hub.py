@@ -66,7 +66,8 @@ def test_each_login_gets_a_container_of_its_image_with_the_limits_and_its_own_ui
         info = json.loads(docker("inspect", hub.container(user)).stdout)[0]
         want = hub.instructor_image if user == hub.instructor else hub.image
         assert info["Config"]["Image"] == want, (user, info["Config"]["Image"])
-        assert info["HostConfig"]["NanoCpus"] == 2 * 10 ** 9 and info["HostConfig"]["Memory"] == 4 * GiB
+        host = info["HostConfig"]  # DockerSpawner's cpu_limit is a CFS quota over its period
+        assert host["CpuQuota"] == 2 * host["CpuPeriod"] > 0 and host["Memory"] == 4 * GiB, host
         top = docker("top", hub.container(user), "-eo", "uid,args").stdout.splitlines()
         server = [line.split()[0] for line in top if "jupyterhub-singleuser" in line]
         assert server and server[0] != "0", top  # the server runs as the user's uid, not root
@@ -111,9 +112,14 @@ def test_from_inside_a_container_another_students_work_is_out_of_reach(hub):
     assert listing and all(bob not in name for name in listing), listing
     mounts = json.loads(docker("inspect", hub.container(alice)).stdout)[0]["Mounts"]
     assert not [m["Source"] for m in mounts if bob in m["Source"] or m["Source"] == str(hub.exchange)], mounts
-    host_box = str(hub.exchange / "inbound" / bob)
-    for cmd in (["ls", host_box], ["cat", f"{host_box}/x"], ["touch", f"{host_box}/x"], ["rm", "-rf", host_box]):
-        assert hub.exec_as_user(alice, *cmd).returncode != 0, cmd
+    host_box = hub.exchange / "inbound" / bob
+    before = sorted(p.relative_to(host_box) for p in host_box.rglob("*"))
+    tries = (["ls", str(host_box)], ["cat", f"{host_box}/x"], ["touch", f"{host_box}/x"], ["rm", "-r", str(host_box)],
+             ["find", "/srv", "/home", "/tmp", "/mnt", "-name", f"{bob}+*"])
+    for cmd in tries:
+        out = hub.exec_as_user(alice, *cmd)
+        assert out.returncode != 0 or not out.stdout.strip(), (cmd, out.stdout[-500:])
+    assert sorted(p.relative_to(host_box) for p in host_box.rglob("*")) == before  # bob's box as it was
     feedback = f"/srv/nbgrader/exchange/{hub.course}/feedback"
     assert hub.exec_as_user(alice, "touch", f"{feedback}/x.html").returncode != 0  # read-only
     # submitting as bob from alice's container: nbgrader names it bob's, but it lands in alice's box
