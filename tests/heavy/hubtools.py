@@ -122,9 +122,10 @@ class Hub:
         return requests.request(method, f"{self.url}/hub/api{path}", timeout=60,
                                 headers={"Authorization": f"token {self.tokens[user]}"}, **kw)
 
-    def server(self, method: str, user: str, path: str, as_user: str | None = None, **kw) -> requests.Response:
+    def server(self, method: str, user: str, path: str, as_user: str | None = None, timeout: float = 120,
+               **kw) -> requests.Response:
         """A request to `user`'s single-user server through the proxy, with `as_user`'s token (default: their own)."""
-        return requests.request(method, f"{self.url}/user/{user}/{path.lstrip('/')}", timeout=120,
+        return requests.request(method, f"{self.url}/user/{user}/{path.lstrip('/')}", timeout=timeout,
                                 headers={"Authorization": f"token {self.tokens[as_user or user]}"}, **kw)
 
     def ready(self, user: str) -> bool | None:
