@@ -89,6 +89,8 @@ c.DockerSpawner.network_name = os.environ.get("NMTKIT_HUB_NETWORK", "nmtkit-hub"
 c.DockerSpawner.use_internal_ip = True
 c.DockerSpawner.prefix = "nmtkit-hub"
 c.DockerSpawner.remove = True  # the container goes at stop; the work is in the volume
+# a restarted hub (a new roster, a config change) finds the running servers again instead of stopping them all
+c.JupyterHub.cleanup_servers = False
 c.DockerSpawner.cpu_limit = float(os.environ.get("NMTKIT_HUB_CPUS", "2"))
 c.DockerSpawner.mem_limit = os.environ.get("NMTKIT_HUB_MEM", "4G")  # the course peaks at 3.2-3.6 GiB
 c.DockerSpawner.notebook_dir = "/home/jovyan/work"

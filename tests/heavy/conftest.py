@@ -26,7 +26,7 @@ def image(tmp_path_factory):
         pytest.skip("the students' image is built from a release, which only the instructor's kit makes")
     from nmtkit.course.instructor import release
     rel = release.build(tmp_path_factory.mktemp("release") / "kit")
-    start, cached = time.time(), build_cache()
+    start, cached, dangling = time.time(), build_cache(), dangling_images()
     env = {**os.environ, "IMAGE": TAG}
     out = subprocess.run(["make", "-C", str(rel), "image", f"VENV={Path(sys.executable).parents[1]}", f"IMAGE={TAG}",
                           f"WHEELHOUSE={ROOT / 'wheelhouse'}"], capture_output=True, text=True, env=env,
@@ -35,9 +35,16 @@ def image(tmp_path_factory):
     print(f"[image] built in {time.time() - start:.0f} s")
     yield rel
     docker("rmi", "-f", TAG, check=False)
-    # the build's own cache entries go with its image (dozens of GB over many CI runs); others' entries stay
+    # the build's own cache entries go with its image (dozens of GB over many CI runs), and so does the wheelhouse
+    # image it replaced (left untagged); others' entries and images stay
     for entry in build_cache() - cached:
         docker("builder", "prune", "-af", "--filter", f"id={entry}", check=False)
+    for old in dangling_images() - dangling:
+        docker("rmi", old, check=False)
+
+
+def dangling_images() -> set[str]:
+    return set(docker("images", "-q", "--filter", "dangling=true", check=False).stdout.split())
 
 
 def build_cache() -> set[str]:

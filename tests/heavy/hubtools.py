@@ -86,6 +86,10 @@ class Hub:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
         self.proc = None
+        # make ends at once; the hub it started shuts down after it (its PID file goes last)
+        deadline = time.time() + 60
+        while (self.state / "jupyterhub.pid").exists() and time.time() < deadline:
+            time.sleep(0.5)
 
     def roster(self, path: Path) -> str:
         """`make hub-roster` with a CSV of this hub's users; their first passwords, read as the instructor would."""

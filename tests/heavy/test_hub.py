@@ -220,10 +220,10 @@ def test_stopped_killed_and_culled_servers_keep_the_students_work(hub):
         assert time.time() < deadline, hub.log.read_text()[-2000:]
         time.sleep(2)
     assert _has(hub, alice, "edited before stop")
-    # culled when idle: the hub again with a 20 s timeout; the server goes, the work stays
+    # the hub restarted, now culling after 20 s idle: the running server is found again, then culled; the work stays
     hub.stop()
     hub.start(cull=20)
-    hub.spawn(alice)
+    assert _up(hub, alice)
     _mark(hub, alice, "edited before cull")
     culled_in = hub.wait(alice, False, timeout=240)
     assert docker("ps", "-q", "--filter", f"name={hub.container(alice)}").stdout.strip() == ""
