@@ -21,16 +21,11 @@ STUDENT_TESTS = ("test_environment.py", "test_config.py", "test_errors.py", "tes
                  "test_cli.py", "test_bad_inputs.py", "test_doctor.py", "test_cluster.py", "test_rendezvous.py",
                  "test_link.py", "test_lifeline.py")
 A_RELEASE = (Path(__file__).resolve().parents[1] / "RELEASE.md").exists()
-# The long tier: files of integration tests that take a minute or more each on 2 cores (clusters killed and resumed,
-# SSH hosts, Slurm, sandboxes, a release built and checked). `make test` leaves them out (-m "not long") so it stays
-# a quick loop; `make test-all`, which CI runs, runs them (`make long`) before the heavy suites. Measured per file in
-# CI's unit.xml (bench/README.md "The long tier"); none is a student test.
-LONG = ("test_cluster_train.py", "instructor/test_rehearsal.py", "instructor/test_slurm.py",
-        "instructor/test_release.py", "test_memory.py", "test_train_resume.py", "test_front_door.py",
-        "instructor/test_classgrade.py", "instructor/test_grade.py", "instructor/test_variants_solutions.py",
-        "test_cli_cluster.py", "test_towers.py", "instructor/test_hub_commands.py",
-        "instructor/test_analysis_integration.py", "test_gpu_mixed.py", "test_cli_messages.py",
-        "instructor/test_variant_grading.py")
+# The long tier: test files of integration tests that take a minute or more each on 2 cores (clusters killed and
+# resumed, SSH hosts, Slurm, sandboxes, a release built and checked) carry `pytest.mark.long` in their pytestmark.
+# `make test` leaves them out (-m "not long") so it stays a quick loop; `make test-all`, which CI runs, runs them
+# (`make long`) before the heavy suites. Chosen by their time in CI's unit.xml (bench/README.md "The long tier"); no
+# student test is among them.
 
 
 def pytest_ignore_collect(collection_path, config):
@@ -38,14 +33,6 @@ def pytest_ignore_collect(collection_path, config):
             collection_path.parent == Path(__file__).parent and collection_path.name not in STUDENT_TESTS:
         return os.environ.get("NMTKIT_ALL_TESTS") != "1"
     return None
-
-
-def pytest_collection_modifyitems(config, items):
-    here = Path(__file__).parent
-    for item in items:
-        path = Path(str(item.fspath))
-        if path.is_relative_to(here) and path.relative_to(here).as_posix() in LONG:
-            item.add_marker(pytest.mark.long)
 
 
 def pytest_report_header(config):

@@ -13,7 +13,7 @@ import pytest
 
 from nmtkit.files import read_jsonl
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.long, pytest.mark.slow]  # the long tier (tests/conftest.py): make test leaves it out
 
 SMALL = ["data.train_size=2000", "data.dev_size=20", "data.test_size=20", "data.vocab_size=300",
          "data.batch_sentences=16", "model.d_model=32", "model.d_ff=64", "model.num_heads=2",

@@ -12,6 +12,8 @@ import pytest
 
 from conftest import once_per_session
 
+pytestmark = pytest.mark.long  # the long tier (tests/conftest.py): make test leaves it out
+
 ROOT = os.geteuid() == 0
 NEEDS_ROOT = pytest.mark.skipif(not ROOT, reason="needs root to mount a small tmpfs (a disk that fills up): run "
                                                  "the tests as root (`sudo make test`) or in CI")

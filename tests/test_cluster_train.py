@@ -20,7 +20,7 @@ from nmtkit.cluster import Cluster
 from nmtkit.errors import RankFailedError
 from nmtkit.files import read_jsonl
 
-pytestmark = [pytest.mark.slow,
+pytestmark = [pytest.mark.long, pytest.mark.slow,
               pytest.mark.skipif(not importlib.util.find_spec("horovod"), reason="Horovod is not installed")]
 
 TINY = {"data.train_size": 2000, "data.dev_size": 40, "data.test_size": 40, "data.vocab_size": 300,

@@ -16,6 +16,8 @@ import pytest
 
 import nmtkit
 
+pytestmark = pytest.mark.long  # the long tier (tests/conftest.py): make test leaves it out
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 SOURCES = sorted((ROOT / "nmtkit").rglob("*.py"))

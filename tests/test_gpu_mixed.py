@@ -13,7 +13,7 @@ from nmtkit.files import read_jsonl
 
 from conftest import small_config
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.long, pytest.mark.slow]  # the long tier (tests/conftest.py): make test leaves it out
 
 # 8 sentences a step and 4 evaluated: a CPU has no float16 kernels worth the name (1.2 s a step at 32 sentences, and
 # 10 s to decode 40), and what these tests assert (the loss falls, the resume is exact) does not need more

@@ -14,6 +14,8 @@ from nmtkit import config
 from nmtkit.errors import ConfigError
 from nmtkit.model.memory import GIB, fit, params_of, project
 
+pytestmark = pytest.mark.long  # the long tier (tests/conftest.py): make test leaves it out
+
 ROOT = Path(__file__).resolve().parents[1]
 
 FAKE_NVML = """

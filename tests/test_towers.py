@@ -9,6 +9,8 @@ from nmtkit.training.trainer import Trainer
 
 from conftest import small_config
 
+pytestmark = pytest.mark.long  # the long tier (tests/conftest.py): make test leaves it out
+
 
 def _stepped(cfg, vocab, towers, batch):
     trainer = Trainer(cfg, vocab)  # the same seed: the same initial weights every time

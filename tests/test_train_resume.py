@@ -20,7 +20,7 @@ from conftest import small_config
 
 tf = import_tf()
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.long, pytest.mark.slow]  # the long tier (tests/conftest.py): make test leaves it out
 
 STEPS = 1500  # about 12 epochs of the test corpus
 

@@ -16,7 +16,7 @@ from nmtkit.course.instructor.verdicts import Options, answer_all
 
 from conftest import small_config
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.long, pytest.mark.slow]  # the long tier (tests/conftest.py): make test leaves it out
 
 SHORT = {"train.steps": 24, "train.warmup_steps": 8, "train.log_every": 4, "train.ckpt_every": 12,
          "eval.every": 6, "eval.dev_sentences": 8, "eval.test_sentences": 8, "eval.beam_size": 1,

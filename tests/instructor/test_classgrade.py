@@ -12,6 +12,8 @@ import pytest
 
 from nmtkit.course.student import NOTEBOOKS_DIR, grade_id
 
+pytestmark = pytest.mark.long  # the long tier (tests/conftest.py): make test leaves it out
+
 NB05 = "05_monitoring_analysis.ipynb"
 
 

@@ -15,6 +15,8 @@ from nmtkit.course.instructor.container import Sandbox
 from nmtkit.course.instructor.grade import SKIP_TAG, assemble, grade
 from nmtkit.course.student import NOTEBOOKS_DIR, exercises, grade_id, is_instructor, student_notebook
 
+pytestmark = pytest.mark.long  # the long tier (tests/conftest.py): make test leaves it out
+
 NB05 = NOTEBOOKS_DIR / "05_monitoring_analysis.ipynb"
 CODE = re.compile(r"\w\(|\w\.\w|=|\[|\bimport\b")  # a call, an attribute, an assignment, an index
 TRUSTED = Sandbox(trusted=True)

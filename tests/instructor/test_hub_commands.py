@@ -17,6 +17,8 @@ from nmtkit.cli import main
 from nmtkit.course.instructor import exchange
 from nmtkit.course.student import NOTEBOOKS_DIR, grade_id, is_instructor, student_notebook
 
+pytestmark = pytest.mark.long  # the long tier (tests/conftest.py): make test leaves it out
+
 NB05 = "05_monitoring_analysis.ipynb"
 
 

@@ -17,7 +17,8 @@ import pytest
 from tools.rehearsal.netns import DATA_IFACE, TwoHosts, unavailable
 
 _why = unavailable()
-pytestmark = [pytest.mark.slow, pytest.mark.netns, pytest.mark.skipif(_why is not None, reason=_why or "")]
+pytestmark = [pytest.mark.long, pytest.mark.slow, pytest.mark.netns,
+              pytest.mark.skipif(_why is not None, reason=_why or "")]
 needs_horovod = pytest.mark.skipif(not importlib.util.find_spec("horovod"),
                                    reason="Horovod is not installed (make setup)")
 

@@ -25,6 +25,8 @@ from nmtkit.course.instructor.rubric import RUBRIC
 from nmtkit.course.instructor.variant_answers import answers
 from nmtkit.course.instructor.verdicts import NCCL_WAIT, NVML_MEANING
 
+pytestmark = pytest.mark.long  # the long tier (tests/conftest.py): make test leaves it out
+
 ROOT = Path(__file__).resolve().parents[2]
 NB05 = "05_monitoring_analysis.ipynb"
 NUMBER = re.compile(r"(?<![\w.])[-+]?\d[\d,_]*\.?\d*(?:[eE][-+]?\d+)?")

@@ -46,7 +46,8 @@ def _unavailable() -> str | None:
 
 
 _why = _unavailable()
-pytestmark = [pytest.mark.slow, pytest.mark.netns, pytest.mark.skipif(_why is not None, reason=_why or "")]
+pytestmark = [pytest.mark.long, pytest.mark.slow, pytest.mark.netns,
+              pytest.mark.skipif(_why is not None, reason=_why or "")]
 
 SMALL = {"data.train_size": 2000, "data.dev_size": 20, "data.test_size": 20, "data.vocab_size": 300,
          "model.d_model": 32, "model.encoder_layers": 1, "model.decoder_layers": 1, "model.num_heads": 2,

@@ -15,6 +15,8 @@ from nmtkit.analysis import variants
 from nmtkit.course.instructor.variant_answers import answers
 from nmtkit.course.student import NOTEBOOKS_DIR, grade_id
 
+pytestmark = pytest.mark.long  # the long tier (tests/conftest.py): make test leaves it out
+
 NB04 = "04_bottleneck_lab.ipynb"
 
 

@@ -12,6 +12,8 @@ from nmtkit.analysis import variants
 from nmtkit.course.student import NOTEBOOKS_DIR, is_instructor, role
 from nmtkit.course.targets import HAND_GRADED
 
+pytestmark = pytest.mark.long  # the long tier (tests/conftest.py): make test leaves it out
+
 LAB = ("lab_predict", "lab_fit", "lab_fp16", "lab_bursts", "lab_scaling", "lab_nic")
 SHIPPED = ("q4", "q5", "q6", "q11")  # notebook 05's questions on shipped runs (the others read the student's own)
 
