@@ -8,7 +8,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 try:
-    from test_browser import CHROMIUM, LAB_READY_JS, OPEN_JS, Chromium
+    from test_browser import CHROMIUM, LAB_READY_JS, Chromium
 finally:
     sys.path.pop(0)
 
@@ -22,8 +22,8 @@ def panel_of(name: str) -> str:
 
 def open_notebook(browser, name: str) -> dict:
     """Opens `name` in the page's JupyterLab; its kernel's name and whether its cells are trusted, once it is idle."""
-    browser.evaluate(OPEN_JS % json.dumps(name))
-    return browser.poll(f"""(() => {{ const w = {panel_of(name)}; if (!w || !w.sessionContext.session) return 'null';
+    return browser.open_notebook(name, f"""(() => {{ const w = {panel_of(name)};
+        if (!w || !w.sessionContext.session) return 'null';
         const k = w.sessionContext.session.kernel; return JSON.stringify({{kernel: k && k.name,
         status: w.sessionContext.kernelDisplayStatus,
         trusted: w.content.widgets.every(c => c.model.trusted)}}); }})()""",
