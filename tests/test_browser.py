@@ -98,22 +98,16 @@ class Chromium:
     def open_notebook(self, name: str, expression: str, done, timeout: float):
         """Opens notebook `name` in the page's JupyterLab and polls `expression` (null while its panel is absent)
         like `poll`; the open is asked again every 10 s while no panel shows (asking twice just focuses it)."""
-        deadline, value, asked = time.monotonic() + timeout, None, -1e9
-        while time.monotonic() < deadline:
-            if value is None and time.monotonic() - asked > 10:
-                self.evaluate(OPEN_JS % json.dumps(name))
-                asked = time.monotonic()
-            raw = self.evaluate(expression)
-            value = json.loads(raw) if raw else None
-            if value is not None and done(value):
-                break
-            time.sleep(0.5)
-        return value
+        return self.poll(expression, done, timeout, when_null=lambda: self.evaluate(OPEN_JS % json.dumps(name)))
 
-    def poll(self, expression: str, done, timeout: float):
-        """Evaluate `expression` (JSON) until `done(value)` or `timeout` s; return the last value either way."""
-        deadline, value = time.monotonic() + timeout, None
+    def poll(self, expression: str, done, timeout: float, when_null=None):
+        """Evaluate `expression` (JSON) until `done(value)` or `timeout` s; return the last value either way.
+        `when_null()` runs first and then every 10 s while the value is null."""
+        deadline, value, called = time.monotonic() + timeout, None, -1e9
         while time.monotonic() < deadline:
+            if when_null and value is None and time.monotonic() - called > 10:
+                when_null()
+                called = time.monotonic()
             raw = self.evaluate(expression)
             value = json.loads(raw) if raw else None
             if value is not None and done(value):
