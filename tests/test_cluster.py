@@ -1,12 +1,16 @@
 """nmtkit.cluster: the pure parts (host plan, per-rank environment, listen address, preflight decision) and a real
-2-engine local cluster (connection files, rank environment, rank ordering, re-launch, preflight refusals)."""
+2-engine local cluster (connection files, rank environment, rank ordering, re-launch, preflight refusals, a stop
+after an engine died)."""
 import json
 import os
+import signal
 import socket
 import stat
 import subprocess
 import sys
+import time
 
+import psutil
 import pytest
 
 from nmtkit import config
@@ -296,3 +300,15 @@ def test_push_data_copies_files_to_a_node(cluster, tmp_path):
     for name in ("a.bin", "manifest.json"):
         assert (tmp_path / "dest" / name).read_bytes() == (src / name).read_bytes()
     assert not list((tmp_path / "dest").glob("*.part"))
+
+
+@pytest.mark.slow
+def test_stop_after_an_engine_died_ends_the_rest_and_raises_nothing(tmp_path):
+    """A failed job's engines are SIGKILLed (Job._release); ipyparallel marks them stopped only later, and its own
+    signal_engines raised psutil.NoSuchProcess at the first, so leaving `with Cluster(...)` hid the job's error."""
+    with cl.Cluster(engines=2, profile_dir=tmp_path / "profile_nmtkit") as c:
+        procs = [psutil.Process(e.pid) for e in c.engines()] + [psutil.Process(c._ipp.controller.pid)]
+        procs[0].send_signal(signal.SIGKILL)
+        time.sleep(3)  # ipyparallel's wait thread reaps it (polls each second); the cluster still counts it running
+    gone, alive = psutil.wait_procs(procs, timeout=30)
+    assert not alive, alive
