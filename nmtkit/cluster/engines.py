@@ -4,7 +4,6 @@ EngineControl its Jobs use (alive ids, signal, release, is-local)."""
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import time
 from pathlib import Path
@@ -12,7 +11,6 @@ from typing import Any, Callable
 
 import ipyparallel as ipp
 import pandas as pd
-import psutil
 
 from nmtkit.cluster.connfiles import connection_files, engine_command, secure
 from nmtkit.cluster.jobs import Job, end_session, take_session
@@ -117,8 +115,7 @@ class Cluster:
                 if self.client is not None:
                     self.client.close()
             finally:
-                if self.backend.stop_engines_first():  # ipyparallel's stop waits for each engine's exit in turn
-                    term_engines(self._ipp)
+                self.backend.before_stop(self._ipp)
                 self._ipp.stop_cluster_sync()
                 self._ipp, self.client, self.ids, self._engines = None, None, [], None
                 if self._lifeline is not None:
@@ -339,18 +336,6 @@ class Cluster:
         rows = [dict(rank=r.rank, node=r.host, allreduce_sum=r.value["allreduce_sum"],
                      hvd_rank_size_local_cross=r.value["hvd"]) for r in self.submit(rank_check).wait(timeout=timeout)]
         return pd.DataFrame(rows).set_index("rank")
-
-
-def term_engines(ipc: ipp.Cluster) -> None:
-    """SIGTERM each engine ipyparallel started, skipping the ones already gone: a failed job's engines were
-    SIGKILLed (release), and ipyparallel marks an engine stopped only later, so its own signal_engines raises
-    psutil.NoSuchProcess at the first dead one, and the stop would end there with the job's error hidden."""
-    for engine_set in list(ipc.engines.values()):
-        for one in list(getattr(engine_set, "launchers", {}).values()) or [engine_set]:
-            try:
-                one.signal(signal.SIGTERM)
-            except psutil.NoSuchProcess:
-                pass
 
 
 def start(cfg: Config) -> Cluster:

@@ -13,9 +13,12 @@ restart). Slurm: the engines as a Slurm job (cluster.slurm.SlurmJob).
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Callable
+
+import psutil
 
 import nmtkit
 from nmtkit.allocation import DEADLINE_ENV, allocation_end
@@ -82,9 +85,8 @@ class Launcher:
         """Of the engines' pids, those the driver's reaper ends if it dies (local processes only)."""
         return []
 
-    def stop_engines_first(self) -> bool:
-        """SIGTERM every engine before ipyparallel's stop (which waits for each engine's exit in turn)."""
-        return False
+    def before_stop(self, ipc) -> None:
+        """What happens to the engines before ipyparallel's stop (ipyparallel.Cluster `ipc`)."""
 
     def refresh_deadline(self) -> None:
         """Learn the allocation's end again (an administrator may change it while the job runs)."""
@@ -147,8 +149,17 @@ class LocalLauncher(Launcher):
     def reaped(self, engine_pids: list[int]) -> list[int]:
         return engine_pids
 
-    def stop_engines_first(self) -> bool:
-        return True
+    def before_stop(self, ipc) -> None:
+        """SIGTERM every engine at once (ipyparallel's stop waits for each engine's exit in turn), skipping the ones
+        already gone: a failed job's engines were SIGKILLed (Job's release) and ipyparallel marks an engine stopped
+        only later, so its own signal_engines raises psutil.NoSuchProcess at the first dead one, and the stop would
+        end there with the job's error hidden."""
+        for engine_set in list(ipc.engines.values()):
+            for one in list(getattr(engine_set, "launchers", {}).values()) or [engine_set]:
+                try:
+                    one.signal(signal.SIGTERM)
+                except psutil.NoSuchProcess:
+                    pass
 
 
 class SshLauncher(Launcher):
