@@ -154,8 +154,8 @@ class LocalLauncher(Launcher):
         already gone: a failed job's engines were SIGKILLed (Job's release) and ipyparallel marks an engine stopped
         only later, so its own signal_engines raises psutil.NoSuchProcess at the first dead one, and the stop would
         end there with the job's error hidden."""
-        for engine_set in list(ipc.engines.values()):
-            for one in list(getattr(engine_set, "launchers", {}).values()) or [engine_set]:
+        for engine_set in list(ipc.engines.values()):  # ipyparallel's LocalEngineSetLauncher: one per engine
+            for one in list(engine_set.launchers.values()):
                 try:
                     one.signal(signal.SIGTERM)
                 except psutil.NoSuchProcess:
