@@ -38,8 +38,9 @@ setup:
 	@$(if $(filter $(abspath .venv),$(abspath $(VENV))),rm -f '$(RECORD)',\
 		printf '%s\n' '$(abspath $(VENV))' > '$(RECORD).tmp' && mv -f '$(RECORD).tmp' '$(RECORD)')
 
+# COURSE_ARGS=--until-first: each notebook only up to its first unanswered exercise (the exercises still listed)
 demo: setup
-	$(VENV)/bin/nmtkit course
+	$(VENV)/bin/nmtkit course$(if $(COURSE_ARGS), $(COURSE_ARGS))
 
 # the unit tests and the notebooks side by side (scripts/test.sh says why), each suite's log printed whole
 test: setup
@@ -128,8 +129,10 @@ IMAGE_BUILD = DOCKER_BUILDKIT=1 $(DOCKER) build $(1) --network host --platform l
 
 # The image as one file to hand out (USB stick, course page): `docker load -i nmtkit-image.tar.gz` on the laptop
 IMAGE_FILE ?= nmtkit-image.tar.gz
+# (pigz, where installed, gzips on every core: the same format)
+GZIP_TOOL := $(shell command -v pigz 2>/dev/null || echo gzip)
 image-save:
-	$(DOCKER) save $(IMAGE) | gzip -1 > $(IMAGE_FILE).tmp && mv $(IMAGE_FILE).tmp $(IMAGE_FILE)
+	$(DOCKER) save $(IMAGE) | $(GZIP_TOOL) -1 > $(IMAGE_FILE).tmp && mv $(IMAGE_FILE).tmp $(IMAGE_FILE)
 
 clean:
 	rm -rf notebooks/workspace runs .pytest_cache student

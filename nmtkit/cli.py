@@ -135,7 +135,8 @@ def cmd_export(args) -> int:
 
 def cmd_course(args) -> int:
     from nmtkit.course.runner import run_course
-    return run_course(out_dir=args.out, profile=args.profile, publish_outputs=args.publish)
+    return run_course(out_dir=args.out, profile=args.profile, publish_outputs=args.publish,
+                      until_first=args.until_first)
 
 
 def cmd_student(args) -> int:
@@ -275,6 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--publish", action="store_true",
                    help="course staff: copy the executed notebooks over notebooks/ (the reference outputs nbval "
                         "checks)")
+    p.add_argument("--until-first", action="store_true", help="each notebook only up to its first unanswered exercise")
     p.set_defaults(func=cmd_course)
 
     p = sub.add_parser("student", help="course staff: student copies of the notebooks, solutions removed")

@@ -140,6 +140,29 @@ def test_unanswered_exercises_are_listed_and_only_what_needs_them_is_skipped(boo
     assert executed.cells[1].outputs[0]["ename"] == "NotImplementedError" and not executed.cells[2].outputs
 
 
+def test_until_first_runs_each_notebook_to_its_first_exercise_and_still_lists_every_one(books, tmp_path, capsys):
+    nb = new_notebook(cells=[new_code_cell("import os, pathlib\nws = pathlib.Path(os.environ['NMTKIT_WORKDIR'])\n"
+                                           "(ws / 'before').write_text('ran'); (ws / 'step1').write_text('')"),
+                             nbformat.v4.new_markdown_cell("## 1.7 Exercise: which file?"),
+                             new_code_cell("# Exercise\nraise NotImplementedError"),
+                             new_code_cell("(ws / 'after').write_text('ran')  # needs no answer: runs in a full demo"),
+                             nbformat.v4.new_markdown_cell("## 1.8 Exercise: which line?"),
+                             new_code_cell("raise NotImplementedError")])
+    nb.metadata["kernelspec"] = {"name": "nmtkit", "display_name": "Python 3 (nmtkit)", "language": "python"}
+    nbformat.write(nb, books / "01_first.ipynb")
+    out = tmp_path / "run"
+    assert course.run_course(out_dir=out, directory=books, until_first=True) == 0
+    text = capsys.readouterr().out
+    assert "each to its first unanswered exercise" in text and "2 unanswered, 2 cells after them skipped" in text
+    assert "  01_first: 1.7 Exercise: which file?\n  01_first: 1.8 Exercise: which line?\n" in text
+    assert (out / "before").read_text() == "ran" and not (out / "after").exists()
+    executed = nbformat.read(out / "01_first.ipynb", as_version=4)
+    assert executed.cells[2].outputs[0]["ename"] == "NotImplementedError"
+    assert not executed.cells[3].outputs and not executed.cells[5].outputs
+    with pytest.raises(CourseError, match="drop --until-first"):
+        course.run_course(out_dir=out, directory=books, until_first=True, publish_outputs=True)
+
+
 def test_a_stub_failing_otherwise_is_a_failure(books, tmp_path, capsys):
     _write(books / "01_first.ipynb", "x = 1 / 0\nraise NotImplementedError")
     assert course.run_course(out_dir=tmp_path / "run", directory=books) == 1

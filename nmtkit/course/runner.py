@@ -80,19 +80,26 @@ def execute(path: Path, out_dir: Path, timeout: int = 1200, kernel: SharedKernel
     return execute_planned(path, out_dir, timeout, kernel)[0]
 
 
-def execute_planned(path: Path, out_dir: Path, timeout: int = 1200,
-                    kernel: SharedKernel | None = None) -> tuple[float, unanswered.Plan]:
+def execute_planned(path: Path, out_dir: Path, timeout: int = 1200, kernel: SharedKernel | None = None,
+                    until_first: bool = False) -> tuple[float, unanswered.Plan]:
+    """`until_first`: no cell after the notebook's first unanswered exercise runs (a quick look at where a student's
+    work starts); the plan still lists every unanswered exercise, and its skipped cells include those."""
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
     nb = nbformat.read(path, as_version=4)
     plan = unanswered.plan(nb.cells)
+    if until_first and plan.unanswered:
+        first = min(plan.unanswered)
+        plan.skipped = sorted(set(plan.skipped) | {i for i, c in enumerate(nb.cells)
+                                                   if i > first and c.cell_type == "code"})
+    run_stubs = [i for i in plan.unanswered if i not in plan.skipped]
     # Cells graders skip (# NBVAL_SKIP: e.g. starting a TensorBoard server) are skipped headless too, and so are the
     # cells that need an unanswered exercise; the exercise's own NotImplementedError is expected (checked below).
     tagged = [(c, "skip-execution") for i, c in enumerate(nb.cells) if c.cell_type == "code" and
               (c.source.lstrip().startswith("# NBVAL_SKIP") or i in plan.skipped)]
-    tagged += [(nb.cells[i], "raises-exception") for i in plan.unanswered]
+    tagged += [(nb.cells[i], "raises-exception") for i in run_stubs]
     for cell, tag in tagged:
         cell.metadata.setdefault("tags", []).append(tag)
     t0 = time.time()
@@ -104,7 +111,7 @@ def execute_planned(path: Path, out_dir: Path, timeout: int = 1200,
     log = None if kernel else open(out_dir / f"{path.stem}.kernel.log", "wb")
     try:
         client.execute(**({"stderr": log, "stdout": log} if log else {}))
-        for i in plan.unanswered:  # a stub that failed otherwise (a half-made answer) is a failure like any other
+        for i in run_stubs:  # a stub that failed otherwise (a half-made answer) is a failure like any other
             errors = [o for o in nb.cells[i].get("outputs", []) if o.get("output_type") == "error"]
             if errors and errors[0].get("ename") != "NotImplementedError":
                 first = next((line for line in nb.cells[i].source.splitlines() if line.strip()), "")
@@ -213,7 +220,10 @@ def check_outputs(executed_dir: Path, directory: Path = NOTEBOOKS_DIR,
 
 
 def run_course(out_dir: str | os.PathLike | None = None, profile: str | None = None,
-               only: list[str] | None = None, directory: Path = NOTEBOOKS_DIR, publish_outputs: bool = False) -> int:
+               only: list[str] | None = None, directory: Path = NOTEBOOKS_DIR, publish_outputs: bool = False,
+               until_first: bool = False) -> int:
+    if publish_outputs and until_first:
+        raise CourseError("nmtkit course: --publish needs every cell run; drop --until-first")
     out = Path(out_dir or Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S")).resolve()
     out.mkdir(parents=True, exist_ok=True)
     os.environ["NMTKIT_WORKDIR"] = str(out)         # kernels inherit it: workspace() == out
@@ -222,7 +232,8 @@ def run_course(out_dir: str | os.PathLike | None = None, profile: str | None = N
     # The venv's tools (tensorboard, ipengine) on the kernels' PATH even when the venv is not activated.
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     books = [p for p in notebooks(directory) if not only or any(p.name.startswith(o) for o in only)]
-    print(f"course: {len(books)} notebooks, profile {os.environ['NMTKIT_PROFILE']}, into {_rel(out)}", flush=True)
+    print(f"course: {len(books)} notebooks, profile {os.environ['NMTKIT_PROFILE']}, into {_rel(out)}"
+          + (", each to its first unanswered exercise" if until_first else ""), flush=True)
     t0 = time.time()
     left: list[tuple[str, str]] = []  # (notebook, heading) of every unanswered exercise
     not_run: dict[str, set[int]] = {}
@@ -230,7 +241,7 @@ def run_course(out_dir: str | os.PathLike | None = None, profile: str | None = N
         for i, path in enumerate(books, 1):
             print(f"[{i}/{len(books)}] {path.stem} ...", end=" ", flush=True)
             try:
-                seconds, plan = execute_planned(path, out, kernel=kernel)
+                seconds, plan = execute_planned(path, out, kernel=kernel, until_first=until_first)
             except CourseError as e:
                 print("FAILED", flush=True)
                 print(f"course: {e}\ncourse: the executed copy (with the error) is {_rel(out / path.name)}",

@@ -1,55 +1,37 @@
-"""The heavy suites' Docker fixtures: the students' image, built once a session as course staff build it (`nmtkit
-release --out DIR`, then `make image` there), and a network on a 10.x subnet whose containers and volumes are removed
-at the end, also on failure. Tests that need no Docker never touch them."""
+"""The heavy suites' Docker fixtures: the students' image, built once a CI run as course staff build it (`nmtkit
+release --out DIR`, then `make image` there: imagebuild.py), the course run once with the solutions in it, and
+networks on a 10.x subnet whose containers and volumes are removed at the end, also on failure. Tests that need no
+Docker never touch them."""
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
 import subprocess
-import sys
 import tarfile
-import time
 import uuid
 from pathlib import Path
 
+import imagebuild
 import pytest
-from dockertools import DOCKER, ROOT, TAG, docker
+from dockertools import DOCKER, PREBUILT, TAG, course, docker
 
 from nmtkit.course import INSTRUCTOR_KIT
 
 
 @pytest.fixture(scope="session")
 def image(tmp_path_factory):
+    """The release the students' image (tagged TAG) was built from: scripts/test-all.sh's build when it made one
+    (NMTKIT_TEST_RELEASE: one build for every worker of a CI run), else one made here once a session."""
     if not INSTRUCTOR_KIT:
         pytest.skip("the students' image is built from a release, which only the instructor's kit makes")
-    from nmtkit.course.instructor import release
-    rel = release.build(tmp_path_factory.mktemp("release") / "kit")
-    start, cached, dangling = time.time(), build_cache(), dangling_images()
-    env = {**os.environ, "IMAGE": TAG}
-    out = subprocess.run(["make", "-C", str(rel), "image", f"VENV={Path(sys.executable).parents[1]}", f"IMAGE={TAG}",
-                          f"WHEELHOUSE={ROOT / 'wheelhouse'}"], capture_output=True, text=True, env=env,
-                         timeout=3600)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    print(f"[image] built in {time.time() - start:.0f} s")
+    if PREBUILT:
+        assert docker("image", "inspect", TAG, check=False).returncode == 0, f"{TAG}: the prebuilt image is gone"
+        yield Path(os.environ["NMTKIT_TEST_RELEASE"])
+        return
+    rel, before = imagebuild.build(tmp_path_factory.mktemp("release"), TAG)
     yield rel
-    docker("rmi", "-f", TAG, check=False)
-    # the build's own cache entries go with its image (dozens of GB over many CI runs), and so does the wheelhouse
-    # image it replaced (left untagged); others' entries and images stay
-    for entry in build_cache() - cached:
-        docker("builder", "prune", "-af", "--filter", f"id={entry}", check=False)
-    for old in dangling_images() - dangling:
-        docker("rmi", old, check=False)
-
-
-def dangling_images() -> set[str]:
-    return set(docker("images", "-q", "--filter", "dangling=true", check=False).stdout.split())
-
-
-def build_cache() -> set[str]:
-    out = docker("system", "df", "-v", "--format", "{{json .BuildCache}}", check=False).stdout.strip()
-    return {e["ID"] for e in json.loads(out or "[]") or []}
+    imagebuild.remove(TAG, before)
 
 
 # what the tests read of the exported file system; every other file is made empty (its name is what they check), so
@@ -85,9 +67,8 @@ def exported(image, tmp_path_factory):
     shutil.rmtree(fs, ignore_errors=True)
 
 
-@pytest.fixture()
-def net():
-    """A network on a 10.x subnet, and the containers and volumes a test makes on it: all removed at the end."""
+def network():
+    """A network on a 10.x subnet, and the containers and volumes made on it: all removed at the end."""
     name = f"nmtkit-test-{uuid.uuid4().hex[:8]}"
     made = {"containers": [], "volumes": []}
     for third in range(200, 250):
@@ -99,3 +80,35 @@ def net():
     for v in made["volumes"]:
         docker("volume", "rm", "-f", v, check=False)
     docker("network", "rm", name, check=False)
+
+
+net = pytest.fixture(network, name="net")  # a test's own
+session_net = pytest.fixture(network, name="session_net", scope="session")
+
+
+@pytest.fixture(scope="session")
+def solved_course(image, session_net, tmp_path_factory):
+    """The course with the instructor's solutions put in, run once a session in the image under a laptop's limits
+    (`--memory 4g --cpus 2`): (its result, seconds, cgroup peak bytes, the solved notebooks). The image's and the
+    release's suites both assert on this one run, the longest of the heavy suites (~10 min on 2 cores)."""
+    from solutions import put_solutions
+    solved = put_solutions(image / "notebooks", tmp_path_factory.mktemp("solved") / "notebooks")
+    return (*course(session_net, solved), solved)
+
+
+# pytest-xdist's groups (scripts/test-all.sh: `-n 2 --dist loadgroup`): a group's tests run on one worker, in order.
+# Each suite is a group of its own, so the session fixtures each needs are made once: the image's two suites share
+# the image's exported file system and the course run with the solutions (so does the release's test of that run).
+# Across groups nothing is shared but dockerd: every container, volume and network has a name of its own, and no
+# test lists or prunes what is not its own. The image itself is built before the workers start (imagebuild.py).
+GROUPS = {"test_image": "image", "test_image_course": "image", "test_hub": "hub", "test_sandbox_grade": "sandbox",
+          "test_release_kit": "release", "test_gpu_build": "gpu"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks
+def pytest_collection_modifyitems(items):
+    for item in (i for i in items if i.path.parent == Path(__file__).parent):  # a hook sees every item
+        if item.path.stem not in GROUPS:  # ungrouped, its module's tests would be spread and their fixtures remade
+            raise pytest.UsageError(f"{item.path}: a heavy suite needs its xdist group in tests/heavy/conftest.py")
+        group = "image" if "solved_course" in getattr(item, "fixturenames", ()) else GROUPS[item.path.stem]
+        item.add_marker(pytest.mark.xdist_group(group))

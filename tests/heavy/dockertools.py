@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
+import time
 import uuid
 from pathlib import Path
 
@@ -10,7 +12,10 @@ from nmtkit.course import INSTRUCTOR_KIT
 
 DOCKER = "/usr/bin/docker"
 ROOT = Path(__file__).resolve().parents[2]
-TAG = f"nmtkit-students-test-{uuid.uuid4().hex[:8]}:latest"
+# the image scripts/test-all.sh built for every heavy suite of a CI run (tests/heavy/imagebuild.py), else one of this
+# session's own (conftest's `image`)
+PREBUILT = os.environ.get("NMTKIT_TEST_IMAGE") if os.environ.get("NMTKIT_TEST_RELEASE") else None
+TAG = PREBUILT or f"nmtkit-students-test-{uuid.uuid4().hex[:8]}:latest"
 
 
 def docker(*args, check=True, timeout=600, **kw):
@@ -36,3 +41,21 @@ def run(net, *args, name=None, timeout=600):
     name = name or f"nmtkit-c-{uuid.uuid4().hex[:8]}"
     net[1]["containers"].append(name)
     return docker("run", "--name", name, "--network", net[0], *args, timeout=timeout)
+
+
+# the cgroup's peak (v1, then v2), printed after the course so the test can read it
+PEAK = ("cat /sys/fs/cgroup/memory/memory.max_usage_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.peak "
+        "2>/dev/null || echo 0")
+
+
+def course(net, notebooks: Path | None = None) -> tuple[subprocess.CompletedProcess, float, int]:
+    """`nmtkit course` in the image under --memory 4g --cpus 2 (the release's notebooks, or `notebooks` mounted over
+    them): its result, seconds and the cgroup's peak bytes. It also prints the bytes the course wrote (executed
+    notebooks and the workspace's runs: what a student's volume holds after it, docs/instructors.md)."""
+    mount = ["-v", f"{notebooks}:/opt/nmtkit/notebooks:ro"] if notebooks else []
+    t0 = time.time()
+    out = run(net, "--memory", "4g", "--cpus", "2", *mount, TAG, "bash", "-c",
+              f"nmtkit course --out /tmp/course; rc=$?; echo peak=$({PEAK}) disk=$(du -sb /tmp/course | cut -f1); "
+              "exit $rc", timeout=3600)
+    peak = int(re.findall(r"peak=(\d+)", out.stdout)[-1])
+    return out, time.time() - t0, peak

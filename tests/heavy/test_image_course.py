@@ -8,41 +8,25 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 import sys
 import time
 import urllib.request
 import uuid
-from pathlib import Path
 
 import pytest
-from dockertools import ROOT, TAG, docker, run, why_not
-from solutions import put_solutions
+from dockertools import ROOT, TAG, course, docker, run, why_not
+from solutions import stubs
 
 from nmtkit.course import expected
 
 pytestmark = pytest.mark.skipif(why_not() is not None, reason=why_not() or "")
-# the cgroup's peak (v1, then v2), printed after the course so the test can read it
-PEAK = ("cat /sys/fs/cgroup/memory/memory.max_usage_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.peak "
-        "2>/dev/null || echo 0")
 
 
-def course(net, notebooks: Path | None = None) -> tuple[subprocess.CompletedProcess, float, int]:
-    """`nmtkit course` in the image under --memory 4g --cpus 2 (the release's notebooks, or `notebooks` mounted over
-    them): its result, seconds and the cgroup's peak bytes. It also prints the bytes the course wrote (executed
-    notebooks and the workspace's runs: what a student's volume holds after it, docs/instructors.md)."""
-    mount = ["-v", f"{notebooks}:/opt/nmtkit/notebooks:ro"] if notebooks else []
-    t0 = time.time()
-    out = run(net, "--memory", "4g", "--cpus", "2", *mount, TAG, "bash", "-c",
-              f"nmtkit course --out /tmp/course; rc=$?; echo peak=$({PEAK}) disk=$(du -sb /tmp/course | cut -f1); "
-              "exit $rc", timeout=3600)
-    peak = int(re.findall(r"peak=(\d+)", out.stdout)[-1])
-    return out, time.time() - t0, peak
-
-
-def test_the_course_with_the_solutions_runs_green_within_a_laptops_limits(image, net, tmp_path):
-    solved = put_solutions(image / "notebooks", tmp_path / "notebooks")
-    out, seconds, peak = course(net, solved)
+def test_the_course_with_the_solutions_runs_green_within_a_laptops_limits(image, solved_course):
+    # the course's one whole run in CI (conftest's solved_course), shared with test_release_kit.py's "with the
+    # solutions" test, which asserts what a release promises of it
+    out, seconds, peak, solved = solved_course
+    assert stubs(image / "notebooks") and not stubs(solved)  # every exercise answered, none left to skip
     disk = int(re.findall(r"disk=(\d+)", out.stdout)[-1])
     print(f"[course, solutions, --memory 4g --cpus 2] {seconds:.0f} s, cgroup peak {peak / 2**30:.2f} GiB, "
           f"written {disk / 2**20:.0f} MiB")

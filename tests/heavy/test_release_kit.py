@@ -1,8 +1,10 @@
 """A fresh release (`nmtkit release --out DIR`) tried as a student would: every command its README names works there.
 
-`make demo` (the README's first command) runs the notebooks as delivered as far as the answers go, exits 0 and lists
-the unanswered exercises by notebook and heading; with the instructor's solutions put in, it runs every notebook
-green; `make test` is green; `make lab` serves the notebooks; `make doctor` passes. The release uses this checkout's
+`make demo` (the README's first command) runs the notebooks as delivered, each to its first unanswered exercise
+(`COURSE_ARGS=--until-first`), exits 0 and lists every unanswered exercise by notebook and heading; with the
+instructor's solutions put in, every notebook runs green (the one whole course run of a CI run, made in the students'
+image of a release and shared with test_image_course.py: conftest's solved_course); `make test` is green;
+`make lab` serves the notebooks; `make doctor` passes. The release uses this checkout's
 environment (VENV=, its set-up's fast path) with the release's own package first on the path (PYTHONPATH), so what
 runs is the release's code, not the kit's: a fresh venv in the release would recompile Horovod for every run.
 """
@@ -10,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -18,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from solutions import put_solutions
+from solutions import stubs
 
 from nmtkit.course import INSTRUCTOR_KIT
 
@@ -49,15 +50,6 @@ def make(rel: Path, *targets: str, timeout: int = 1800) -> subprocess.CompletedP
                           text=True, env=_env(rel), timeout=timeout)
 
 
-def stubs(directory: Path) -> list[tuple[str, str]]:
-    """(notebook, heading) of every unanswered exercise, as the runner lists them."""
-    import nbformat
-
-    from nmtkit.course.unanswered import plan
-    return [(p.stem, h) for p in sorted(directory.glob("[0-9][0-9]_*.ipynb"))
-            for h in plan(nbformat.read(p, as_version=4).cells).unanswered.values()]
-
-
 def test_the_readme_names_only_commands_tested_here(rel):
     readme = (rel / "README.md").read_text()
     # commands in inline code or at a line's start in a code block (not prose such as "make the corpus")
@@ -67,24 +59,26 @@ def test_the_readme_names_only_commands_tested_here(rel):
     assert first.split("#")[0].strip() == "make demo", first
 
 
-def test_make_demo_runs_as_far_as_the_answers_go_and_lists_the_rest(rel):
-    out = make(rel, "demo")
+def test_make_demo_runs_each_notebook_to_its_first_exercise_and_lists_the_rest(rel):
+    # The whole course runs once per CI run, with the solutions, in the image (test_image_course.py): what this adds
+    # is the release's own `make demo` wiring and the to-do list, which needs no cell past a first exercise
+    out = make(rel, "demo", "COURSE_ARGS=--until-first")
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     left = stubs(rel / "notebooks")
     assert left, "the release's notebooks carry no unanswered exercise"
     listing = out.stdout.split("exercises are still unanswered")[1]
     assert [tuple(line.strip().split(": ", 1)) for line in listing.splitlines()[1:len(left) + 1]] == left
-    assert "FAILED" not in out.stdout
+    every = len(list((rel / "notebooks").glob("[0-9][0-9]_*.ipynb")))
+    assert "FAILED" not in out.stdout and out.stdout.count(" ok (") == every, out.stdout[-2000:]
 
 
-def test_with_the_solutions_put_in_every_notebook_runs_green(rel, tmp_path):
-    solved = tmp_path / "kit"
-    shutil.copytree(rel, solved, ignore=shutil.ignore_patterns("runs", "workspace", ".nmtkit-venv", "notebooks"))
-    put_solutions(rel / "notebooks", solved / "notebooks")
-    assert not stubs(solved / "notebooks")
-    out = make(solved, "demo")
+def test_with_the_solutions_put_in_every_notebook_runs_green(solved_course):
+    # the image's one whole run of this release's notebooks with the solutions (conftest's solved_course: the image
+    # holds the release's code and runs `nmtkit course`, what `make demo` runs), not a second course run on the host
+    out, _, _, solved = solved_course
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    every = len(list((solved / "notebooks").glob("[0-9][0-9]_*.ipynb")))  # the course's notebooks, each said ok
+    assert not stubs(solved)
+    every = len(list(solved.glob("[0-9][0-9]_*.ipynb")))  # the course's notebooks, each said ok
     assert every == 6 and "unanswered" not in out.stdout and out.stdout.count(" ok (") == every, out.stdout[-2000:]
 
 
