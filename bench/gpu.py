@@ -73,7 +73,10 @@ def worker(args) -> None:
     tokens = size * trainer.accum * length * 2
     peak, source = peak_flops(trainer.precision)
     gpus = tf.config.list_physical_devices("GPU")
-    memory = tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**30 if gpus else None
+    try:
+        memory = tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**30 if gpus else None
+    except ValueError:  # a GPU listed that TensorFlow runs nothing on (the tests' GPU-shaped CPU): not measured
+        memory = None
     scale = float(trainer.optimizer.loss_scale) if hasattr(trainer.optimizer, "loss_scale") else None
     print("RESULT " + json.dumps({
         "rank": dist.rank, "ranks": dist.size, "precision": trainer.precision, "reason": trainer.precision_reason,
@@ -116,7 +119,7 @@ def run_case(args, name: str, *, xla: bool, ranks: int = 0) -> dict:
     r = found[0]
     cfg = config.load("wmt16-base", SHAPES[args.shape])
     case["memory"] = refit(cfg, cfg.data.vocab_size, cfg.data.max_tokens + 1, r, out)
-    mem = f"{r['gpu_mem_gb']:.1f} GiB" if r["gpu_mem_gb"] is not None else "-"
+    mem = f"{r['gpu_mem_gb']:.1f} GiB" if r["gpu_mem_gb"] is not None else "not measured"
     print(f"{name:<38} | {r['precision']:<14} | XLA {'on ' if r['xla'] else 'off'} | {r['ms_per_step']:8.1f} ms/step | "
           f"{r['tokens_per_sec']:>10,.0f} tok/s | MFU {100 * r['mfu']:5.1f}% | peak GPU mem {mem} (projected "
           f"{r['projected_gb']:.1f} GiB, {r['micro_batches']} x {r['micro_batch']}) | loss {r['loss']:.3f}", flush=True)

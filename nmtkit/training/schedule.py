@@ -49,7 +49,11 @@ class FusedAdam(tf.keras.optimizers.Adam):
     """Keras Adam whose dense update is TensorFlow's fused ResourceApplyAdam kernel (one pass over each variable
     and its two slots, as nanoGPT's `fused=True` AdamW) instead of ~8 elementwise ops (the update's time, measured:
     bench/README.md). Same math (epsilon outside the bias-corrected sqrt), same
-    slots, so checkpoints are unchanged; sparse gradients keep Keras's path."""
+    slots, so checkpoints are unchanged; sparse gradients keep Keras's path.
+
+    Correct under jit_compile=True too (tf-keras's default where a GPU is listed; the kit turns it off, see
+    `make_optimizer`): each variable's update is then its own XLA-compiled trace, and a step scalar is shared only
+    between updates traced in one graph."""
 
     _scalars: dict | None = None
 
@@ -67,15 +71,18 @@ class FusedAdam(tf.keras.optimizers.Adam):
         self._scalars = scalars  # a cache of tensors, not state: kept out of checkpoints
 
     def _step_scalars(self, dt) -> dict:
-        if self._scalars is not None and dt in self._scalars:
-            return self._scalars[dt]
+        # keyed by the graph being traced as well: under jit_compile each variable's update is traced in its own
+        # graph (_update_step_xla), and a tensor of one variable's trace is out of scope in the next one's
+        key = (dt, tf.compat.v1.get_default_graph())
+        if self._scalars is not None and key in self._scalars:
+            return self._scalars[key]
         c = lambda x: tf.cast(x, dt)  # noqa: E731
         power = tf.cast(self.iterations + 1, dt)
         out = {"beta1_power": tf.pow(c(self.beta_1), power), "beta2_power": tf.pow(c(self.beta_2), power),
                "lr": c(self.learning_rate), "beta1": c(self.beta_1), "beta2": c(self.beta_2),
                "epsilon": c(self.epsilon)}
         if self._scalars is not None:
-            self._scalars[dt] = out
+            self._scalars[key] = out
         return out
 
     def update_step(self, gradient, variable):
@@ -87,10 +94,21 @@ class FusedAdam(tf.keras.optimizers.Adam):
                                      **self._step_scalars(variable.dtype))
 
 
+# The optimizer's own XLA (tf-keras's jit_compile, True by default wherever a GPU is listed): off, on GPUs too. Not
+# for Horovod's sake, as train.xla is refused for Horovod jobs (nmtkit.training.precision.use_xla): the update
+# holds no Horovod op, the allreduce happens before it. Off because FusedAdam's update is already one fused kernel
+# a variable, so XLA has nothing to fuse, and would instead compile one program per variable at the first step
+# and launch each through XLA at every step (the tiny profile's 47 variables, GPU-shaped on a 2-core CPU: first
+# step 5.7 s against 2.4 s, then 84 against 75 ms a step); and so a GPU's update is the one every CPU run and test
+# runs. With train.xla the whole step, the update inside it, is compiled anyway.
+OPTIMIZER_JIT = False
+
+
 def make_optimizer(schedule, train_cfg, precision: str):
-    """Adam (fused) with the config's betas/epsilon; wrapped in dynamic loss scaling under mixed precision."""
+    """Adam (fused) with the config's betas/epsilon, without its own XLA (OPTIMIZER_JIT); wrapped in dynamic loss
+    scaling under mixed precision."""
     opt = FusedAdam(learning_rate=schedule, beta_1=train_cfg.beta1, beta_2=train_cfg.beta2,
-                    epsilon=train_cfg.epsilon)
+                    epsilon=train_cfg.epsilon, jit_compile=OPTIMIZER_JIT)
     if precision == "mixed_float16":
         opt = tf.keras.mixed_precision.LossScaleOptimizer(opt)
     return opt

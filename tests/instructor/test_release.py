@@ -110,6 +110,10 @@ def test_the_release_holds_no_solution_verdict_rubric_or_expected_figure(kit, fi
             "tools/"} <= set(release.LEFT_OUT)
     for rel in release.LEFT_OUT:
         assert (ROOT / rel).exists() and not (kit / rel).exists(), rel
+    # the GPU-shaped switch (a sitecustomize that fakes TensorFlow's GPUs) never reaches a student's release or image
+    assert (ROOT / "tests" / "gpushape" / "sitecustomize.py").is_file() and not (kit / "tests" / "gpushape").exists()
+    assert not [p for p in kit.rglob("*.py") if p.name in ("sitecustomize.py", "usercustomize.py")
+                or "NMTKIT_TEST_GPU_SHAPED" in p.read_text()]
     # a shipped test that names the instructor's kit skips without it (INSTRUCTOR_KIT): tests/heavy builds a release
     assert not [t for t in (kit / "tests").rglob("*.py") if re.search(r"nmtkit\.course\.instructor|tools\.rehearsal|"
                                                                       r"\"grade\"|nmtkit grade", t.read_text())

@@ -42,7 +42,9 @@ LEFT_OUT = ("nmtkit/course/instructor/", "tests/instructor/", "docs/instructors.
             "docs/students-readme.md", "docs/terminal-lab.md", "tests/heavy/test_sandbox_grade.py",
             # the class's hub: the instructor's to run (its config, roster, exchange; its tests and their schema)
             "hub/", "docs/hub.md", "tests/test_hub_config.py", "tests/test_hub_z2jh.py", "tests/data/",
-            "tests/heavy/test_hub.py", "tests/heavy/hubtools.py")
+            "tests/heavy/test_hub.py", "tests/heavy/hubtools.py",
+            # the GPU-shaped switch fakes TensorFlow's GPUs in any process that loads it, and the tests that use it
+            "tests/gpushape/", "tests/test_gpu_shaped.py", "tests/test_gpu_shaped_long.py")
 MANIFEST_DROPS = ("checks", "bytes_per_step_by_counters")
 # what a shipped reference run's own files lose: its MFU, question 4's graded figure (the steps it was taken over and
 # the peak stay: they are the question's inputs). Every other file of a run ships as the run wrote it.
