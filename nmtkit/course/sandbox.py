@@ -26,9 +26,32 @@ MARK = "NMTKIT-SANDBOX "
 CGROUP = Path("/sys/fs/cgroup")
 
 
+TOKEN = {"value": ""}  # the grader's secret for this run, read from standard input (--token-stdin)
+
+
 def emit(**what) -> None:
+    what = {**what, "token": TOKEN["value"]}  # the grader keeps only lines that carry it
     sys.stdout.write(MARK + json.dumps(what, allow_nan=True) + "\n")
     sys.stdout.flush()
+
+
+def seal() -> None:
+    """Keep the kernel (a child of this process, under the same uid) out of this process: not dumpable, so
+    /proc/<this>/fd (the report's pipe), /proc/<this>/mem (the token) and ptrace need CAP_SYS_PTRACE, which the
+    container drops. The kernel's execve makes it dumpable again; it holds neither the pipe nor the token."""
+    import ctypes
+    import ctypes.util
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+    if libc.prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE, 0
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed: the report could be forged")
+
+
+def read_token() -> None:
+    """The token from standard input, then standard input is /dev/null: no child inherits the grader's pipe."""
+    TOKEN["value"] = sys.stdin.readline().strip()
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
 
 
 def _cgroup_value(*names: str) -> str | None:
@@ -89,16 +112,18 @@ async def run(nb, seconds: float, output_bytes: int, scratch: Path | None, kerne
     client = _client_class()(nb, timeout=max(1, int(seconds)), kernel_name=kernel, allow_errors=True,
                              resources={"metadata": {"path": str(cwd)}})
     client.cap = output_bytes
-    figures, sent = Path(os.environ[DIR_ENV]), set()
+    figures = Path(os.environ[DIR_ENV])
 
-    def send_figures():
-        for f in sorted(figures.glob("*.json")):
-            if f.name not in sent:
-                sent.add(f.name)
-                try:
-                    emit(figures=f.stem, text=f.read_text()[:3_000_000])
-                except (OSError, UnicodeDecodeError) as e:
-                    emit(figures=f.stem, text="", error=str(e))
+    def send_figures(gid: str | None):
+        """The figures file of the recorder cell that just ran (`gid`): the one report of that check. A file any
+        other cell wrote, or one left before this cell ran (removed then), is never sent."""
+        f = figures / f"{gid}.json"
+        if gid is None or not f.is_file():
+            return
+        try:
+            emit(figures=gid, text=f.read_text()[:3_000_000])
+        except (OSError, UnicodeDecodeError) as e:
+            emit(figures=gid, text="", error=str(e))
 
     deadline, stopped = time.monotonic() + seconds, None
     async with client.async_setup_kernel(stdout=log, stderr=log):
@@ -109,6 +134,9 @@ async def run(nb, seconds: float, output_bytes: int, scratch: Path | None, kerne
                 stopped = f"the time limit ({seconds:.0f} s)"
                 break
             client.timeout = max(1, int(left))
+            gid = recorder_of(cell)
+            if gid is not None:
+                (figures / f"{gid}.json").unlink(missing_ok=True)
             try:
                 if cell.cell_type == "code":
                     count += 1
@@ -117,18 +145,24 @@ async def run(nb, seconds: float, output_bytes: int, scratch: Path | None, kerne
                 stopped = f"the time limit ({seconds:.0f} s)"
             except DeadKernelError:
                 stopped = "the memory limit (the kernel was killed)" if oom_killed() else "the kernel died"
-            send_figures()
+            send_figures(gid)
             if getattr(client, "over", False):
                 stopped = f"the output limit ({output_bytes / 1e6:g} MB)"
             stopped = stopped or scratch_full(scratch) or (
                 f"the process limit ({pids_reached()})" if pids_reached() else None)
             if stopped:
                 break
-        send_figures()
         emit(stopped=stopped)
         emit(notebook=_trimmed(nb, output_bytes))
         sys.stdout.flush()
     return stopped
+
+
+def recorder_of(cell) -> str | None:
+    """The grade id of a check cell the grader made a recorder of (nmtkit.course.instructor.scoring.recorder), else
+    None. The notebook this driver runs is the grader's, read-only: its cells' metadata are the grader's."""
+    gid = (cell.get("metadata", {}).get("nbgrader") or {}).get("grade_id")
+    return gid if cell.cell_type == "code" and isinstance(gid, str) and "_nmtkit_record(" in cell.source else None
 
 
 def _trimmed(nb, output_bytes: int) -> dict:
@@ -157,7 +191,12 @@ def main(argv=None) -> int:
     p.add_argument("--kernel", default="nmtkit")
     p.add_argument("--workspace-from", default=None,
                    help="a read-only workspace to copy into the scratch: the notebook's NMTKIT_WORKDIR, writable")
+    p.add_argument("--token-stdin", action="store_true",
+                   help="read the grader's token from standard input (first line); every report line carries it")
     a = p.parse_args(argv)
+    if a.token_stdin:
+        read_token()
+        seal()
     nb = nbformat.read(a.notebook, as_version=4)
     scratch = Path(a.scratch) if a.scratch else None
     cwd = Path(os.environ.get("TMPDIR") or "/tmp") / "nmtkit-graded"

@@ -11,6 +11,9 @@ a class of notebook 05 submissions graded as an instructor grades one, `--class`
 - One submission per sandbox limit (time, scratch, processes, output): stopped there, the reason in grades.csv, the
   checks recorded before it graded.
 - Grading the same submissions twice gives the same grades.csv.
+- Issue #68's routes, on notebook 04 (and 05's practice answers): each scores exactly the blank's score (a
+  half-done notebook with a grade-skip tag its honest score), and a copy of another student's figures with the
+  one-line id spoof scores as the copy without it (tests/heavy/routes68.py builds them).
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from dockertools import TAG, why_not
+from routes68 import NB04, blank04, routes04
 from solutions import ROOT
 
 from nmtkit.course import INSTRUCTOR_KIT, student
@@ -112,6 +116,9 @@ def graded(image, tmp_path_factory):
     for name, nb in subs.items():
         (cls / name).mkdir()
         nbformat.write(nb, cls / name / NB05)
+    for name, nb in {"blank04": blank04(image), **routes04(image)}.items():
+        (cls / name).mkdir(exist_ok=True)
+        nbformat.write(nb, cls / name / (NB05 if name == "route68-practice05" else NB04))
     out = cls.parent / f"{cls.name}-out"
     sandbox = Sandbox(image=TAG, seconds=90, scratch_mb=128)
     frame, report = grade_class(cls, out, jobs=2, sandbox=sandbox)
@@ -183,3 +190,47 @@ def test_an_image_of_another_commit_is_refused_in_one_line():
     with pytest.raises(CourseError) as e:
         ready(Sandbox(image="debian:bookworm-slim"))
     assert "is the release of commit unknown" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_68_each_route_scores_the_blanks_score(graded):
+    """Issue #68's routes: the practice answers (environment, figures files, a wrapped recorder), text for numbers,
+    lab_nic from theory, forged reports and points: each scores what the blank scores, out of the same maximum."""
+    from routes68 import AS_BLANK
+    rows = graded[0]
+    blank = rows["blank04"]
+    assert float(blank["points"]) == 0 and float(blank["max_points"]) == 6, blank  # lab1, lab4, lab5 automatic
+    for name in AS_BLANK:
+        row = rows[name]
+        assert (row["points"], row["max_points"], row["manual"]) == (
+            blank["points"], blank["max_points"], blank["manual"]), (name, row)
+        assert not row["stopped"] and not row["error"], (name, row)
+    practice05 = rows["route68-practice05"]
+    assert float(practice05["points"]) == 0 == float(rows["blank"]["points"]), practice05
+    assert practice05["max_points"] == rows["blank"]["max_points"]
+    assert "not one of your variant's" in practice05["notes"] and "not one of your variant's" in \
+        rows["route68-practice-env"]["notes"]
+
+
+def test_68_a_grade_skip_tag_leaves_the_honest_maximum(graded):
+    rows = graded[0]
+    half = rows["route68-skip-half"]
+    assert (float(half["points"]), float(half["max_points"])) == (2, 6), half
+
+
+def test_68_a_spoofed_id_scores_as_the_plain_copy_and_the_id_is_the_submissions(graded):
+    from routes68 import ids
+    rows = graded[0]
+    a, b1, b2 = ids()
+    assert float(rows[a]["points"]) == float(rows[a]["max_points"]) == 6, rows[a]  # the typed figures are right
+    copy, spoof = rows[b1], rows[b2]
+    assert copy["variant"] == spoof["variant"] != rows[a]["variant"]
+    assert checks(spoof) == checks(copy) and float(spoof["points"]) == float(copy["points"]) == 0, (copy, spoof)
+    assert "not one of your variant's" in spoof["notes"], spoof  # the spoof named A's runs: about no run of B's
+
+
+def test_68_the_kernel_cannot_write_the_drivers_report(graded):
+    rows, _, out, _ = graded
+    row = rows["route68-forged"]
+    assert "FORGED" not in row["stopped"] and not row["stopped"]
+    kept = (out / "students" / "route68-forged-executed" / NB04).read_text()
+    assert "refused" in kept and '"FORGED": 1' not in kept

@@ -5,6 +5,7 @@ whether it is here):
     grade.py      `nmtkit grade`: a submission run with its check cells put back as recorders, no training
     container.py  where it runs: a container of the students' image (the sandbox), or trusted, a local process
     scoring.py    each check decided here, in the grader's process, on the figures the notebook recorded
+    pinning.py    which runs a figure may be about: the student's variant's and workspace's, the grader's decision
     classgrade.py `nmtkit grade --class`: every submission of a class, one grades.csv and a class report
     exchange.py   the hub's exchange: an assignment released, each student's own box collected, nbgrader's layout read
     hub_commands.py `nmtkit hub release|collect|feedback`: the hub's exchange driven from the host

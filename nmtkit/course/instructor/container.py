@@ -90,11 +90,17 @@ def ready(sandbox: Sandbox) -> None:
                           f"of this commit and build its image (nmtkit release --out DIR; make -C DIR image)")
 
 
-def execute(nb, workspace: Path, sandbox: Sandbox, name: str = "notebook.ipynb", student: str | None = None) -> Outcome:
+def execute(nb, workspace: Path, sandbox: Sandbox, name: str = "notebook.ipynb", student: str | None = None,
+            variant: str | None = None) -> Outcome:
     """Run the graded notebook `nb` (its check cells record figures) over `workspace`; see the module. `student`:
-    the student id, set as $NMTKIT_STUDENT_ID where the notebook runs, so it reads that student's variant."""
+    the student id, set as $NMTKIT_STUDENT_ID where the notebook runs, and `variant` (the grader's, from that id) as
+    $NMTKIT_VARIANT, so an honest notebook reads that variant; what a figure may be about is the grader's to decide
+    (nmtkit.course.instructor.pinning), whatever the notebook sets."""
     from nmtkit.analysis import variants
     who = {variants.ENV_STUDENT: variants.check_id(student)} if student else {}
+    if variant:
+        variants.directory(variant)  # installed: one line, else
+        who[variants.ENV_VARIANT] = variant
     import nbformat
 
     from nmtkit.course.student import kernel_name
@@ -102,10 +108,10 @@ def execute(nb, workspace: Path, sandbox: Sandbox, name: str = "notebook.ipynb",
     try:
         (work / "in").mkdir()
         nbformat.write(nb, work / "in" / name)
-        args = ["--time", str(sandbox.seconds), "--output-bytes", str(sandbox.output_bytes)]
+        args = ["--time", str(sandbox.seconds), "--output-bytes", str(sandbox.output_bytes), "--token-stdin"]
         kit = str(Path(nmtkit.__file__).resolve().parent)
         if sandbox.trusted:
-            env = {**{k: v for k, v in os.environ.items() if not (who and k == variants.ENV_VARIANT)},
+            env = {**{k: v for k, v in os.environ.items() if k not in (variants.ENV_VARIANT, variants.ENV_STUDENT)},
                    "NMTKIT_WORKDIR": str(workspace), DIR_ENV: str(work / "figures"), "TMPDIR": str(work), **who}
             cmd = [sys.executable, "-m", "nmtkit.course.sandbox", str(work / "in" / name), *args,
                    "--kernel", kernel_name(nb)]
@@ -120,7 +126,7 @@ def execute(nb, workspace: Path, sandbox: Sandbox, name: str = "notebook.ipynb",
                 if not p.is_symlink():
                     p.chmod(0o755 if p.is_dir() else 0o644)
             env = None
-            cmd = [docker(), "run", "--rm", "--name", cname, "--network", "none", "--read-only",
+            cmd = [docker(), "run", "-i", "--rm", "--name", cname, "--network", "none", "--read-only",
                    "--tmpfs", f"/tmp:rw,nosuid,size={sandbox.scratch_mb}m", "--memory", sandbox.memory,
                    "--memory-swap", sandbox.memory, "--cpus", str(sandbox.cpus), "--pids-limit", str(sandbox.pids),
                    "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
@@ -140,10 +146,19 @@ def execute(nb, workspace: Path, sandbox: Sandbox, name: str = "notebook.ipynb",
 
 def _follow(cmd, env, sandbox: Sandbox, roots: dict, kill) -> Outcome:
     """Run the driver, read its report lines (at most a few times the output limit), and stop it past its time."""
+    import secrets
     t0 = time.monotonic()
     figures, state = {}, {"stopped": None, "notebook": None, "ended": False}
     budget = [3 * sandbox.output_bytes + 20_000_000]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    # the driver's report lines carry this token, which only the driver holds (nmtkit.course.sandbox.seal): a line
+    # the notebook's code printed, or wrote into the driver's output, is not the driver's
+    token = secrets.token_hex(16)
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    try:
+        proc.stdin.write(token.encode() + b"\n")
+        proc.stdin.close()
+    except OSError:
+        pass  # the driver died at once: it reports nothing, and that is what the grades say
 
     def read():
         for raw in proc.stdout:
@@ -157,7 +172,7 @@ def _follow(cmd, env, sandbox: Sandbox, roots: dict, kill) -> Outcome:
                 msg = json.loads(line[len(MARK):])
             except ValueError:
                 continue
-            if not isinstance(msg, dict):
+            if not isinstance(msg, dict) or msg.get("token") != token:
                 continue
             if isinstance(msg.get("figures"), str) and isinstance(msg.get("text"), str):
                 figures.setdefault(msg["figures"], msg["text"])  # the first report of a file is the one kept

@@ -49,20 +49,48 @@ AFTER_SKIP = "nmtkit_after_grade_skip"  # a graded notebook's cell that follows 
 NO_RUN = "no run submitted"
 
 
+def _norm(source: str) -> str:
+    """A cell's source compared with the instructor's: whitespace at line ends and blank lines aside."""
+    return "\n".join(line.rstrip() for line in source.strip().splitlines() if line.strip())
+
+
+def _instructor_cells(instructor: dict) -> tuple[dict, dict, set, set]:
+    """(locked check cells, other locked cells, by grade id; the sources of the cells grading skips; the sources of
+    the instructor-only cells). The skips are the instructor's: a student's own grade-skip tag skips nothing."""
+    def meta(c):
+        return c.metadata.get("nbgrader") or {}
+    checks = {grade_id(c): c for c in instructor.cells if c.cell_type == "code" and meta(c).get("grade")
+              and meta(c).get("locked")}
+    locked = {grade_id(c): c for c in instructor.cells if meta(c).get("locked") and grade_id(c) not in checks}
+    skips = {_norm(cell_source(c)) for c in instructor.cells if SKIP_TAG in c.metadata.get("tags", [])}
+    only = {_norm(cell_source(c)) for c in instructor.cells if is_instructor(c)}
+    return checks, locked, skips, only
+
+
+def _trusted_metadata(cell, instructor_by_id: dict) -> None:
+    """The cell's nbgrader metadata and tags as the instructor's notebook has them for its grade id: a student's own
+    cell carries none (its points, grade id and tags are not the grader's)."""
+    ins = instructor_by_id.get(grade_id(cell))
+    cell.metadata.pop("nbgrader", None)
+    cell.metadata.pop("tags", None)
+    if ins is not None:
+        import copy
+        cell.metadata["nbgrader"] = copy.deepcopy(ins.metadata["nbgrader"])
+        if ins.metadata.get("tags"):
+            cell.metadata["tags"] = list(ins.metadata["tags"])
+
+
 def assemble(student: dict, instructor: dict, name: str = "notebook") -> tuple[dict, dict]:
     """(the notebook to run, grade id -> its scoring.Call): the student's cells, each locked check cell put back from
-    the instructor's notebook as a recorder of its figures, no skipped cells."""
+    the instructor's notebook as a recorder of its figures, the instructor's skipped cells left out, every cell's
+    nbgrader metadata and tags the instructor's for its grade id."""
     import copy
 
     import nbformat
     exercises(instructor, name)  # the instructor's notebook is well formed (CourseError naming it, else)
-    # every locked graded code cell: notebook 05's question checks and the other notebooks' practice checks
-    checks = {grade_id(c): c for c in instructor.cells if c.cell_type == "code"
-              and (c.metadata.get("nbgrader") or {}).get("grade") and (c.metadata.get("nbgrader") or {}).get("locked")}
+    checks, locked, skips, only = _instructor_cells(instructor)
     calls = {gid: scoring.parse(gid, cell_source(cell)) for gid, cell in checks.items()}
-    # the other locked cells (each notebook's set-up): put back as they ship, whatever the student made of them
-    locked = {grade_id(c): c for c in instructor.cells if (c.metadata.get("nbgrader") or {}).get("locked")
-              and grade_id(c) not in checks}
+    by_id = {grade_id(c): c for c in instructor.cells if grade_id(c)}
 
     def restored(gid):
         cell = copy.deepcopy(checks[gid])
@@ -72,18 +100,37 @@ def assemble(student: dict, instructor: dict, name: str = "notebook") -> tuple[d
     nb = copy.deepcopy(student)
     cells, seen, skipped = [], set(), 0
     for cell in nb.cells:
-        gid = grade_id(cell)
+        gid = grade_id(cell) if grade_id(cell) in by_id else None
         if gid in calls or gid in locked:
             if gid in seen:  # a duplicated locked cell runs once
                 continue
             cell = restored(gid) if gid in calls else copy.deepcopy(locked[gid])
             seen.add(gid)
-        elif is_instructor(cell) or SKIP_TAG in cell.get("metadata", {}).get("tags", []):
-            skipped += SKIP_TAG in cell.get("metadata", {}).get("tags", [])
+        elif _norm(cell_source(cell)) in skips:
+            skipped += 1
             continue
+        elif _norm(cell_source(cell)) in only:
+            continue
+        else:
+            if gid is not None and gid in seen:  # a duplicated answer cell: the first is the answer
+                gid = None
+                cell.metadata.pop("nbgrader", None)
+            seen.add(gid)
+            _trusted_metadata(cell, by_id)
         if skipped:  # scoring reads it: this cell may need what a skipped training/cluster cell makes
             cell.metadata[AFTER_SKIP] = True
         cells.append(cell)
+    _put_back(cells, locked, checks, seen, restored, skipped)
+    for c in cells:
+        if c.cell_type == "code":
+            c.outputs, c.execution_count = [], None
+    nb.cells = cells
+    nbformat.validate(nb)
+    return nb, calls
+
+
+def _put_back(cells: list, locked: dict, checks: dict, seen: set, restored, skipped: int) -> None:
+    import copy
     for gid in (g for g in locked if g not in seen):  # a deleted set-up cell goes back first
         cells.insert(0, copy.deepcopy(locked[gid]))
     for gid in checks:  # checks the student deleted go back after their work cell (else at the end)
@@ -94,31 +141,37 @@ def assemble(student: dict, instructor: dict, name: str = "notebook") -> tuple[d
         cells.insert(at, restored(gid))
         if skipped and (at == len(cells) - 1 or cells[at - 1].metadata.get(AFTER_SKIP)):
             cells[at].metadata[AFTER_SKIP] = True
-    for c in cells:
-        if c.cell_type == "code":
-            c.outputs, c.execution_count = [], None
-    nb.cells = cells
-    nbformat.validate(nb)
-    return nb, calls
 
 
-def score(nb: dict, calls: dict, figures: dict, decoder, stopped: str | None = None) -> list[dict]:
-    """One record per graded cell of the assembled notebook `nb`: grade id, points, max points, status, message,
-    the figures it recorded. Check cells are decided here on their figures files; verdicts are for the grader."""
-    out = []
+# checks that read what the instructor's skipped cells make, and where that lands in a workspace: with it missing,
+# nobody's figures exist, and the check is "no run submitted" for every submission alike
+NEEDS_RUN = {"03-link-check": "runs/compression", "06-batch-check": "runs/baseline"}
+
+
+def score(nb: dict, calls: dict, figures: dict, decoder, stopped: str | None = None, instructor: dict | None = None,
+          workspace: Path | None = None, pin=None) -> list[dict]:
+    """One record per graded cell of the instructor's notebook (its points; the assembled notebook `nb` gives the
+    answers): grade id, points, max points, status, message, the figures it recorded. Check cells are decided here
+    on their figures files; verdicts are for the grader. A cell the student added counts for nothing."""
+    graded = [c for c in (instructor or nb).cells if (c.get("metadata", {}).get("nbgrader") or {}).get("grade")]
+    answers = {}
     for cell in nb.cells:
-        meta = cell.get("metadata", {}).get("nbgrader") or {}
-        if not meta.get("grade"):
-            continue
+        answers.setdefault(grade_id(cell), cell)
+    out = []
+    for ins in graded:
+        meta = ins.metadata["nbgrader"]
         gid = meta.get("grade_id")
+        cell = answers.get(gid)
         rec = {"grade_id": gid, "max_points": meta.get("points", 0)}
-        if cell.cell_type == "markdown":
-            text = cell_source(cell).strip()
+        if ins.cell_type == "markdown":
+            text = cell_source(cell).strip() if cell is not None and cell.cell_type == "markdown" else ""
             rec.update(points=None, status="unanswered" if not text or MARKDOWN_STUB in text else "manual",
                        message="", figures={})
         else:
-            got = scoring.decide(calls[gid], figures.get(gid), decoder)
-            if got.pop("name_error", False) and cell.get("metadata", {}).get(AFTER_SKIP):
+            got = scoring.decide(calls[gid], figures.get(gid), decoder, pin)
+            needs = NEEDS_RUN.get(gid)
+            if got.pop("name_error", False) and cell is not None and cell.metadata.get(AFTER_SKIP) and needs \
+                    and workspace is not None and not (Path(workspace) / needs).exists():
                 # its inputs come from the training or cluster cells grading skips: the run was not handed in
                 got.update(status=NO_RUN, message=f"this check reads what the skipped training/cluster cells "
                            f"make ({got['message']}); grade with the student's workspace (--workspace) holding "
@@ -161,22 +214,50 @@ def grade_notebook(path: Path, instructor_path: Path, workspace: Path, sandbox: 
     """Assemble, run (sandboxed, or trusted) and score one notebook of a submission; the executed notebook is kept
     in `keep` if given."""
     from nmtkit.course.figures import Decoder
-    nb, calls = assemble(read_notebook(path), read_notebook(instructor_path), path.name)
-    ran = execute(nb, workspace, sandbox, path.name, student)
-    cells = score(nb, calls, ran.figures, Decoder(ran.roots), ran.stopped)
+    from nmtkit.course.instructor.pinning import Pin
+    instructor = read_notebook(instructor_path)
+    nb, calls = assemble(read_notebook(path), instructor, path.name)
+    variant = variants.variant_of(student) if student else variants.active()
+    ran = execute(nb, workspace, sandbox, path.name, student, variant)
+    cells = score(nb, calls, ran.figures, Decoder(ran.roots), ran.stopped, instructor, workspace,
+                  Pin(variant, Path(workspace)))
     auto = [c for c in cells if c["points"] is not None]
     figures = {k: v for c in cells for k, v in c.pop("figures", {}).items()}
     out = {"notebook": path.name, "seconds": round(ran.seconds, 1), "cells": cells,
            "points": sum(c["points"] for c in auto), "max_points": sum(c["max_points"] for c in auto),
            "manual": sum(1 for c in cells if c["status"] == "manual"), "figures": figures,
            "graded_in": "this kit (trusted)" if sandbox.trusted else f"sandbox {sandbox.image}",
-           "stopped": ran.stopped or "", "student": student or "",
-           "variant": variants.variant_of(student) if student else variants.active()}
+           "stopped": ran.stopped or "", "student": student or "", "variant": variant}
     if keep is not None and ran.notebook is not None:
         keep.mkdir(parents=True, exist_ok=True)
-        # as it came back (the notebook's claim, not validated): for the instructor to read
-        out["executed"] = str(atomic_write_text(keep / path.name, json.dumps(ran.notebook, indent=1) + "\n"))
+        # the graded notebook as the grader assembled it, with the outputs each of its cells printed
+        out["executed"] = str(atomic_write_text(keep / path.name, json.dumps(executed(nb, ran.notebook), indent=1)
+                                                + "\n"))
     return out
+
+
+def executed(nb: dict, ran: dict) -> dict:
+    """The notebook kept for the instructor: the grader's assembled `nb` (its cells, sources and metadata), each code
+    cell given the outputs the driver reported for the same cell (same index and source), nothing else of `ran`."""
+    import copy
+
+    import nbformat
+    out = copy.deepcopy(nb)
+    theirs = ran.get("cells") if isinstance(ran, dict) and isinstance(ran.get("cells"), list) else []
+    for i, cell in enumerate(out.cells):
+        if cell.cell_type != "code" or i >= len(theirs) or not isinstance(theirs[i], dict):
+            continue
+        if cell_source(theirs[i]) != cell_source(cell) or not isinstance(theirs[i].get("outputs"), list):
+            continue
+        try:
+            cell.outputs = [nbformat.from_dict(o) for o in theirs[i]["outputs"] if isinstance(o, dict)]
+            count = theirs[i].get("execution_count")
+            cell.execution_count = count if isinstance(count, int) else None
+        except (TypeError, ValueError):
+            cell.outputs = []
+    for cell in out.cells:
+        cell.metadata.pop(AFTER_SKIP, None)
+    return json.loads(nbformat.writes(out))
 
 
 def grade(submission: str | os.PathLike, workspace=None, only=(), out: str | os.PathLike | None = None,

@@ -32,8 +32,10 @@ def wrong(value, want, tol) -> str | None:
     """Why `value` is not `want` (None when it is): "missing", "too high", "too low" or "not it"."""
     if value is None:
         return "missing"
-    if isinstance(want, str):  # a name (an interface): exactly it
-        return None if str(value).strip() == want else "not it"
+    if isinstance(want, str):  # a name (an interface): exactly it, as text
+        return None if isinstance(value, str) and value.strip() == want else "not it"
+    if isinstance(value, (str, bytes)):  # text is no number and no yes/no ("0.514", "False"): its form is wrong
+        return "not a number" if not isinstance(want, (bool, list, tuple, set)) else "not it"
     if isinstance(want, bool) or isinstance(want, (list, tuple, set)):
         norm = (lambda v: sorted(str(x).rsplit("/", 1)[-1] for x in v)) if not isinstance(want, bool) else bool
         try:
