@@ -24,14 +24,15 @@ SMALL = {"data.train_size": 4000, "data.dev_size": 40, "data.test_size": 40, "da
          "monitor.enabled": False}  # tests/conftest.py's small_config, whose corpus DATA is
 
 
-def three_variables(jit: bool, precision: str) -> list:
-    """3 variables after 2 updates of FusedAdam as tf-keras constructs it here (jit=None) or with jit_compile
-    forced off, inside one tf.function as the trainer applies it; under mixed_float16 through the loss scale."""
+def three_variables(precision: str, jit: bool | None = None) -> tuple[bool, list]:
+    """(jit_compile as used, 3 variables after 2 updates of FusedAdam inside one tf.function, as the trainer applies
+    them); jit_compile as tf-keras constructs it (None: True wherever a GPU is listed) or set after construction;
+    under mixed_float16 through the loss scale. tests/test_gpu_shaped.py calls it in-process too."""
     from nmtkit.training.schedule import FusedAdam
-    opt = FusedAdam(learning_rate=0.01) if jit else FusedAdam(learning_rate=0.01, jit_compile=False)
-    if precision == "mixed_float16":
-        opt = tf.keras.mixed_precision.LossScaleOptimizer(opt)
-    inner = getattr(opt, "inner_optimizer", opt)
+    inner = FusedAdam(learning_rate=0.01)
+    if jit is not None:
+        inner.jit_compile = jit
+    opt = tf.keras.mixed_precision.LossScaleOptimizer(inner) if precision == "mixed_float16" else inner
     vs = [tf.Variable(tf.fill(shape, 0.5), name=f"v{i}") for i, shape in enumerate(([3], [2, 2], [4, 1]))]
 
     @tf.function(autograph=False)
@@ -40,12 +41,10 @@ def three_variables(jit: bool, precision: str) -> list:
             loss = sum(tf.reduce_sum(tf.square(v - 0.1 * (i + 1))) for i, v in enumerate(vs))
             scaled = opt.get_scaled_loss(loss) if precision == "mixed_float16" else loss
         grads = tape.gradient(scaled, vs)
-        if precision == "mixed_float16":
-            grads = opt.get_unscaled_gradients(grads)
-        opt.apply_gradients(zip(grads, vs))
+        opt.apply_gradients(zip(opt.get_unscaled_gradients(grads) if precision == "mixed_float16" else grads, vs))
     for _ in range(2):
         step()
-    return [inner.jit_compile, [v.numpy().ravel().tolist() for v in vs]]
+    return inner.jit_compile, [v.numpy().ravel().tolist() for v in vs]
 
 
 def attempt(res: dict, key: str, fn) -> None:
@@ -88,8 +87,8 @@ def main(data: Path, out: Path) -> dict:
     for precision in ("float32", "mixed_float16"):
         res[f"kit_optimizer_jit_{precision}"] = _inner(
             make_optimizer(make_schedule(cfg.model, cfg.train), cfg.train, precision)).jit_compile
-        attempt(res, f"jit_{precision}", lambda: three_variables(True, precision))
-        attempt(res, f"nojit_{precision}", lambda: three_variables(False, precision))
+        attempt(res, f"jit_{precision}", lambda: list(three_variables(precision)))
+        attempt(res, f"nojit_{precision}", lambda: list(three_variables(precision, jit=False)))
     base = config.profile("wmt16-base")  # the profile's own batch on this (fake) card, at the precision auto picks
     micro = fit(base, base.data.vocab_size, gpu_memory() if caps else None, res["decide_precision"])
     res["wmt16_base"] = {"batch": base.data.batch_sentences, "device_bytes": micro.device_bytes,
