@@ -217,7 +217,7 @@ def _judge_gpus(f: Facts) -> list[Check]:
         rows.append(Check("TensorFlow's driver messages", " | ".join(f.driver_clues[:3]), tf_ok,
                           "the NVIDIA driver and TensorFlow's CUDA 12.5 libraries do not work together: check "
                           "`nvidia-smi` (a driver for CUDA 12.5: 555 or newer; 525+ runs CUDA 12.5's libraries on "
-                          "GPUs TensorFlow ships machine code for, not on compute capability 9.0, H100/H200), then "
+                          "GPUs TensorFlow ships machine code for, 545+ on compute capability 9.0, H100/H200), then "
                           "`NMTKIT_GPU=1 make setup`"))
     return rows
 

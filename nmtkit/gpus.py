@@ -5,9 +5,13 @@ function answers "no GPU" ([] or None), the normal case on a laptop."""
 from __future__ import annotations
 
 # TensorFlow 2.18.1 ships machine code for sm_60/70/80/89 and only PTX for compute_90 (H100, H200): the driver
-# compiles that PTX, and CUDA 12.5's PTX needs a driver of the 555 series or newer.
+# compiles that PTX. Its embedded PTX is ISA 8.3 (read off libtensorflow_cc.so.2; a test reads it again), which
+# CUDA 12.3 emits and a driver of the 545 series or newer compiles.
 PTX_ONLY_FROM = (9, 0)
-PTX_DRIVER = 555
+PTX_ISA = "8.3"
+PTX_DRIVER = 545
+# The driver CUDA 12.5 (TensorFlow's wheels' libraries) names; 525+ runs them through minor-version compatibility.
+CUDA_DRIVER = 555
 
 
 def open_nvml(nvml=None) -> tuple[object | None, list, str]:
@@ -71,14 +75,14 @@ def driver_major(driver: str) -> int | None:
 
 def ptx_driver_problem(gpus: list) -> str:
     """Why TensorFlow 2.18.1 cannot run on these GPUs with this driver ('' when it can): a GPU TensorFlow has only
-    PTX for needs a driver that compiles CUDA 12.5's PTX."""
+    PTX for needs a driver that compiles PTX ISA 8.3."""
     for g in gpus:
         cap, major = g.get("capability"), driver_major(g.get("driver", ""))
         if cap and tuple(cap) >= PTX_ONLY_FROM and major is not None and major < PTX_DRIVER:
             return (f"{g['name']} (compute capability {cap[0]}.{cap[1]}) with driver {g['driver']}: TensorFlow "
-                    f"2.18.1 ships only PTX for compute_90, which the driver compiles, and CUDA 12.5's PTX needs "
-                    f"driver {PTX_DRIVER} or newer; install a {PTX_DRIVER}+ driver (e.g. `sudo apt-get install "
-                    f"nvidia-driver-{PTX_DRIVER}` or newer, then reboot)")
+                    f"2.18.1 ships only PTX for compute_90 (ISA {PTX_ISA}, CUDA 12.3's), which the driver compiles "
+                    f"and which needs driver {PTX_DRIVER} or newer; install a {PTX_DRIVER}+ driver (e.g. `sudo "
+                    "apt-get install nvidia-driver-550`, a long-lived branch, then reboot)")
     return ""
 
 
@@ -130,6 +134,6 @@ def tensorflow_blind(gpus: list, built_with_cuda: bool, cuda_visible: str | None
                 f"'tensorflow[and-cuda]==2.18.1')")
     major = driver_major(gpus[0].get("driver", ""))
     old = f"driver {gpus[0].get('driver')} may be too old for CUDA 12.5 (555+, or 525+ with its compatible " \
-          "minor versions); " if major is not None and major < PTX_DRIVER else ""
+          "minor versions); " if major is not None and major < CUDA_DRIVER else ""
     return (f"{head}: {old}check `nvidia-smi`, CUDA_VISIBLE_DEVICES, and TensorFlow's CUDA libraries "
             f"(`nmtkit doctor` shows TensorFlow's driver messages); then `NMTKIT_GPU=1 make setup`")

@@ -116,14 +116,14 @@ def test_keras3_loaded_first_gets_a_clear_error():
     assert "Restart" in r.stdout and "TF_USE_LEGACY_KERAS=1" in r.stdout
 
 
-def test_h100_with_driver_550_is_refused_with_the_555_fix():
-    # TensorFlow 2.18.1 has only PTX for compute_90; CUDA 12.5's PTX needs driver 555+ (the docs said 525+ works)
-    h100 = [{"name": "NVIDIA H100 80GB HBM3", "memory_gb": 79.6, "driver": "550.54.15", "capability": (9, 0)}]
+def test_h100_with_driver_535_is_refused_with_the_545_fix():
+    # TensorFlow 2.18.1 has only PTX (ISA 8.3, CUDA 12.3) for compute_90; the driver's JIT needs 545+
+    h100 = [{"name": "NVIDIA H100 80GB HBM3", "memory_gb": 79.6, "driver": "535.104.05", "capability": (9, 0)}]
     fixes = failed(healthy(nvml_gpus=h100, tf_gpus=["/physical_device:GPU:0"], horovod_nccl=True, horovod_cuda=True))
-    assert any("9.0" in k for k in fixes), f"doctor passed an H100 on driver 550: {fixes}"
+    assert any("9.0" in k for k in fixes), f"doctor passed an H100 on driver 535: {fixes}"
     [fix] = [v for k, v in fixes.items() if "9.0" in k]
-    assert "555" in fix and "PTX" in fix and "driver 550.54.15" in fix
-    newer = [dict(h100[0], driver="555.42.06")]
+    assert "545" in fix and "PTX" in fix and "driver 535.104.05" in fix
+    newer = [dict(h100[0], driver="550.54.15")]
     assert failed(healthy(nvml_gpus=newer, tf_gpus=["/physical_device:GPU:0"], horovod_nccl=True,
                           horovod_cuda=True)) == {}
     a100 = [{"name": "NVIDIA A100-SXM4-40GB", "memory_gb": 39.4, "driver": "535.104.05", "capability": (8, 0)}]
