@@ -40,6 +40,7 @@ INSTRUCTOR_MODULES = ("decisions", "hidden", "judgments", "verdicts", "rubric", 
 # bytes, their ratio to the counted bytes: question 5's answer).
 LEFT_OUT = ("nmtkit/course/instructor/", "tests/instructor/", "docs/instructors.md", "docs/rehearsal.md", "tools/",
             "docs/students-readme.md", "docs/terminal-lab.md", "tests/heavy/test_sandbox_grade.py",
+            "tests/heavy/routes68.py",  # the sandbox suite's submissions that try to steer a grade
             # the class's hub: the instructor's to run (its config, roster, exchange; its tests and their schema)
             "hub/", "docs/hub.md", "tests/test_hub_config.py", "tests/test_hub_z2jh.py", "tests/data/",
             "tests/heavy/test_hub.py", "tests/heavy/hubtools.py",
