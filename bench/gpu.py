@@ -88,9 +88,10 @@ def worker(args) -> None:
         "checksum": dist.weights_checksum() if args.horovod else None}), flush=True)
 
 
-def run_case(args, name: str, *, xla: bool, ranks: int = 0) -> dict:
+def run_case(args, name: str, *, xla: bool, ranks: int = 0, optional: str = "") -> dict:
     """A case in a fresh process (ranks > 0: under horovodrun with Gloo, NCCL_DEBUG=INFO): {"name", "ok", "results"
-    (RESULT records, rank order), "error", "transport" (what NCCL said it used)}."""
+    (RESULT records, rank order), "error", "transport" (what NCCL said it used), "optional" (why its failure is
+    reported but does not fail the check; "" when it counts)}."""
     cmd = [sys.executable, __file__, "--worker", "--steps", str(args.steps), "--warmup", str(args.warmup),
            "--batch", str(args.batch), "--shape", args.shape, "--precision", args.precision]
     cmd += ["--xla"] * xla + ["--horovod"] * bool(ranks) + (["--fail", name] if args.fail == name else [])
@@ -111,10 +112,10 @@ def run_case(args, name: str, *, xla: bool, ranks: int = 0) -> dict:
                    key=lambda r: r["rank"])
     case = {"name": name, "ok": rc == 0 and bool(found), "results": found, "seconds": round(time.time() - t0, 1),
             "transport": sorted({m.group(0) for m in re.finditer(r"via (P2P/\S+|NET/\S+|SHM/\S+)", out)}),
-            "error": None}
+            "error": None, "optional": optional}
     if not case["ok"]:
         case["error"] = f"exit {rc}: " + " | ".join(out.strip().splitlines()[-6:])
-        print(f"{name}: FAILED ({case['error']})", flush=True)
+        print(f"{name}: FAILED ({case['error']})" + (f"; not counted: {optional}" if optional else ""), flush=True)
         return case
     r = found[0]
     cfg = config.load("wmt16-base", SHAPES[args.shape])
@@ -128,7 +129,10 @@ def run_case(args, name: str, *, xla: bool, ranks: int = 0) -> dict:
     return case
 
 
-CASES = (("one process", {"xla": False}), ("one process, XLA", {"xla": True}),
+# XLA is an option the course leaves off (train.xla=false): its case measures what it would give, and a failure there
+# (an op without an XLA kernel on this GPU's stack) is reported with its reason without failing the check.
+XLA_OPTIONAL = "train.xla is off by default and nothing in the course needs it"
+CASES = (("one process", {"xla": False}), ("one process, XLA", {"xla": True, "optional": XLA_OPTIONAL}),
          ("one Horovod rank", {"xla": False, "ranks": 1}),
          ("one Horovod rank, XLA asked (refused)", {"xla": True, "ranks": 1}))
 
@@ -163,11 +167,13 @@ def keep(fit: dict | None) -> str:
 def write_report(out: Path, args, facts: dict, doctor_rows: list, cases: list[dict]) -> Path:
     """gpu-report.json (everything) and gpu-report.md (the same, for people), written atomically."""
     from nmtkit.files import atomic_write_json, atomic_write_text
-    ok = all(c["ok"] for c in cases)
+    ok = all(c["ok"] or c.get("optional") for c in cases)
     data = {"ok": ok, "when": time.strftime("%Y-%m-%d %H:%M:%S"), "args": {k: str(v) for k, v in vars(args).items()},
             "facts": facts, "doctor": doctor_rows, "cases": cases}
     atomic_write_json(out / "gpu-report.json", data)
-    lines = [f"# nmtkit first GPU run: {'all cases passed' if ok else 'FAILED'}", "",
+    extra = [c["name"] for c in cases if not c["ok"] and c.get("optional")]
+    head = "FAILED" if not ok else f"passed; not counted: {', '.join(extra)} failed" if extra else "all cases passed"
+    lines = [f"# nmtkit first GPU run: {head}", "",
              f"{data['when']}; shape {args.shape}, {args.batch} sentences per GPU, {args.steps} timed steps.", "",
              "## Machine", "", *(f"- {k}: {v}" for k, v in facts.items()), "", "## doctor", "",
              *(f"- {'ok  ' if r['ok'] else 'FAIL'} {r['name']}: {r['value']}" for r in doctor_rows), "",
@@ -177,7 +183,9 @@ def write_report(out: Path, args, facts: dict, doctor_rows: list, cases: list[di
     for c in cases:
         r = c["results"][0] if c["results"] else {}
         cell = lambda k, f: f.format(r[k]) if r.get(k) is not None else "-"  # noqa: E731
-        lines.append(f"| {c['name']} | {'ok' if c['ok'] else 'FAILED: ' + c['error'][:200]} | "
+        result = "ok" if c["ok"] else ("FAILED, not counted (" + c["optional"] + "): " if c.get("optional")
+                                       else "FAILED: ") + (c["error"] or "")[:200]
+        lines.append(f"| {c['name']} | {result} | "
                      f"{cell('ms_per_step', '{:.1f}')} | {cell('tokens_per_sec', '{:,.0f}')} | "
                      f"{cell('mfu', '{:.1%}')} | {cell('gpu_mem_gb', '{:.1f}')} | {cell('projected_gb', '{:.1f}')} | "
                      f"{cell('micro_batches', '{}')} | {keep(c.get('memory'))} | {cell('loss_scale', '{:g}')} | "
@@ -201,7 +209,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=Path("."), help="where gpu-report.md and .json go")
     ap.add_argument("--allow-cpu", action="store_true", help="run on a CPU anyway (checks this script)")
     ap.add_argument("--fail", default="", metavar="CASE", help="make the named case fail (tests the exit status)")
-    ap.add_argument("--cases", default="", metavar="NAME,NAME", help="run only these cases (default: all)")
+    ap.add_argument("--cases", default="", metavar="NAME;NAME",
+                    help="run only these cases (default: all); ';' between names, which hold commas")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--horovod", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--xla", action="store_true", help=argparse.SUPPRESS)
@@ -222,14 +231,20 @@ def main(argv=None) -> int:
               "GPU VM: make gpu-check (see docs/instructors.md)")
         return 0
     from nmtkit import doctor
-    rows = doctor.judge(doctor.gather(args.out))
+    from nmtkit.config import PROFILE_ENV
+    # the GPU VM is for the homework: its disk need, not the tiny profile's (NMTKIT_PROFILE names another)
+    rows = doctor.judge(doctor.gather(args.out, os.environ.get(PROFILE_ENV) or "wmt16-base"))
     print(doctor.format_table(rows))
     doctor_rows = [{"name": r.name, "value": r.value, "ok": r.ok, "fix": r.fix} for r in rows]
     if not all(r.ok for r in rows) and not args.allow_cpu:
         print("doctor found problems (above): fix them first; the figures would not mean much")
     print(f"\n{args.shape} shape, {args.batch} sentences x {SHAPES_LEN} tokens per GPU, {args.steps} timed steps "
           f"after {args.warmup}; {len(gpus)} GPU(s)\n")
-    chosen = [c.strip() for c in args.cases.split(",") if c.strip()]
+    chosen = [c.strip() for c in args.cases.split(";") if c.strip()]
+    unknown = sorted(set(chosen) - {name for name, _ in CASES})
+    if unknown:
+        print(f"bench/gpu.py: --cases {'; '.join(unknown)}: no such case; the cases: {'; '.join(n for n, _ in CASES)}")
+        return 2
     cases = [run_case(args, name, **kw) for name, kw in CASES if not chosen or name in chosen]
     if len(gpus) >= 2:
         cases.append(run_case(args, "two Horovod ranks (NCCL)", xla=False, ranks=2))
@@ -237,8 +252,10 @@ def main(argv=None) -> int:
         r = cases[0]["results"][0]
         print(f"  precision: {r['reason']}; peak {r['peak'] / 1e12:.1f} TFLOP/s ({r['peak_source']})")
     report = write_report(args.out, args, versions(tf), doctor_rows, cases)
-    failed = [c["name"] for c in cases if not c["ok"]]
-    print(f"report: {report}" + (f"; FAILED: {', '.join(failed)}" if failed else "; every case passed"))
+    failed = [c["name"] for c in cases if not c["ok"] and not c["optional"]]
+    extra = [c["name"] for c in cases if not c["ok"] and c["optional"]]
+    print(f"report: {report}" + (f"; FAILED: {', '.join(failed)}" if failed else "; every counted case passed")
+          + (f"; failed, not counted: {', '.join(extra)}" if extra else ""))
     return 1 if failed or (not all(r.ok for r in rows) and not args.allow_cpu) else 0
 
 

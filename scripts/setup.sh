@@ -51,12 +51,29 @@ fi
 CUDA_FOR_TF=12.5   # the CUDA TensorFlow 2.18's wheels are built against; nvcc compiles Horovod's GPU kernels
 # The TA's default: NVIDIA's apt repository (its keyring first), then nvcc and the CUDA runtime headers only, not the
 # 4-6 GB cuda-toolkit-12-5 (Horovod's GPU build compiles with nvcc against the runtime's headers and library).
-CUDA_APT="add NVIDIA's apt repository (its keyring; ubuntu2204 on 22.04, ubuntu2404 on 24.04):
-      wget https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/cuda-keyring_1.1-1_all.deb
+# NVIDIA's repositories are named by distribution and release (ubuntu2204, ubuntu2404, debian12): this machine's,
+# from os-release (NMTKIT_OS_RELEASE: another file, for the tests).
+cuda_repo() {
+  local file=${NMTKIT_OS_RELEASE:-/etc/os-release} id="" ver=""
+  if [ -r "$file" ]; then
+    id=$(sed -n 's/^ID=//p' "$file" | tr -d "\"'"); ver=$(sed -n 's/^VERSION_ID=//p' "$file" | tr -d "\"'")
+  fi
+  case $id in
+    ubuntu|debian) echo "$id${ver//./}";;
+    *) echo "ubuntu2204 (this is ${id:-an unknown system}: pick yours at https://developer.download.nvidia.com/compute/cuda/repos/)";;
+  esac
+}
+cuda_apt() {  # $1: the CUDA release to install (12.5: TensorFlow's; newer where a GPU needs it)
+  local repo
+  repo=$(cuda_repo)
+  echo "add NVIDIA's apt repository (its keyring, for ${repo%% *}):
+      wget https://developer.download.nvidia.com/compute/cuda/repos/${repo%% *}/x86_64/cuda-keyring_1.1-1_all.deb${repo#"${repo%% *}"}
       sudo dpkg -i cuda-keyring_1.1-1_all.deb && sudo apt-get update
-  then nvcc and the runtime headers (not the 4-6 GB cuda-toolkit-${CUDA_FOR_TF/./-}):
-      sudo apt-get install -y cuda-nvcc-${CUDA_FOR_TF/./-} cuda-cudart-dev-${CUDA_FOR_TF/./-}
-  and rerun with CUDA_HOME=/usr/local/cuda-$CUDA_FOR_TF"
+  then nvcc and the runtime headers (not the 4-6 GB cuda-toolkit-${1/./-}):
+      sudo apt-get install -y cuda-nvcc-${1/./-} cuda-cudart-dev-${1/./-}
+  and rerun with CUDA_HOME=/usr/local/cuda-$1"
+}
+CUDA_APT=$(cuda_apt "$CUDA_FOR_TF")
 if [ "$GPU" = 1 ]; then
   # CUDA 12's pip wheels (tensorflow[and-cuda]) carry no nvcc: a VM with only a driver needs the toolkit.
   CUDA_HOME=${CUDA_HOME:-${HOROVOD_CUDA_HOME:-}}
@@ -94,12 +111,13 @@ min_cuda_for() { case $1 in 1[0-9][0-9]) echo 12.8;; 90|89) echo 11.8;; 87) echo
                  75) echo 10.0;; 7[0-2]) echo 9.0;; *) echo 0;; esac; }
 ver_lt() { [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -1)" = "$1" ] && [ "$1" != "$2" ]; }
 check_nvcc() {  # nvcc's release against every GPU's compute capability: an old toolkit fails late, in the build
-  local ver=$1 cc need
+  local ver=$1 cc need want
   [ -n "$ver" ] || die "$CUDA_HOME/bin/nvcc --version names no release: reinstall nvcc $CUDA_FOR_TF: $CUDA_APT"
   for cc in ${2//,/ }; do
     need=$(min_cuda_for "$cc")
     if ver_lt "$ver" "$need"; then
-      die "nvcc $ver ($CUDA_HOME) cannot compile for compute capability ${cc:0:-1}.${cc: -1} (needs CUDA $need or newer): install nvcc $CUDA_FOR_TF: $CUDA_APT"
+      want=$CUDA_FOR_TF; ver_lt "$want" "$need" && want=$need  # Blackwell (10.0+) needs 12.8, past TensorFlow's
+      die "nvcc $ver ($CUDA_HOME) cannot compile for compute capability ${cc:0:-1}.${cc: -1} (needs CUDA $need or newer): install nvcc $want: $(cuda_apt "$want")"
     fi
     if ! ver_lt "$ver" 13.0 && [ "$cc" -le 72 ]; then
       die "nvcc $ver ($CUDA_HOME) dropped compute capability ${cc:0:-1}.${cc: -1} (CUDA 13 builds for 7.5 and newer): install nvcc $CUDA_FOR_TF: $CUDA_APT"
