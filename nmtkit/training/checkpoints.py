@@ -68,18 +68,50 @@ def _why(e: Exception) -> str:
     return (msg.splitlines()[0] if msg else type(e).__name__)[:300]
 
 
-def restore(ckpt, path: str, expect_partial: bool = False):
-    """Restore `ckpt` from `path` or raise TrainError naming the file."""
+def restore(ckpt, path: str, expect_partial: bool = False, unused_ok: bool = False):
+    """Restore `ckpt` from `path` or raise TrainError naming the file. `unused_ok`: every object of `ckpt` must
+    restore, and values of the checkpoint that `ckpt` has no object for are fine (no warnings about them)."""
     try:
         status = ckpt.restore(path)
         if expect_partial:
             status.expect_partial()
         else:
             status.assert_existing_objects_matched()
+            if unused_ok:
+                status.expect_partial()
     except (tf.errors.OpError, ValueError, AssertionError, IndexError) as e:  # IndexError: a data file cut short
         raise TrainError(f"{path}.index: cannot restore this checkpoint ({_why(e)}); it is corrupted (e.g. a "
                               "copy cut short) or was written by a different model configuration") from None
     return status
+
+
+LOSS_SCALE_KEY = "optimizer/loss_scale/"  # where a mixed_float16 run's LossScaleOptimizer keeps its dynamic scale
+
+
+def precision_view(checkpoint, path: str) -> tuple[object, bool, str]:
+    """(what to restore `path` into, whether its values may go unused, a line saying what changed; '' when
+    nothing did) for a run resumed in another precision. tf-keras's LossScaleOptimizer keeps the inner Adam's
+    variables under the same names as a plain Adam, and adds its loss scale: a float32 checkpoint restores into
+    the inner optimizer (the loss scale starts afresh, as in a new mixed_float16 run), and a mixed_float16 one into
+    a float32 run leaves its loss scale unused."""
+    try:
+        scaled = any(name.startswith(LOSS_SCALE_KEY) for name, _ in tf.train.list_variables(path))
+    except (tf.errors.OpError, ValueError):
+        return checkpoint, False, ""  # unreadable: restore() names it
+    optimizer = getattr(checkpoint, "optimizer", None)
+    inner = getattr(optimizer, "inner_optimizer", None)
+    if inner is not None and not scaled:
+        # the loss scale is tracked as one of the optimizer's children (tf-keras delegates its tracking to the inner
+        # Adam): restore every child but that one, under the names a plain Adam's checkpoint uses
+        children = optimizer._trackable_children(save_type="checkpoint")
+        without = tf.train.Checkpoint(**{k: v for k, v in children.items() if k != "loss_scale"})
+        view = tf.train.Checkpoint(model=checkpoint.model, optimizer=without, step=checkpoint.step)
+        return view, False, (f"{Path(path).name} was written without a loss scale (float32): resuming in "
+                             "mixed_float16, its dynamic loss scale starts afresh")
+    if optimizer is not None and inner is None and scaled:
+        return checkpoint, True, (f"{Path(path).name} was written in mixed_float16: resuming in float32, its loss "
+                                  "scale is not used")
+    return checkpoint, False, ""
 
 
 @dataclass(frozen=True)
@@ -176,11 +208,14 @@ class Checkpoints:
         named in one line with the one used instead; when none restores, TrainError. Nothing is deleted."""
         failed: list[tuple[str, str]] = []
         for path in on_disk(self.run / runs.CHECKPOINTS):
+            view, unused_ok, changed = precision_view(self.checkpoint, path)
             try:
-                restore(self.checkpoint, path)
+                restore(view, path, unused_ok=unused_ok)
             except TrainError as e:
                 failed.append((Path(path).name, str(e).split(": ", 1)[1]))
                 continue
+            if changed:
+                log(changed, flush=True)
             if failed:
                 log(f"checkpoint {failed[0][0]} does not restore ({failed[0][1]}); resuming from {Path(path).name} "
                     f"instead", flush=True)
