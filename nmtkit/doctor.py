@@ -209,7 +209,13 @@ def _judge_gpus(f: Facts) -> list[Check]:
     ptx = ptx_driver_problem(f.nvml_gpus)
     if ptx:
         rows.append(Check("driver for compute capability 9.0", ptx.split(":")[0], False, ptx))
-    tf_ok = not f.nvml_gpus or len(f.tf_gpus) == len(f.nvml_gpus)
+    slices = [g for g in f.nvml_gpus if g.get("mig")]
+    if slices:
+        kinds = ", ".join(g["name"].rsplit(" MIG ", 1)[-1] for g in slices)
+        rows.append(Check("MIG mode", f"on: {len(slices)} slice(s) ({kinds}); batches are planned for a slice's "
+                          f"memory ({min(g['memory_gb'] for g in slices)} GB), not the whole GPU's"))
+    # a process sees one MIG slice (CUDA enumerates only one), whichever CUDA_VISIBLE_DEVICES names
+    tf_ok = not f.nvml_gpus or len(f.tf_gpus) == len(f.nvml_gpus) or bool(slices and f.tf_gpus)
     rows.append(Check("GPUs (TensorFlow)", ", ".join(f.tf_gpus) or "none: CPU mode", tf_ok,
                       "NVML sees GPUs that TensorFlow does not: install tensorflow[and-cuda]==2.18.1 and check "
                       "CUDA_VISIBLE_DEVICES"))

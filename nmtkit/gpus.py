@@ -37,9 +37,12 @@ def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def nvml_gpus() -> tuple[list, str]:
-    """GPUs as NVML sees them ({"name", "memory_gb", "driver", "capability": (major, minor) or None}), or
-    ([], why not)."""
+def nvml_gpus(env=None) -> tuple[list, str]:
+    """GPUs as NVML sees them ({"name", "memory_gb", "driver", "capability": (major, minor) or None, "mig": a MIG
+    slice or not}), or ([], why not). A GPU in MIG mode counts as its slices, each with its own memory (NVML gives
+    the parent the whole card's), and only those CUDA_VISIBLE_DEVICES names when it names MIG devices (`env`,
+    default os.environ): those are what TensorFlow was given."""
+    import os
     try:
         import pynvml
     except ImportError:
@@ -57,12 +60,42 @@ def nvml_gpus() -> tuple[list, str]:
                 capability = tuple(pynvml.nvmlDeviceGetCudaComputeCapability(h))
             except Exception:  # noqa: BLE001  an old NVML without the call
                 capability = None
-            gpus.append({"name": _text(pynvml.nvmlDeviceGetName(h)),
-                         "memory_gb": round(pynvml.nvmlDeviceGetMemoryInfo(h).total / 2**30, 1),
-                         "driver": driver, "capability": capability})
+            name = _text(pynvml.nvmlDeviceGetName(h))
+            for d in mig_devices(pynvml, h) or [h]:
+                gpus.append({"name": name if d is h else f"{name} MIG {_mig_profile(pynvml, d)}",
+                             "memory_gb": round(pynvml.nvmlDeviceGetMemoryInfo(d).total / 2**30, 1),
+                             "driver": driver, "capability": capability, "mig": d is not h,
+                             **({"uuid": _text(pynvml.nvmlDeviceGetUUID(d))} if d is not h else {})})
+        visible = [v.strip() for v in (os.environ if env is None else env).get("CUDA_VISIBLE_DEVICES", "").split(",")]
+        if any(v.startswith("MIG-") for v in visible):
+            gpus = [g for g in gpus if not g["mig"] or g["uuid"] in visible]
         return gpus, ""
     finally:
         pynvml.nvmlShutdown()
+
+
+def mig_devices(nvml, handle) -> list:
+    """The MIG slices' handles of a GPU in MIG mode ([] when it is not, or NVML cannot say)."""
+    try:
+        current, _pending = nvml.nvmlDeviceGetMigMode(handle)
+        if current != getattr(nvml, "NVML_DEVICE_MIG_ENABLE", 1):
+            return []
+        count = nvml.nvmlDeviceGetMaxMigDeviceCount(handle)
+    except Exception:  # noqa: BLE001  no MIG support (most GPUs, older NVML): a whole GPU
+        return []
+    found = []
+    for i in range(count):
+        try:
+            found.append(nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, i))
+        except Exception:  # noqa: BLE001  an empty slot (NVMLError_NotFound)
+            continue
+    return found
+
+
+def _mig_profile(nvml, handle) -> str:
+    """'3g.20gb' from a MIG device's name ('NVIDIA A100-SXM4-40GB MIG 3g.20gb'), else the name."""
+    name = _text(nvml.nvmlDeviceGetName(handle))
+    return name.rsplit("MIG ", 1)[-1] if "MIG " in name else name
 
 
 def driver_major(driver: str) -> int | None:
