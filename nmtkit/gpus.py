@@ -98,6 +98,23 @@ def _mig_profile(nvml, handle) -> str:
     return name.rsplit("MIG ", 1)[-1] if "MIG " in name else name
 
 
+def gpu_uuids() -> list[str]:
+    """The UUIDs of the GPUs this process can open (NVML), [] without NVML. Under Slurm's ConstrainDevices=yes a
+    task opens only its own GPUs, which CUDA numbers from 0 in every task: the UUIDs tell them apart."""
+    nvml, handles, _ = open_nvml()
+    found = []
+    try:
+        for h in handles:
+            try:
+                found.append(_text(nvml.nvmlDeviceGetUUID(h)))
+            except Exception:  # noqa: BLE001  a GPU of another task's cgroup: not this process's
+                continue
+    finally:
+        if handles:
+            nvml.nvmlShutdown()
+    return found
+
+
 def driver_major(driver: str) -> int | None:
     """550 from '550.54.15'; None when it does not parse."""
     try:

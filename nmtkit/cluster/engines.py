@@ -233,7 +233,8 @@ class Cluster:
         idents = self.client[self.ids].apply_async(engine_identity).get(timeout=self.start_timeout)
         nodes = [f"node{i}" for i in range(len(self.ids))] if self.logical_hosts else [d["host"] for d in idents]
         hosts, visible = [d["host"] for d in idents], [d.get("cuda_visible") for d in idents]
-        devices, bound = device_indices(hosts, visible), bound_hosts(hosts, visible)
+        uuids = [d.get("gpu_uuids") for d in idents]  # bound by UUID where every task calls its GPU 0
+        devices, bound = device_indices(hosts, visible, uuids), bound_hosts(hosts, visible, uuids)
         engines = [Engine(eid, d["host"], node, d["pid"], slot, device_index=device, gpus_bound=d["host"] in bound)
                    for eid, d, node, slot, device in zip(self.ids, idents, nodes, assign_slots(nodes), devices)]
         self._engines = sorted(engines, key=lambda e: e.slot.rank)

@@ -69,20 +69,29 @@ def assign_slots(node_of_engine: list[str]) -> list[SlotInfo]:
     return [free[node].pop(0) for node in node_of_engine]
 
 
-def bound_hosts(hosts: list[str], visible: list[str | None]) -> set[str]:
-    """The hosts where a scheduler bound each engine its own GPUs (Slurm's --gpus-per-task gives every task a
-    different CUDA_VISIBLE_DEVICES): every engine of the host sees a non-empty list, none shared."""
+def bound_hosts(hosts: list[str], visible: list[str | None], uuids: list | None = None) -> set[str]:
+    """The hosts where a scheduler bound each engine its own GPUs: every engine of the host sees a non-empty list,
+    and either none shared (Slurm's --gpus-per-task gives every task a different CUDA_VISIBLE_DEVICES) or, where
+    the lists are alike (ConstrainDevices=yes: each task calls its own GPU 0), the GPUs each can open (`uuids`,
+    per engine, from NVML) are different ones."""
+    uuids = uuids or [None] * len(hosts)
     sets: dict[str, list[set]] = {}
-    for h, v in zip(hosts, visible):
+    opens: dict[str, list[set]] = {}
+    for h, v, u in zip(hosts, visible, uuids):
         sets.setdefault(h, []).append(set(filter(None, (v or "").split(","))))
-    return {h for h, s in sets.items() if all(s) and sum(map(len, s)) == len(set().union(*s))}
+        opens.setdefault(h, []).append(set(u or ()))
+    return {h for h, s in sets.items() if all(s) and (_disjoint(s) or (all(opens[h]) and _disjoint(opens[h])))}
 
 
-def device_indices(hosts: list[str], visible: list[str | None]) -> list[int]:
+def _disjoint(sets: list[set]) -> bool:
+    return sum(map(len, sets)) == len(set().union(*sets))
+
+
+def device_indices(hosts: list[str], visible: list[str | None], uuids: list | None = None) -> list[int]:
     """The GPU each engine pins, as an index into the GPUs it sees (same order as the input): 0, its first visible
     one, on bound_hosts(); else the kit's own index, the engine's place among its host's engines, which all see the
     same GPUs (nothing bound, or one list shared by all of them)."""
-    bound, index, per_host = bound_hosts(hosts, visible), [], {}
+    bound, index, per_host = bound_hosts(hosts, visible, uuids), [], {}
     for h in hosts:
         per_host[h] = per_host.get(h, -1) + 1
         index.append(0 if h in bound else per_host[h])

@@ -30,9 +30,11 @@ DATA_MARKERS = ("manifest.json", "spm.model")
 
 
 def engine_identity() -> dict:
-    """Who this engine is: host, pid, Python, and the GPUs a scheduler bound it (CUDA_VISIBLE_DEVICES, or None)."""
+    """Who this engine is: host, pid, Python, and the GPUs a scheduler bound it (CUDA_VISIBLE_DEVICES, or None, and
+    the UUIDs of the GPUs it can open: under Slurm's device cgroups every task calls its own GPU 0)."""
+    from nmtkit.gpus import gpu_uuids
     return {"host": socket.gethostname(), "pid": os.getpid(), "python": sys.version.split()[0], "cwd": os.getcwd(),
-            "cuda_visible": os.environ.get("CUDA_VISIBLE_DEVICES")}
+            "cuda_visible": os.environ.get("CUDA_VISIBLE_DEVICES"), "gpu_uuids": gpu_uuids()}
 
 
 def node_facts(data_dir: str | None, rendezvous: tuple[str, int] | None = None) -> dict:
