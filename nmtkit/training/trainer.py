@@ -44,14 +44,25 @@ def gpu_capabilities(tf) -> list:
             for g in tf.config.list_physical_devices("GPU")]
 
 
+def job_gpus(per_rank: list) -> tuple[list, float | None]:
+    """(every rank's GPUs' compute capabilities, the smallest GPU memory of any rank, None where no rank has a
+    GPU) from each rank's (capabilities, memory bytes or None), as dist.gather returns them."""
+    caps = [c for rank_caps, _ in per_rank for c in rank_caps]
+    memories = [m for _, m in per_rank if m is not None]
+    return caps, (min(memories) if memories else None)
+
+
 class Trainer:
     """Model, optimizer, checkpoint and the step functions. `train()` drives it; the pieces are public so the
     cluster code and tests wrap them rather than copy them."""
 
     def __init__(self, cfg: Config, vocab_size: int, dist=None):
         self.cfg, self.dist = cfg, dist or Single()
-        self.precision, self.precision_reason = decide_precision(cfg.train.precision, gpu_capabilities(tf),
-                                                                   d_model=cfg.model.d_model)
+        gpus = gpu_capabilities(tf)
+        # one plan for the whole job: ranks on nodes with different GPUs that each decided from their own would
+        # trace different steps (precision, micro-batch count), whose allreduces never meet: Horovod hangs
+        caps, device = job_gpus(self.dist.gather((gpus, gpu_memory() if gpus else None)))
+        self.precision, self.precision_reason = decide_precision(cfg.train.precision, caps, d_model=cfg.model.d_model)
         self.mixed = self.precision == "mixed_float16"
         tf.keras.utils.set_random_seed(cfg.train.seed)  # Python, NumPy and TF: same init on every run/rank
         self.model = build(cfg.model, vocab_size, dtype=self.precision)
@@ -61,9 +72,9 @@ class Trainer:
         _inner(self.optimizer).build(self.variables)  # slots exist now: restore and broadcast see them
         self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
         self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer, step=self.step)
-        # micro-batches: the per-device batch split so a step's projected peak fits the GPU (nmtkit.model.memory)
-        gpus = gpu_capabilities(tf)
-        self.micro = fit(cfg, vocab_size, gpu_memory() if gpus else None, self.precision)
+        # micro-batches: the per-device batch split so a step's projected peak fits the GPU (nmtkit.model.memory),
+        # the job's smallest
+        self.micro = fit(cfg, vocab_size, device, self.precision)
         self.accum = self.micro.count
         self.xla = use_xla(cfg.train.xla, self.dist.size, horovod=self.dist.name == "horovod", gpu=bool(gpus))
         self.towers = 1 if self.xla else towers(tf.config)  # parts of a micro-batch run side by side (CPU cores)
