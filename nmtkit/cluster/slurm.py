@@ -13,6 +13,7 @@ are the Cluster's, as for the local and SSH launchers. Two hooks reach the rest 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -27,6 +28,8 @@ from nmtkit.cluster.plan import controller_ip
 from nmtkit.config import ClusterConfig
 from nmtkit.errors import ClusterError
 
+# srun --overlap shares GRES (GPUs) between steps from this release; before, CPUs only (srun(1), --overlap)
+OVERLAP_SHARES_GRES = (21, 8)
 INSTALL = "run on the cluster's login node with Slurm's commands on PATH (e.g. `module load slurm`)"
 # job states that end a job, and what each means in the line the driver prints
 ENDINGS = {"CANCELLED": "was cancelled by scancel or an administrator", "TIMEOUT": "reached its time limit",
@@ -104,6 +107,7 @@ class SlurmJob:
         # the driver itself runs in a step (`srun --pty jupyter lab`), which holds the allocation's CPUs: the
         # engines' step must share them (the batch script's step, 4294967294, holds none)
         self.in_step = env.get("SLURM_STEP_ID", "") not in ("", "4294967294")
+        self.step_gpus = env.get("SLURM_STEP_GPUS", "") if self.in_step else ""  # GPUs the driver's step holds
         self.job_id: str | None = self.inside
         self.deadline: float | None = None               # epoch seconds, once the job runs and has a limit
         for tool in ("srun" if self.inside else "sbatch", "squeue", "scancel", "scontrol"):
@@ -133,6 +137,7 @@ class SlurmJob:
     def engine_set(self, n: int, profile_dir: str) -> tuple[object, int, dict]:
         """(ipyparallel's engine launcher class, how many it starts, its keyword arguments)."""
         if self.inside:  # one srun step of n tasks in the allocation, run by ipyparallel's local launcher
+            self.check_overlap()
             cmd = ["srun", f"--ntasks={n}", f"--job-name=ipengine-{Path(profile_dir).name}",
                    *(["--overlap"] if self.in_step else []), *self.options(),
                    sys.executable, "-m", "ipyparallel.engine"]
@@ -145,6 +150,21 @@ class SlurmJob:
             "timelimit": self.cc.slurm_minutes or "", "extra": extra,
             # absolute, so that the batch script goes to the profile, not the driver's working directory
             "batch_file_name": str(Path(profile_dir) / "slurm_engines.sbatch")}
+
+    def check_overlap(self) -> None:
+        """The driver's own step (`srun --pty jupyter lab` with GPUs) holds GPUs the engines' step asks for: srun
+        --overlap shares them from Slurm 21.08 (CPUs, memory and GRES); before, it shares CPUs only and the
+        engines' step would wait for those GPUs as long as the driver runs. One line instead of that wait."""
+        if not (self.step_gpus and self.cc.slurm_gpus_per_node):
+            return
+        m = re.search(r"(\d+)\.(\d+)", run(["srun", "--version"]))
+        version = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+        if version < OVERLAP_SHARES_GRES:
+            raise ClusterError(
+                f"the driver runs in a step of job {self.inside} that holds its GPUs (SLURM_STEP_GPUS="
+                f"{self.step_gpus}), and this Slurm ({'.'.join(map(str, version))}) shares only CPUs between steps: "
+                "the engines' step would wait for those GPUs forever; start the driver's step without GPUs "
+                "(`srun --pty --gres=none jupyter lab ...`), or run the driver in the batch script or salloc shell")
 
     def started(self, launcher, lifeline, controller_pid: int) -> list[int]:
         """The job is submitted: learn its id from ipyparallel's launcher (sbatch's output), arm the driver's
