@@ -4,6 +4,8 @@ trainer and the engines all read the same facts without importing each other. Wi
 function answers "no GPU" ([] or None), the normal case on a laptop."""
 from __future__ import annotations
 
+import os
+
 # TensorFlow 2.18.1 ships machine code for sm_60/70/80/89 and only PTX for compute_90 (H100, H200): the driver
 # compiles that PTX. Its embedded PTX is ISA 8.3 (read off libtensorflow_cc.so.2; a test reads it again), which
 # CUDA 12.3 emits and a driver of the 545 series or newer compiles.
@@ -42,7 +44,6 @@ def nvml_gpus(env=None) -> tuple[list, str]:
     slice or not}), or ([], why not). A GPU in MIG mode counts as its slices, each with its own memory (NVML gives
     the parent the whole card's), and only those CUDA_VISIBLE_DEVICES names when it names MIG devices (`env`,
     default os.environ): those are what TensorFlow was given."""
-    import os
     try:
         import pynvml
     except ImportError:
