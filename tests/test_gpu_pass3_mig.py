@@ -46,7 +46,7 @@ def test_the_batch_is_planned_for_the_slice_not_the_whole_gpu(mig, monkeypatch):
     assert gpus.gpu_memory() == 9.8 * 2**30  # the smallest slice, not the card's 40
     cfg = profile("wmt16-base")
     plan = fit(cfg, cfg.data.vocab_size, gpus.gpu_memory(), "mixed_float16")
-    assert plan.count > 1 and plan.projection.total <= 9.8 * GIB  # not 1 x 256 (16.7 GiB) on a 10 GB slice
+    assert plan.count > 1 and plan.projection.total <= 9.8 * GIB  # not 1 x 256 (the whole card's plan) on a 10 GB slice
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-bbbb")  # the slice this process was given
     [given] = gpus.nvml_gpus()[0]
     assert given["name"].endswith("MIG 3g.20gb") and given["memory_gb"] == 19.5
