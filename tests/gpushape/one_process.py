@@ -1,4 +1,4 @@
-"""One GPU-shaped process, run by tests/test_gpu_shaped.py under the switch: `python one_process.py DATA OUT`.
+"""One GPU-shaped process, run by tests/test_gpushape.py under the switch: `python one_process.py DATA OUT`.
 
 What each GPU branch decided, then 3 steps of `train()` (notebook 02's and `nmtkit train`'s path) in float32 and in
 train.precision=auto; prints one line `RESULT {json}` for the test to judge. Nothing is asserted here.
@@ -27,7 +27,7 @@ SMALL = {"data.train_size": 4000, "data.dev_size": 40, "data.test_size": 40, "da
 def three_variables(precision: str, jit: bool | None = None) -> tuple[bool, list]:
     """(jit_compile as used, 3 variables after 2 updates of FusedAdam inside one tf.function, as the trainer applies
     them); jit_compile as tf-keras constructs it (None: True wherever a GPU is listed) or set after construction;
-    under mixed_float16 through the loss scale. tests/test_gpu_shaped.py calls it in-process too."""
+    under mixed_float16 through the loss scale. tests/test_gpushape.py calls it in-process too."""
     from nmtkit.training.schedule import FusedAdam
     inner = FusedAdam(learning_rate=0.01)
     if jit is not None:
