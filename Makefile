@@ -2,7 +2,7 @@
 #   make demo   set up .venv (TensorFlow, Horovod build, everything) and run the course (tiny profile) as far as
 #               the answers go: a student's unanswered exercises are listed, the cells needing them skipped
 #   make test   the same set-up, then the unit tests and the notebooks under nbval (the quick one)
-#   make test-all  make test, then the heavy suites of tests/heavy/ (what CI runs: .ci/run)
+#   make test-all  make test, the long tier, then the heavy suites of tests/heavy/ and a time budget (CI: .ci/run)
 #   make lab    JupyterLab on 127.0.0.1 with the 'nmtkit' kernel
 #   make student  course staff: student copies of the notebooks (solutions removed) in student/
 #

@@ -4,7 +4,7 @@
 # budgets sum to 45 minutes, half of CI's limit; a tier over its budget is named in one line at the end: a warning,
 # never a failure (hosts of one kind differ 2-3x). Measured tables: bench/README.md, "The CI budget".
 set -uo pipefail
-declare -A budget=(["set-up"]=480 ["make test"]=600 [long]=720 [heavy]=900)
+declare -A budget=(["set-up"]=360 ["make test"]=600 [long]=660 [heavy]=1080)
 order=("set-up" "make test" long heavy)
 file=${1:-.test-logs/tiers.tsv}
 [ -f "$file" ] || { echo "[budget] no timings in $file"; exit 0; }
