@@ -1,10 +1,11 @@
 """Holds every figure a notebook's prose states against the outputs printed beside it.
 
 A *figure* is a number written with a decimal point, a thousands separator or a unit (MB, MiB, Mbit/s, ms, %, x,
-...), or said to be approximate ("about 698"); bare counts ("2 ranks", "step 100") are words, not figures. A figure passes when some output of the same
-section (the code cells between the headings around it) shows the same quantity at the sentence's rounding, after
-converting units of one dimension (MB/MiB/Mbit/GB, s/ms, %/fraction); or when the allow-list names it with its source
-(the seeds' figures, a card's 16 GB, fp16's 65,504). Inline code, LaTeX and link targets are not prose.
+...), or said to be approximate ("about 698"); bare counts ("2 ranks", "step 100") are words, not figures. A figure
+passes when some output of the same section (the code cells between the headings around it) shows the same quantity
+at the sentence's rounding, after converting units of one dimension (MB/MiB/Mbit/GB, s/ms, %/fraction); or when the
+allow-list names it with its source (the seeds' figures, a card's 16 GB, fp16's 65,504). Inline code, LaTeX and link
+targets are not prose.
 
 `nmtkit.course.numbercheck.findings(notebooks, allow)` lists what fails; `quoted(text, values)` is the matcher alone
 (a student's verdict against their own figures). TensorFlow-free.

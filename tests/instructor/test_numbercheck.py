@@ -74,8 +74,8 @@ def _listed(path):
 
 
 def test_the_notebooks_prose_states_no_figure_that_is_not_beside_it_or_listed():
-    """A ratchet: a figure the prose newly states without its output fails here; tests/instructor/prose/open.tsv lists the
-    findings left to fix (the prose issue), and a fixed one is taken off it."""
+    """A ratchet: a figure the prose newly states without its output fails here; tests/instructor/prose/open.tsv lists
+    the findings left to fix (the prose issue), and a fixed one is taken off it."""
     found = nc.findings(NOTEBOOKS, nc.load_allow(ALLOW))
     new = [str(f) for f in found if f.key not in _listed(OPEN)]
     assert not new, "\n".join(new)
@@ -86,7 +86,8 @@ def test_the_notebooks_prose_states_no_figure_that_is_not_beside_it_or_listed():
 def test_the_checker_flags_an_old_sentence_put_back_beside_todays_outputs(tmp_path):
     """Mutation: the Q9 model answer's old figures put into notebook 05's own section fail, the printed ones pass."""
     nb = json.loads((ROOT / "notebooks" / "05_monitoring_analysis.ipynb").read_text())
-    at = next(i for i, c in enumerate(nb["cells"]) if c["metadata"].get("nbgrader", {}).get("grade_id") == "05-q9-verdict")
+    at = next(i for i, c in enumerate(nb["cells"])
+              if c["metadata"].get("nbgrader", {}).get("grade_id") == "05-q9-verdict")
     printed = [f for i in range(at - 3, at) if nb["cells"][i]["cell_type"] == "code"
                for f in nc.figures(nc._output_text(nb["cells"][i])) if f.unit in ("MB", "MiB")]
     assert printed, "the Q9 cell prints its sizes in MB and MiB"
