@@ -8,6 +8,7 @@ set -euo pipefail
 PY=${PY:-.venv/bin/python}
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 CC_LIST=${CC_LIST:-80,90}
+NCCL_PIN=2.21.5  # what TensorFlow 2.18.1 requires under its and-cuda extra (importlib.metadata.requires)
 OUT=$(realpath -m "${1:-.test-logs/gpu-build}")
 mkdir -p "$OUT/dl" "$OUT/wheel" "$OUT/nccl"
 log="$OUT/build.log"
@@ -20,7 +21,7 @@ say "TensorFlow: $("$PY" -c 'import tensorflow as tf; print(tf.__version__)' 2>/
 
 # NCCL: the wheel ships lib/libnccl.so.2 only; FindNCCL.cmake looks for `nccl` (libnccl.so), so link to it in a
 # scratch dir; the built library then records the soname libnccl.so.2.
-"$PY" -m pip download -q --no-deps -d "$OUT/dl" nvidia-nccl-cu12 horovod==0.28.1 >>"$log" 2>&1
+"$PY" -m pip download -q --no-deps -d "$OUT/dl" "nvidia-nccl-cu12==$NCCL_PIN" horovod==0.28.1 >>"$log" 2>&1
 "$PY" -m zipfile -e "$(ls "$OUT"/dl/nvidia_nccl_cu12-*.whl | head -1)" "$OUT/nccl" >>"$log" 2>&1
 nccl="$OUT/nccl/nvidia/nccl"
 ln -sf libnccl.so.2 "$nccl/lib/libnccl.so"
