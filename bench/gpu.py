@@ -31,15 +31,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gpu_fit import refit, refit_line  # noqa: E402  (bench/, beside this script)
+from gpu_fit import SHAPES, refit, refit_line  # noqa: E402  (bench/, beside this script)
 
 import nmtkit  # noqa: E402,F401  (Keras 2 API before TensorFlow)
 from nmtkit import config  # noqa: E402
 from nmtkit.keras2 import import_tf  # noqa: E402
 
 SHAPES_LEN = "57 (56 BPE tokens + EOS) each side"
-SHAPES = {"wmt16-base": {}, "tiny": {"model.d_model": 64, "model.d_ff": 128, "model.encoder_layers": 1,
-                                     "model.decoder_layers": 1, "model.num_heads": 2}}
 
 
 def worker(args) -> None:

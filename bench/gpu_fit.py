@@ -23,6 +23,9 @@ from nmtkit.model import memory
 DEVICE_LINE = re.compile(r"Created device (\S+) with (\d+) MB memory")
 MEMORY_FILE = "nmtkit/model/memory.py"
 KEEP_FLOOR = 1.0  # the paper's count is the least a backward pass keeps
+# the shapes bench/gpu.py and bench/gpu_probe.py measure: the homework's, and a tiny one that checks the machinery
+SHAPES = {"wmt16-base": {}, "tiny": {"model.d_model": 64, "model.d_ff": 128, "model.encoder_layers": 1,
+                                     "model.decoder_layers": 1, "model.num_heads": 2}}
 
 
 def device_limits(log: str) -> dict:
