@@ -31,15 +31,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gpu_fit import refit, refit_line  # noqa: E402  (bench/, beside this script)
+from gpu_fit import SHAPES, refit, refit_line  # noqa: E402  (bench/, beside this script)
 
 import nmtkit  # noqa: E402,F401  (Keras 2 API before TensorFlow)
 from nmtkit import config  # noqa: E402
 from nmtkit.keras2 import import_tf  # noqa: E402
 
 SHAPES_LEN = "57 (56 BPE tokens + EOS) each side"
-SHAPES = {"wmt16-base": {}, "tiny": {"model.d_model": 64, "model.d_ff": 128, "model.encoder_layers": 1,
-                                     "model.decoder_layers": 1, "model.num_heads": 2}}
 
 
 def worker(args) -> None:
@@ -52,8 +50,7 @@ def worker(args) -> None:
         raise SystemExit("forced failure (--fail): the report and the exit status must show it")
     dist = Horovod() if args.horovod else Single()
     set_threads(dist)  # pins (one process: every GPU, memory growth) before the first op
-    cfg = config.load("wmt16-base", {"train.precision": args.precision, "train.xla": args.xla, "model.dropout": 0.0,
-                                     "data.batch_sentences": args.batch, **SHAPES[args.shape]})
+    cfg = case_config(args)
     vocab, length = cfg.data.vocab_size, cfg.data.max_tokens + 1  # the homework's longest sentences
     trainer = Trainer(cfg, vocab, dist)  # picks the micro-batches that fit (train.grad_accum=0: auto)
     trainer.sync_variables()
@@ -72,20 +69,42 @@ def worker(args) -> None:
     step = (time.perf_counter() - t0) / args.steps
     tokens = size * trainer.accum * length * 2
     peak, source = peak_flops(trainer.precision)
-    gpus = tf.config.list_physical_devices("GPU")
-    try:
-        memory = tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**30 if gpus else None
-    except ValueError:  # a GPU listed that TensorFlow runs nothing on (the tests' GPU-shaped CPU): not measured
-        memory = None
+    memory = gpu_peak(tf)
+    # the second size: the slope between the two is the per-sentence cost alone (bench/gpu_fit.py)
+    half = max(1, size // 2)
+    memory_half = gpu_peak(tf, reset=True) if memory is not None else None
+    if memory_half is not None:
+        trainer.run_step([(s[:half], t[:half]) for s, t in micro])[0].numpy()
+        memory_half = gpu_peak(tf)
     scale = float(trainer.optimizer.loss_scale) if hasattr(trainer.optimizer, "loss_scale") else None
     print("RESULT " + json.dumps({
         "rank": dist.rank, "ranks": dist.size, "precision": trainer.precision, "reason": trainer.precision_reason,
         "xla": trainer.xla, "ms_per_step": step * 1000, "tokens_per_sec": tokens * dist.size / step,
         "mfu": train_flops(cfg.model, vocab, tokens / 2, tokens / 2, length, length) / step / peak,
         "peak": peak, "peak_source": source, "gpu_mem_gb": memory, "loss_scale": scale, "loss": loss,
-        "micro_batches": trainer.accum, "micro_batch": size,
+        "micro_batches": trainer.accum, "micro_batch": size, "gpu_mem_gb_half": memory_half, "micro_batch_half": half,
+        "dropout": cfg.model.dropout,
         "projected_gb": trainer.micro.projection.total / 2**30,
         "checksum": dist.weights_checksum() if args.horovod else None}), flush=True)
+
+
+def case_config(args):
+    """A case's config: the profile's own dropout (the masks are part of the peak the refit explains)."""
+    return config.load("wmt16-base", {"train.precision": args.precision, "train.xla": args.xla,
+                                      "data.batch_sentences": args.batch, **SHAPES[args.shape]})
+
+
+def gpu_peak(tf, reset: bool = False) -> float | None:
+    """GPU:0's peak allocated GiB since the last reset (None without a GPU TensorFlow runs on); `reset`: start a
+    new peak from what is allocated now."""
+    if not tf.config.list_physical_devices("GPU"):
+        return None
+    try:
+        if reset:
+            tf.config.experimental.reset_memory_stats("GPU:0")
+        return tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**30
+    except ValueError:  # a GPU listed that TensorFlow runs nothing on (the tests' GPU-shaped CPU): not measured
+        return None
 
 
 def run_case(args, name: str, *, xla: bool, ranks: int = 0, optional: str = "") -> dict:
@@ -161,7 +180,9 @@ def versions(tf) -> dict:
 
 
 def keep(fit: dict | None) -> str:
-    return f"{fit['keep_implied']:.2f} ({fit['keep_shipped']})" if fit else "-"
+    if not fit or fit.get("keep_implied") is None:
+        return "-"
+    return f"{fit['keep_implied']:.2f} ({fit['keep_shipped']})" + ("" if fit["adopt"] else ", not adoptable")
 
 
 def write_report(out: Path, args, facts: dict, doctor_rows: list, cases: list[dict]) -> Path:
@@ -190,10 +211,13 @@ def write_report(out: Path, args, facts: dict, doctor_rows: list, cases: list[di
                      f"{cell('mfu', '{:.1%}')} | {cell('gpu_mem_gb', '{:.1f}')} | {cell('projected_gb', '{:.1f}')} | "
                      f"{cell('micro_batches', '{}')} | {keep(c.get('memory'))} | {cell('loss_scale', '{:g}')} | "
                      f"{', '.join(c['transport']) or '-'} |")
-    adopt = next((c["memory"]["adopt"] for c in cases if c.get("memory")), None)
+    fits = [c["memory"] for c in cases if c.get("memory")]
+    adopt = next((f["adopt"] for f in fits if f.get("adopt")), None)
     if adopt:
-        lines += ["", "The measured peak implies the KEEP above; to adopt the first case's (then commit it with "
+        lines += ["", "The measured slope implies the KEEP above; to adopt the first case's (then commit it with "
                   "this report):", "", f"    {adopt}"]
+    elif fits:
+        lines += ["", f"No KEEP to adopt: {fits[0].get('why_not')}."]
     atomic_write_text(out / "gpu-report.md", "\n".join(lines) + "\n")
     return out / "gpu-report.md"
 

@@ -82,10 +82,11 @@ def test_the_first_gpu_run_refits_the_memory_constant(tmp_path):
            "80GB HBM3, pci bus id: 0000:00:05.0, compute capability: 9.0\n")
     cfg = config.profile("wmt16-base")
     vocab, length = cfg.data.vocab_size, cfg.data.max_tokens + 1
-    proj = memory.project(cfg, vocab, 256, length, "mixed_float16")
-    half = proj.states + proj.loss + proj.activations / 2  # a GPU keeping half the activations projected
-    result = {"gpu_mem_gb": half / memory.GIB, "projected_gb": proj.total / memory.GIB, "micro_batch": 256,
-              "precision": "mixed_float16"}
+    peaks = {b: memory.project(cfg, vocab, b, length, "mixed_float16") for b in (128, 256)}
+    half = {b: p.states + p.loss + p.activations / 2 for b, p in peaks.items()}  # a GPU keeping half the activations
+    result = {"gpu_mem_gb": half[256] / memory.GIB, "projected_gb": peaks[256].total / memory.GIB, "micro_batch": 256,
+              "gpu_mem_gb_half": half[128] / memory.GIB, "micro_batch_half": 128, "precision": "mixed_float16",
+              "dropout": cfg.model.dropout}
     fit = gpu_fit.refit(cfg, vocab, length, result, log)
     assert fit["device_limit_mb"] == 78643 and fit["keep_shipped"] == memory.KEEP
     assert abs(fit["keep_implied"] - memory.KEEP / 2) < 0.01

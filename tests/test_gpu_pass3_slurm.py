@@ -24,13 +24,14 @@ def nvml_seeing(uuid: str) -> types.ModuleType:
 
 def test_two_tasks_that_each_call_their_gpu_0_are_bound_by_uuid(monkeypatch):
     idents = []
-    for uuid in ("GPU-1111", "GPU-2222"):  # what each engine reports, under the environment Slurm gave its task
-        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    slurm_gave = ("0", "0")  # --gpus-per-task=1 with ConstrainDevices=yes: each task's CUDA_VISIBLE_DEVICES
+    for uuid, cvd in zip(("GPU-1111", "GPU-2222"), slurm_gave):  # what each engine reports under its task's env
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", cvd)
         monkeypatch.setitem(sys.modules, "pynvml", nvml_seeing(uuid))
         idents.append(dict(engine_identity(), host="gpu-node1"))
     hosts = [d["host"] for d in idents]
     visible, uuids = [d["cuda_visible"] for d in idents], [d["gpu_uuids"] for d in idents]
-    assert visible == ["0", "0"] and uuids == [["GPU-1111"], ["GPU-2222"]]
+    assert tuple(visible) == ("0", "0") and uuids == [["GPU-1111"], ["GPU-2222"]]
     assert bound_hosts(hosts, visible, uuids) == {"gpu-node1"}
     devices = device_indices(hosts, visible, uuids)
     assert devices == [0, 0]  # each pins the one GPU it sees, not index 1 of 1

@@ -72,3 +72,17 @@ def test_the_docs_micro_batch_table_is_what_fit_plans():
             assert said, f"{name}: {cell!r} names no plan"
             assert (int(said[1]), int(said[2]), float(said[3])) == (
                 plan.count, plan.size, round(plan.projection.total / GIB, 1)), f"{name} {precision}: {cell}"
+
+
+def test_fit_says_how_many_sentences_its_equal_micro_batches_make():
+    # issue 69 item 8: a T4 in float32 plans 3 x 86, which is 258 sentences a step, not the config's 256; the docs'
+    # table says so (above) and so does the plan's reason, where it said "the same 256 sentences a step"
+    from nmtkit.config import profile
+    from nmtkit.model.memory import GIB, fit
+    cfg = profile("wmt16-base")
+    t4 = fit(cfg, cfg.data.vocab_size, 15.0 * GIB, "float32")
+    assert (t4.count, t4.size) == (3, 86)
+    assert "258 sentences a step, 2 more than data.batch_sentences" in t4.reason and "the same 256" not in t4.reason
+    v100 = fit(cfg, cfg.data.vocab_size, 15.8 * GIB, "float32")
+    assert (v100.count, v100.size) == (2, 128) and "the same 256 sentences a step" in v100.reason
+    assert "3 x 86 is 258" in gpu_section()

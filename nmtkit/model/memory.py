@@ -132,8 +132,12 @@ def fit(cfg, vocab: int, device_bytes: float | None, precision: str | None = Non
     for n in range(1, batch + 1):
         one = project(cfg, vocab, -(-batch // n), precision=precision)
         if one.total <= budget:
+            size = -(-batch // n)
+            step = (f"the same {batch} sentences a step" if n * size == batch else
+                    f"{n * size} sentences a step, {n * size - batch} more than data.batch_sentences (equal "
+                    "micro-batches)")
             why = ("the whole batch fits" if n == 1 else
                    f"{batch} sentences need {whole.total / GIB:.1f} GiB, over {budget / GIB:.1f} GiB usable: "
-                   f"{n} micro-batches of {-(-batch // n)}, the same {batch} sentences a step")
+                   f"{n} micro-batches of {size}, {step}")
             return MicroBatches(n, one, device_bytes, f"auto: {why}")
     raise ConfigError(f"even one sentence per micro-batch needs more than the device's {device_bytes / GIB:.1f} GiB")

@@ -302,7 +302,8 @@ def _tokenizer(data_dir: Path):
 
 
 def micro_batches(dc, n: int):
-    """The data config whose batches are the per-device batch split in `n` (the same sentences a step)."""
+    """The data config whose batches are the per-device batch split in `n` equal parts, rounded up (3 x 86 = 258
+    where the config says 256: nmtkit.model.memory.fit says so when it plans them)."""
     if n == 1:
         return dc
     return replace(dc, batch_sentences=-(-dc.batch_sentences // n),

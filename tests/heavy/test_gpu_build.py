@@ -1,7 +1,11 @@
 """Horovod 0.28.1's GPU code (HOROVOD_GPU_OPERATIONS=NCCL) compiled against the installed TensorFlow 2.18.1 with the
 nvcc at /usr/local/cuda (CUDA 13 on the CI machines: compute capabilities 80 and 90) and the nvidia-nccl-cu12 wheel,
 by scripts/gpu-build-check.sh. A proof that the code under `#if HAVE_GPU` compiles against TensorFlow 2.18.1's
-headers; not the shipped configuration (CUDA 12.5, 70/80/90). About 10 minutes on 2 cores."""
+headers, with the NCCL TensorFlow 2.18.1 pins (nvidia-nccl-cu12==2.21.5), and that the built wheel's library loads:
+`import horovod.tensorflow` from it (installed into a scratch --target, imported by the venv's Python with nothing
+else added: no LD_LIBRARY_PATH) and `ldd -r` with no undefined tensorflow:: symbol. Not proven here (no GPU): that
+NCCL's and CUDA's kernels run; the import does not need the driver (CUDA's runtime is static and opens libcuda.so.1
+at its first call). Not the shipped configuration (CUDA 12.5, 70/80/90). About 10 minutes on 2 cores."""
 import os
 import re
 import subprocess
@@ -30,3 +34,25 @@ def test_horovod_gpu_code_compiles_against_tensorflow(tmp_path):
     lib = next((tmp_path / "unpacked").rglob("mpi_lib*.so"))
     dynamic = subprocess.run(["readelf", "-d", str(lib)], capture_output=True, text=True).stdout
     assert "[libnccl.so.2]" in dynamic
+    # the NCCL TensorFlow pins, checked against TensorFlow's own metadata, and the wheel built with it
+    assert "TensorFlow pins: nvidia-nccl-cu12==2.21.5 (this check: nvidia-nccl-cu12==2.21.5)" in log
+    assert re.search(r"NCCL: nvidia_nccl_cu12-2\.21\.5-", log)
+    # import horovod.tensorflow from the built wheel, not the venv's own (CPU) Horovod: its library and NCCL loaded
+    imported = re.search(r"\[gpu-build\] import horovod.tensorflow: (.*)", log).group(1)
+    site = tmp_path / "site"
+    assert imported.startswith(f"from {site}/horovod/tensorflow/__init__.py; nccl_built 2.21.5, cuda_built True, "
+                               "allreduce 3.0; loaded "), imported
+    loaded = imported.split("; loaded ")[1].split()
+    assert any(p.startswith(str(site)) and "mpi_lib" in p for p in loaded) and any("libnccl.so.2" in p for p in loaded)
+    # ldd -r: every tensorflow:: symbol the library needs is defined (and the count can fail: without TensorFlow's
+    # libraries it finds them undefined)
+    said = re.search(r"ldd -r: (\d+) undefined tensorflow:: symbols .*\((\d+) without", log)
+    undefined, without = int(said[1]), int(said[2])
+    assert undefined == 0 and without > 0
+    installed = next(site.rglob("mpi_lib*.so"))
+    tflib = Path(subprocess.run([sys.executable, "-c", "import importlib.util, os; print(os.path.dirname("
+                                 "importlib.util.find_spec('tensorflow').origin))"], capture_output=True,
+                                text=True).stdout.strip())
+    ldd = subprocess.run(["ldd", "-r", str(installed)], capture_output=True, text=True,
+                         env=dict(os.environ, LD_LIBRARY_PATH=str(tflib)))
+    assert "undefined symbol" not in ldd.stdout + ldd.stderr and "not found" not in ldd.stdout, ldd.stdout[-2000:]
