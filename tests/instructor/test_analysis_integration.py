@@ -12,7 +12,8 @@ import pytest
 
 from nmtkit import runs
 from nmtkit.analysis import load_run, write_report
-from nmtkit.course.instructor.verdicts import Options, answer_all
+from nmtkit.analysis.evidence import Options
+from nmtkit.course.instructor.book import answer_all
 
 from conftest import small_config
 
@@ -97,7 +98,7 @@ def test_a_verdict_shows_the_figure_the_report_drew_without_drawing_it_again(bas
     """Notebook 05's instructor cells: rep.verdict(n) states the course's verdict per run with the figure the
     report drew for that question (drawing it again cost 0.3-0.8 s a cell)."""
     from nmtkit import notebook as nb
-    from nmtkit.course.instructor.verdicts import answer
+    from nmtkit.course.instructor.book import answer
     run, _ = baseline
     rep = nb.analyse([run], tmp_path / "report")
     drawn = rep.report.answers[run.name][1].figure  # question 2's plateau figure

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from nmtkit.analysis.lab import lab_runs, link_samples, shipped
+from nmtkit.analysis.questions import book
 from nmtkit.course.instructor import hidden
 from nmtkit.course.instructor.decisions import NEAR, lab
-from nmtkit.course.targets import HAND_GRADED
 from nmtkit.errors import ExerciseError
 from nmtkit.files import read_json
 
@@ -23,6 +23,8 @@ LOAD = ("import sys, json, hashlib, nmtkit as nk; from nmtkit.analysis import lo
         "t = nk.lab_runs(); r = load_run(reference_run()); "
         "h = hashlib.sha256(r.ranks.to_json().encode() + r.monitor.to_json().encode()).hexdigest(); "
         "assert 'tensorflow' not in sys.modules; print(h, t.to_json(orient='split', double_precision=15))")
+
+HAND = book.hand_graded()  # question -> why its check is graded by hand for now
 
 
 @pytest.fixture(scope="module")
@@ -126,8 +128,8 @@ def test_the_graded_checks_accept_the_solution_and_reject_a_fit_with_the_mean_ra
     table = lab_runs()
     for q in ("lab_predict", "lab_fit", "lab_fp16", "lab_bursts", "lab_scaling"):
         hidden.graded(table, q, None, decided[q])
-        # graded by hand for now (HAND_GRADED): the same comparison, printed for the grader
-        mark = f"✎ {q}: graded by hand" if q in HAND_GRADED else f"✓ {q}:"
+        # graded by hand for now (HAND): the same comparison, printed for the grader
+        mark = f"✎ {q}: graded by hand" if q in HAND else f"✓ {q}:"
         out = capsys.readouterr().out
         assert mark in out and "too " not in out, out
     t = decided["table"]
@@ -135,7 +137,7 @@ def test_the_graded_checks_accept_the_solution_and_reject_a_fit_with_the_mean_ra
     wrong_x = shaped["ring_bytes"] * 8 / (shaped["link_mean_mbit_s"] * 1e6)  # the mean rate, not the link's
     k, c = np.polyfit(wrong_x.to_numpy(float), shaped["step_s"].to_numpy(float), 1)
     mean_rate_fit = dict(decided["lab_fit"], k=k, intercept_s=c)
-    if "lab_fit" in HAND_GRADED:
+    if "lab_fit" in HAND:
         hidden.graded(table, "lab_fit", None, mean_rate_fit)
         assert re.search(r"(k|intercept_s) too (high|low)", capsys.readouterr().out)
     else:

@@ -8,7 +8,7 @@ import pytest
 
 from nmtkit import runs
 from nmtkit.analysis import evidence, load_run, reference_run
-from nmtkit.course.instructor import decisions, judgments, verdicts
+from nmtkit.course.instructor import book, decisions, judgments
 
 WORDS = ("haus katze hund baum fluss berg stadt wald auto buch tisch stuhl fenster garten strasse brot wasser "
          "feuer licht nacht").split()
@@ -84,7 +84,7 @@ def test_the_bootstrap_draws_the_resamples_sacrebleu_draws(tmp_path):
 
 def test_q2_on_the_reference_runs_20_dev_sentences_cannot_tell():
     run = load_run(reference_run())
-    a = verdicts.answer(run, 2)
+    a = book.answer(run, 2)
     assert a.evidence["bleu_verdict"] == "cannot tell" and a.evidence["bleu_sentences"] == 20
     assert "cannot tell whether dev BLEU has plateaued" in a.answer and "plateaued (" not in a.answer
     assert a.evidence["bleu_gain"] > 10  # the gain the old two-sigma-of-one-BLEU tolerance called a plateau

@@ -1,5 +1,6 @@
 """The figures that decide each homework question, computed from a run's logs the way the exercises of notebook 05
-ask the student to compute them: `decide(run)[q]` is {variable name: value} for q in "q1".."q11".
+ask the student to compute them: `q5(run, o)` is {variable name: value}; `lab(paths)` the lab's parts. Each
+question's record (nmtkit.course.instructor.book) names its decider; book.decide(run) runs them all.
 
 These are what `nmtkit.course.exercises.check` grades against and what the instructor's verdicts quote; the
 student never needs this module (its figures are the answers). TensorFlow-free; a question whose inputs the logs
@@ -175,6 +176,7 @@ def q11(run: Run, o: Options) -> dict:
 
 # --- the bottleneck lab (notebook 04): decided on a set of runs, not one --------------------------------------
 
+LAB_PARTS = ("lab_predict", "lab_fit", "lab_fp16", "lab_bursts", "lab_scaling")  # what lab() decides beside lab_nic
 NEAR = 0.8  # a link sample "at the link's rate": within 20% of the rate preflight measured
 
 
@@ -203,7 +205,7 @@ def lab(paths, o: Options | None = None) -> dict:
     out, missing = {"table": t}, {}
     _lab_nic(t, o, out, missing)  # one run across hosts is enough: no compute-only run needed
     if compute is None:
-        missing.update({q: "no run with a measured link and a compute-only run" for q in LAB_QUESTIONS
+        missing.update({q: "no run with a measured link and a compute-only run" for q in LAB_PARTS
                         if q not in out and q not in missing})
         return {**out, "missing": missing}
     shaped = series.drop(index=compute.name, errors="ignore")
@@ -295,20 +297,3 @@ def _lab_nic(t, o: Options, out: dict, missing: dict) -> None:
     per_step = float(s["mbit_s"].mean()) * 1e6 / 8 * s.attrs["step_s"]
     out["lab_nic"] = {"iface": s.attrs["iface"], "over_bound": per_step / float(t.loc[name, "ring_bytes"]),
                       "run": str(name)}
-
-
-LAB_QUESTIONS = ("lab_predict", "lab_fit", "lab_fp16", "lab_bursts", "lab_scaling", "lab_nic")
-
-
-DECIDERS = {f"q{i}": f for i, f in enumerate((q1, q2, q3, q4, q5, q6, q7, q8, q9, q10, q11), 1)}
-
-
-def decide(run: Run, options: Options | None = None) -> dict:
-    """q -> {name: value} for every question the logs can decide, and "missing": {q: why} for the others."""
-    o, out, missing = options or Options(), {}, {}
-    for q, f in DECIDERS.items():
-        try:
-            out[q] = f(run, o)
-        except AnalysisError as e:
-            missing[q] = str(e)
-    return {**out, "missing": missing}

@@ -31,7 +31,8 @@ from nmtkit.errors import CourseError
 from nmtkit.files import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json
 
 ROOT = Path(__file__).resolve().parents[3]  # the instructor's kit (its checkout)
-INSTRUCTOR_MODULES = ("decisions", "hidden", "judgments", "verdicts", "rubric", "grade", "classgrade", "release")
+# every module of the instructor's folder (the questions' instructor registry, book.py, with them), read from the folder
+INSTRUCTOR_MODULES = tuple(sorted(p.stem for p in Path(__file__).parent.glob("*.py") if p.stem != "__init__"))
 # What the release leaves out, the one list (tests/instructor/test_release.py reads it too): the instructor's two
 # folders (the modules above; every test that needs them, the instructor's notebooks or tools/), the instructor's
 # docs (the terminal lab's runs on the rehearsal's hosts), tools/ (the rehearsal that makes reference runs), the

@@ -14,11 +14,10 @@ from pathlib import Path
 from nmtkit.analysis import evidence, questions
 from nmtkit.analysis.evidence import Options  # noqa: F401  Options is part of this module's API
 from nmtkit.analysis.logs import Run
-from nmtkit.analysis.questions import TITLES, Answer, guarded, missing  # noqa: F401  part of the API
+from nmtkit.analysis.questions import Answer, missing, title
 from nmtkit.course.instructor import decisions, judgments
 from nmtkit.course.instructor.rubric import NCCL_WAIT, NVML_MEANING
 from nmtkit.course.instructor.seeds import seeds_text
-from nmtkit.course.instructor.warmup import q6_learning_rate
 from nmtkit.errors import AnalysisError
 
 
@@ -36,7 +35,7 @@ def q1_time_and_cost(run: Run, fig_dir, o: Options) -> Answer:
                  f"USD {d['cost']:,.0f}.")
     else:
         text += f"No cost: these ranks ran on hardware with no price ({evidence.node_price(run, o)[1]})."
-    return Answer(1, TITLES[1], text.strip(), ev, fig, run=run.name)
+    return Answer(1, title(1), text.strip(), ev, fig, run=run.name)
 
 
 def q2_fully_trained(run: Run, fig_dir, o: Options) -> Answer:
@@ -70,7 +69,7 @@ def q2_fully_trained(run: Run, fig_dir, o: Options) -> Answer:
     text += (f" (Judged on eval loss alone: only {ev['bleu_evaluations']} BLEU evaluations.)" if "bleu_verdict" not in
              ev else f" (Judged on BLEU alone: only {ev['loss_evaluations']} eval-loss evaluations.)"
              if "eval_loss_plateau" not in ev else "")
-    return Answer(2, TITLES[2], text, ev, fig, run=run.name)
+    return Answer(2, title(2), text, ev, fig, run=run.name)
 
 
 def q3_overfitting(run: Run, fig_dir, o: Options) -> Answer:
@@ -106,7 +105,7 @@ def q3_overfitting(run: Run, fig_dir, o: Options) -> Answer:
     elif last > 0:
         text += ("A positive gap means the model does better on sentences it trained on than on new ones; it "
                  "matters only when it grows while eval loss stops falling.")
-    return Answer(3, TITLES[3], text.strip(), ev, fig, run=run.name)
+    return Answer(3, title(3), text.strip(), ev, fig, run=run.name)
 
 
 def q4_utilisation(run: Run, fig_dir, o: Options) -> Answer:
@@ -149,7 +148,7 @@ def q4_utilisation(run: Run, fig_dir, o: Options) -> Answer:
     else:
         text = (f"No: {listing}.{mfu} Idle time means the GPUs waited on input or on evaluation and checkpointing. "
                 f"{NVML_MEANING} {NCCL_WAIT}")
-    return Answer(4, TITLES[4], text, ev, fig, run=run.name)
+    return Answer(4, title(4), text, ev, fig, run=run.name)
 
 
 def q5_network(run: Run, fig_dir, o: Options) -> Answer:
@@ -158,7 +157,7 @@ def q5_network(run: Run, fig_dir, o: Options) -> Answer:
     if ev["ranks"] <= 1:
         text = ("No: this is a single-rank run, so there is no gradient exchange at all; the network carried only "
                 "incidental traffic. The question matters for the multi-node run.")
-        return Answer(5, TITLES[5], text, ev, fig, run=run.name)
+        return Answer(5, title(5), text, ev, fig, run=run.name)
     n, iface, params, bpp = ev["ranks"], ev["iface"], ev["params"], ev["bytes_per_param"]
     bound, step_ms = ev["allreduce_bytes_per_rank_per_step"], ev["mean_step_time_s"] * 1000
     measured = ", ".join(f"{h['host']} {h['bytes_per_step'] / 1e6:.2f} MB" for h in ev["hosts"])
@@ -184,7 +183,7 @@ def q5_network(run: Run, fig_dir, o: Options) -> Answer:
     if iface == "lo":
         text += (" Here the 'nodes' share one machine and the traffic went over loopback, whose counters see every "
                  "ring edge; the reference run shipped with nmtkit crosses a real, shaped link.")
-    return Answer(5, TITLES[5], text, ev, fig, run=run.name)
+    return Answer(5, title(5), text, ev, fig, run=run.name)
 
 
 def q7_training_set(run: Run, fig_dir, o: Options) -> Answer:
@@ -195,7 +194,7 @@ def q7_training_set(run: Run, fig_dir, o: Options) -> Answer:
     text = (f"The training set is {ds.train_mb:,.1f} MB (train.en + train.de, cleaned text) with {ds.train_lines:,} "
             f"lines, i.e. sentence pairs; {ds.train_examples:,} of them are at most {ds.max_tokens} BPE tokens long "
             f"and are used for training.")
-    return Answer(7, TITLES[7], text + f" Exactly: {d['train_mb']:.3f} MB (10^6 bytes) = "
+    return Answer(7, title(7), text + f" Exactly: {d['train_mb']:.3f} MB (10^6 bytes) = "
                   f"{d['train_mib']:.3f} MiB (2^20 bytes) in train.en + train.de, as data preparation counted them "
                   f"into data_stats.json.", ev, run=run.name)
 
@@ -209,7 +208,7 @@ def q8_checkpoint_files(run: Run, fig_dir, o: Options) -> Answer:
               "TensorFlow 1 answer also lists ckpt-N.meta: TF1's tf.train.Saver stored the graph (a MetaGraphDef) "
               "beside the values. TensorFlow 2's object-based checkpoints write no .meta: the Python code rebuilds "
               "the model, and the .index records which object each value belongs to.")
-    return Answer(8, TITLES[8], text, ev, fig, run=run.name)
+    return Answer(8, title(8), text, ev, fig, run=run.name)
 
 
 def q9_checkpoint_size(run: Run, fig_dir, o: Options) -> Answer:
@@ -231,7 +230,7 @@ def q9_checkpoint_size(run: Run, fig_dir, o: Options) -> Answer:
             f"the weights. ")
     with suppress(AnalysisError, KeyError, TypeError):
         text += seeds_text(int(ev["total_bytes"]), int(run.status["params"]))
-    return Answer(9, TITLES[9], text, ev, fig, run=run.name)
+    return Answer(9, title(9), text, ev, fig, run=run.name)
 
 
 def q10_step_time(run: Run, fig_dir, o: Options) -> Answer:
@@ -253,7 +252,7 @@ def q10_step_time(run: Run, fig_dir, o: Options) -> Answer:
                  + " (synchronous training: every rank waits for the slowest).")
     if "tokens_per_s_per_rank" in ev:
         text += f" That is {ev['tokens_per_s_per_rank']:,.0f} tokens/s per rank."
-    return Answer(10, TITLES[10], text, ev, fig, run=run.name)
+    return Answer(10, title(10), text, ev, fig, run=run.name)
 
 
 def q11_correlation(run: Run, fig_dir, o: Options) -> Answer:
@@ -285,22 +284,7 @@ def q11_correlation(run: Run, fig_dir, o: Options) -> Answer:
              f"{ev['pairs']} one-sample windows ({ev['steps_matched']:,} steps): "
              + (f"a {ev['strength']} {'positive' if r > 0 else 'negative'} correlation" if ev["strength"] != "no real"
                 else "no real correlation") + " (windows without a step end are not paired).")
-    return Answer(11, TITLES[11], text, ev, fig, run=run.name)
-
-
-QUESTIONS = (q1_time_and_cost, q2_fully_trained, q3_overfitting, q4_utilisation, q5_network, q6_learning_rate,
-             q7_training_set, q8_checkpoint_files, q9_checkpoint_size, q10_step_time, q11_correlation)
-
-
-def answer_all(run: Run, fig_dir: str | Path | None = None, options: Options | None = None) -> list[Answer]:
-    """All 11 answers for one run; a question that fails unexpectedly says so instead of sinking the report."""
-    o = options or Options()
-    return [guarded(n, run, lambda q=q: q(run, fig_dir, o)) for n, q in enumerate(QUESTIONS, 1)]
-
-
-def answer(run: Run, number: int, fig_dir: str | Path | None = None, options: Options | None = None) -> Answer:
-    """Question `number` alone, with the kit's verdict."""
-    return guarded(number, run, lambda: QUESTIONS[number - 1](run, fig_dir, options or Options()))
+    return Answer(11, title(11), text, ev, fig, run=run.name)
 
 
 def lab_verdict(paths=None, options: Options | None = None) -> str:
@@ -360,17 +344,3 @@ def _hms(seconds: float) -> str:
     h, rest = divmod(seconds, 3600)
     m, s = divmod(rest, 60)
     return f"{h}h {m:02d}m {s:02d}s" if h else f"{m}m {s:02d}s"
-
-
-def write_instructor_report(runs, out_dir: str | Path | None = None, options: Options | None = None) -> Path:
-    """report.md and report.json with the kit's verdicts and the rubric (`nmtkit report --instructor`)."""
-    from nmtkit.analysis.report import write_report
-    from nmtkit.course.instructor.rubric import RUBRIC
-    from nmtkit.files import atomic_write_text
-    md = write_report(runs, out_dir, options, instructor=True, answers=answer_all, rubric=RUBRIC)
-    try:  # notebook 04's lab reads the shipped lab runs, whichever runs this report is about
-        lab = lab_verdict(options=options)
-    except AnalysisError as e:
-        lab = f"**Not answered.** {e}"
-    return atomic_write_text(md, md.read_text() + f"\n## The bottleneck lab (the shipped lab runs)\n\n{lab}\n\n"
-                                                  f"**Rubric.** {RUBRIC['lab']}\n")
