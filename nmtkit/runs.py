@@ -41,6 +41,8 @@ MONITOR_DIR = "monitor"
 CHECKPOINTS = "checkpoints"
 BEST = "checkpoints/best"
 TRANSLATIONS = "translations"
+# a shipped run's per-sentence BLEU statistics in place of its translations (nmtkit.analysis.bleu)
+BLEU_STATS = "bleu-stats.json"
 DEV_REFERENCES = "dev.ref.de"  # under TRANSLATIONS: the dev references the dev.<step>.de hypotheses are scored against
 STATUS = "run.json"
 ERROR_LOG = "nmtkit-error.log"

@@ -144,11 +144,12 @@ book.add(Question(
 book.add(Question(
     "q2", 'Is the model fully trained?', 2, _q2,
     {
-        "bleu_gain": T((0, 0.01), "BLEU points: the best evaluation inside the window minus the best before it"),
-        "loss_drop": T((0, 0.001), "eval loss: the best before the window minus the best inside it"),
-        "trained": T(EXACT, "both curves must be shown to pass the stated rule, BLEU by the paired bootstrap's "
-                "interval; a curve still improving, or one the dev set cannot decide, is not shown "
-                "trained"),
+        "bleu_gain": T((0, 0.01), "BLEU points: the last evaluation minus the one k evaluations earlier (k as the "
+                                  "rule states it), steps fixed before looking, no best-of"),
+        "loss_drop": T((0, 0.001), "eval loss: the one k evaluations before the last minus the last"),
+        "trained": T(EXACT, "both curves must be shown to pass the stated rule, BLEU's difference by the paired "
+                            "bootstrap's whole interval within the equivalence margin in BLEU; a curve still "
+                            "improving, or one the dev set cannot decide, is not shown trained"),
     }))
 
 book.add(Question(
@@ -259,8 +260,8 @@ book.add(Question(
 book.add(Question(
     "lab_fp16", 'Lab: what did fp16 compression cut, and where did it shorten the step?', None, None,
     {
-        "bytes_ratio": T(COUNTED, "bytes the link carried per step (its mean rate over the steps times the "
-                "step), with fp16 over without, at the same rate"),
+        "bytes_ratio": T(COUNTED, "bytes the link carried per step (counted between step ends, as question 5 "
+                                  "counts them), with fp16 over without, at the same rate"),
         "step_ratio": T(MEAN, "the measured steps, with fp16 over without, at the same rate"),
         "fp16_mb": T(COUNTED, "the bytes the link carried per step with fp16, in MB of 10^6 bytes"),
     },
@@ -290,8 +291,8 @@ book.add(Question(
     {
         "iface": T(EXACT, "the interface that carried the gradients between the hosts: one that leaves the "
                 "host, whose bytes per step meet the ring's bound"),
-        "over_bound": T(COUNTED, "that interface's bytes per step (its busier direction's mean rate while "
-                "steps ran, times the mean step) over the flat ring's bound for N ranks"),
+        "over_bound": T(COUNTED, "that interface's bytes per step (its busier direction, counted between step "
+                                 "ends, as question 5 counts them) over the flat ring's bound for N ranks"),
     }))
 
 

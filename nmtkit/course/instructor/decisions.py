@@ -17,7 +17,7 @@ from nmtkit.analysis.ablation import DEFAULT, EARLY_STEP, twin
 from nmtkit.analysis.evidence import Options, bytes_per_param, node_price, steady_steps
 from nmtkit.analysis.logs import Run, checkpoint_info, load_run
 from nmtkit.config import profile
-from nmtkit.course.instructor.judgments import bleu_rule, plateau_rule
+from nmtkit.course.instructor.judgments import bleu_rule, loss_rule
 from nmtkit.course.instructor.mfu import record_flops
 from nmtkit.errors import AnalysisError
 from nmtkit.ring import ring_bytes
@@ -44,18 +44,14 @@ def q1(run: Run, o: Options) -> dict:
 
 
 def q2(run: Run, o: Options) -> dict:
+    """The last evaluation against the one k = o.plateau_k evaluations earlier, in BLEU and in eval loss
+    (judgments.bleu_rule and loss_rule: the one rule the verdict's words read too)."""
     bleu, loss = run.series("Eval_BLEU_Score"), run.series("eval_loss")
-    every = run.config.eval.every if run.config and run.config.eval.every else None
-    if every is None or len(bleu) < 2 or len(loss) < 2:
-        raise AnalysisError("dev BLEU and eval loss at two or more evaluations, and eval.every in config.json")
-    window = o.plateau_k * every
-    last = int(loss["step"].max())
-    k_b, k_l = int((bleu["step"] > last - window).sum()), int((loss["step"] > last - window).sum())
-    if k_b >= len(bleu) or k_l >= len(loss):
-        raise AnalysisError(f"evaluations before the last {window} steps")
-    b = bleu_rule(run, bleu, k_b, o)  # BLEU by the paired bootstrap: plateaued, rising or cannot tell
-    flat_l, drop = plateau_rule(loss["value"].tolist(), k_l, o.plateau_tol, False)
-    return {"window_steps": window, "bleu_gain": b["bleu_gain"], "loss_drop": drop,
+    if len(bleu) <= o.plateau_k or len(loss) <= o.plateau_k:
+        raise AnalysisError(f"dev BLEU and eval loss at {o.plateau_k + 1} or more evaluations")
+    b = bleu_rule(run, bleu, o.plateau_k, o)  # by the paired bootstrap: plateaued, rising, falling or cannot tell
+    flat_l, drop = loss_rule(loss, o.plateau_k, o)
+    return {"steps": b["bleu_steps"], "k": o.plateau_k, "bleu_gain": b["bleu_gain"], "loss_drop": drop,
             "trained": bool(b["bleu_verdict"] == "plateaued" and flat_l)}
 
 
@@ -89,12 +85,13 @@ def q4(run: Run, o: Options) -> dict:
             "mfu": flops / step_s / float(peak)}
 
 
-def measured_bytes_per_step(run: Run, o: Options) -> float:
+def exchange(run: Run, o: Options) -> dict:
+    """Questions 5 and 11's one bound and one ratio (judgments.exchange, inside judgments.network)."""
     from nmtkit.course.instructor.judgments import network
-    hosts = network(run, o).get("hosts") or []
-    if not hosts:
-        raise AnalysisError("network counters of a run with two or more nodes")
-    return float(np.mean([h["bytes_per_step"] for h in hosts]))
+    net = network(run, o)
+    if not net.get("counted_bytes_per_step"):
+        raise AnalysisError("network counters of a run with two or more nodes, two step ends inside their samples")
+    return net
 
 
 def q5(run: Run, o: Options) -> dict:
@@ -103,7 +100,7 @@ def q5(run: Run, o: Options) -> dict:
         raise AnalysisError("two or more ranks and the parameter count (run.json)")
     bound = ring_bytes(params, n, bytes_per_param(run))
     return {"bytes_per_param": bytes_per_param(run), "bound_mb": bound / MB,
-            "measured_over_bound": measured_bytes_per_step(run, o) / bound,
+            "measured_over_bound": exchange(run, o)["measured_over_bound"],
             "link_s_1g": bound * 8 / 1e9, "link_s_10g": bound * 8 / 1e10}
 
 
@@ -166,12 +163,15 @@ def q10(run: Run, o: Options) -> dict:
 
 
 def q11(run: Run, o: Options) -> dict:
-    from nmtkit.analysis.machines import link_capacity
+    """The bytes counted per step (question 5's) and the time they need on the link preflight measured, over the
+    mean step; decided from measurements only (no share on an assumed link)."""
     if run.n_ranks < 2:
         raise AnalysisError("two or more ranks")
-    per_step = measured_bytes_per_step(run, o)
-    link_Bps = link_capacity(run, o)[0] * 1e9 / 8
-    return {"bytes_per_step_mb": per_step / MB, "link_share": per_step / link_Bps / step_seconds(run, o)}
+    net = exchange(run, o)
+    if not net["link_measured"]:
+        raise AnalysisError(f"a link measured by preflight (run.json's link_measured_mbit_s); {net['link_source']}")
+    per_step = net["counted_bytes_per_step"]
+    return {"bytes_per_step_mb": per_step / MB, "link_share": per_step / net["link_Bps"] / step_seconds(run, o)}
 
 
 # --- the bottleneck lab (notebook 04): decided on a set of runs, not one --------------------------------------
@@ -187,8 +187,7 @@ def lab_table(paths, o: Options):
     t = lab_runs(paths, o)
     where = dict(zip(t.index, t.attrs["paths"]))  # run name -> its directory
     t = t.assign(ring_bytes=ring_bytes(t["params"], t["ranks"], t["bytes_per_value"]))
-    t = t.assign(link_s=t["ring_bytes"] * 8 / (t["link_mbit_s"] * 1e6),
-                 counted_bytes=t["link_mean_mbit_s"] * 1e6 / 8 * t["step_s"])
+    t = t.assign(link_s=t["ring_bytes"] * 8 / (t["link_mbit_s"] * 1e6), counted_bytes=t["bytes_per_step"])
     t.attrs["where"] = where
     series = t[(t["ranks"] == t["ranks"].max()) & t["link_s"].notna()]
     ones = t[t["ranks"] == 1]
@@ -280,9 +279,9 @@ def _lab_bursts_and_scaling(t, series, plain, o: Options, out: dict, missing: di
 def _lab_nic(t, o: Options, out: dict, missing: dict) -> None:
     """Which interface carried the gradients between hosts, on the table's slowest multi-host run without
     compression: the data link the kit finds (machines.link_iface: cluster.iface, else the busiest apart from
-    loopback), and its bytes per step (its link samples' mean rate while steps ran, the busier direction, times the
-    mean step) over the flat ring's bound. Loopback carries as much (the ring's edge between a host's own ranks)
-    but never leaves the host; a control network carries next to nothing."""
+    loopback), and its bytes per step (the busier direction, counted between step ends: the one estimator, question
+    5's) over the flat ring's bound. Loopback carries as much (the ring's edge between a host's own ranks) but never
+    leaves the host; a control network carries next to nothing."""
     from nmtkit.analysis.lab import link_samples
     across = t[(t["hosts"] > 1) & (t["compression"] == "none") & t["link_mbit_s"].notna()]
     if across.empty:
@@ -294,6 +293,6 @@ def _lab_nic(t, o: Options, out: dict, missing: dict) -> None:
     except AnalysisError as e:
         missing["lab_nic"] = str(e)
         return
-    per_step = float(s["mbit_s"].mean()) * 1e6 / 8 * s.attrs["step_s"]
+    per_step = float(s.attrs["bytes_per_step"])
     out["lab_nic"] = {"iface": s.attrs["iface"], "over_bound": per_step / float(t.loc[name, "ring_bytes"]),
                       "run": str(name)}

@@ -44,26 +44,27 @@ def q2_fully_trained(run: Run, fig_dir, o: Options) -> Answer:
     k, parts = o.plateau_k, []
     if "bleu_verdict" in ev:
         a, b = ev["bleu_steps"]
-        shown = {"plateaued": "dev BLEU has plateaued", "rising": "dev BLEU is still rising"}.get(
-            ev["bleu_verdict"], "cannot tell whether dev BLEU has plateaued")
-        parts.append(f"{shown}: step {b:,}'s {ev['bleu_gain']:+.2f} points over step {a:,}'s"
+        shown = {"plateaued": "dev BLEU has plateaued", "rising": "dev BLEU is still rising",
+                 "falling": "dev BLEU fell"}.get(ev["bleu_verdict"], "cannot tell whether dev BLEU has plateaued")
+        parts.append(f"{shown}: step {b:,}'s BLEU is {ev['bleu_gain']:+.2f} points over step {a:,}'s"
                      + (f", the paired bootstrap's 95% interval {ev['bleu_gain_low']:+.2f} to "
-                        f"{ev['bleu_gain_high']:+.2f} over {ev['bleu_sentences']} dev sentences (p = "
-                        f"{ev['bleu_p_value']:.3f} that it did not improve)" if "bleu_gain_low" in ev else "")
-                     + f", against a tolerance of {ev['bleu_tolerance']:.2f}; {ev['bleu_why']}")
+                        f"{ev['bleu_gain_high']:+.2f} over {ev['bleu_sentences']} dev sentences" if "bleu_gain_low"
+                        in ev else "") + f"; {ev['bleu_why']}")
     if "eval_loss_plateau" in ev:
         parts.append(f"eval loss {'has plateaued' if ev['eval_loss_plateau'] else 'is still falling'} "
-                     f"({ev['eval_loss_drop_last_k']:+.3f} lower at best over the last {k} evaluations)")
+                     f"({ev['eval_loss_drop']:+.3f} lower than {k} evaluations before, against "
+                     f"{o.plateau_tol:.0%} of it)")
     done = ev["fully_trained"]
+    parts.insert(0, f"by the rule stated before looking: the last evaluation against the one {k} evaluations "
+                    f"earlier, plateaued when BLEU's difference has its whole 95% interval within "
+                    f"+-{o.plateau_margin_bleu:g} BLEU (the equivalence margin) and eval loss dropped by at most "
+                    f"{o.plateau_tol:.0%}")
     with suppress(AnalysisError):
         d = decisions.q2(run, o)
-        ev.update(window_steps=d["window_steps"], trained_in_steps=d["trained"])
-        parts.insert(0, f"by the rule 'the best of the last {d['window_steps']} steps' evaluations beats the best "
-                        f"before them by at most {o.plateau_tol:.0%} (BLEU: the paired bootstrap's interval within "
-                        f"the tolerance)'")
+        ev.update(q2_steps=d["steps"], trained_in_steps=d["trained"])
     unsure = ev.get("bleu_verdict") == "cannot tell" and ev.get("eval_loss_plateau", True)
     text = (("Yes: " if done else "Cannot tell: " if unsure else "No: ") + "; ".join(parts) + ". "
-            + ("More steps at this learning rate would buy little." if done else
+            + ("More steps at this learning rate would buy less than the margin." if done else
                "A larger dev set would decide it; nothing here shows it has stopped improving." if unsure else
                "It would still improve with more steps."))
     text += (f" (Judged on eval loss alone: only {ev['bleu_evaluations']} BLEU evaluations.)" if "bleu_verdict" not in
@@ -160,14 +161,14 @@ def q5_network(run: Run, fig_dir, o: Options) -> Answer:
         return Answer(5, title(5), text, ev, fig, run=run.name)
     n, iface, params, bpp = ev["ranks"], ev["iface"], ev["params"], ev["bytes_per_param"]
     bound, step_ms = ev["allreduce_bytes_per_rank_per_step"], ev["mean_step_time_s"] * 1000
-    measured = ", ".join(f"{h['host']} {h['bytes_per_step'] / 1e6:.2f} MB" for h in ev["hosts"])
-    ratio = ev["measured_over_bound"] = max(h["bytes_per_step"] for h in ev["hosts"]) / bound
-    known = not ev["link_source"].startswith("assumed")
+    known = ev["link_measured"]
     verdict = (("Yes" if ev["bottleneck"] else "No") if known and iface != "lo" else
                "Cannot tell from these logs: nothing measured a link between real nodes")
-    text = (f"{verdict}. Measured per step on {iface} ({ev['iface_choice']}): {measured}, {ratio:.2f}x the flat "
+    text = (f"{verdict}. {counted_words(ev)} ({ev['iface_choice']}), {ev['measured_over_bound']:.2f}x the flat "
             f"ring's bound 2(N-1)/N x {params:,} parameters x {bpp} B ({'fp16' if bpp == 2 else 'float32'} "
-            f"values) = {bound / 1e6:.2f} MB (MB = 10^6 bytes) for N = {n}; NCCL's tree or Horovod's hierarchical "
+            f"values) = {bound / 1e6:.2f} MB (MB = 10^6 bytes) for N = {n}"
+            + (f", times the {n} ring edges loopback sees" if ev["edges"] > 1 else "")
+            + "; NCCL's tree or Horovod's hierarchical "
             f"allreduce send less between nodes, so that is an upper bound. The exchange needs "
             f"{ev['link_s_1g'] * 1000:.0f} ms at 1 Gbit/s and {ev['link_s_10g'] * 1000:.1f} ms at 10 Gbit/s. ")
     if known:  # a faster link replaces this run's exchange: its time beside the compute part of the step
@@ -184,6 +185,13 @@ def q5_network(run: Run, fig_dir, o: Options) -> Answer:
         text += (" Here the 'nodes' share one machine and the traffic went over loopback, whose counters see every "
                  "ring edge; the reference run shipped with nmtkit crosses a real, shaped link.")
     return Answer(5, title(5), text, ev, fig, run=run.name)
+
+
+def counted_words(net: dict) -> str:
+    """Questions 5 and 11's one measured figure in words: the bytes counted per step, and per host."""
+    hosts = ", ".join(f"{h['host']} {h['bytes_per_step'] / 1e6:.2f} MB" for h in net["hosts"])
+    return (f"Counted between step ends on {net['iface']}: {net['counted_bytes_per_step'] / 1e6:.2f} MB per step, "
+            f"the mean over the hosts ({hosts})")
 
 
 def q7_training_set(run: Run, fig_dir, o: Options) -> Answer:
@@ -266,18 +274,23 @@ def q11_correlation(run: Run, fig_dir, o: Options) -> Answer:
             net = judgments.network(run, o)
         except AnalysisError:
             net = None
-        if net is not None and net.get("hosts"):
-            h = max(net["hosts"], key=lambda x: x["bytes_per_step"])
-            ratio = h["bytes_per_step"] / h["expected_bytes_per_step"]
-            ev.update(bytes_per_step=h["bytes_per_step"], expected_bytes_per_step=h["expected_bytes_per_step"],
-                      bytes_ratio=ratio, allreduce_share_of_step=net["allreduce_share_of_step"])
-            text = (f"Measured per step, {h['host']}'s {iface} carried {h['bytes_per_step'] / 1e6:.2f} MB against "
-                    f"the flat ring's bound {h['expected_bytes_per_step'] / 1e6:.2f} MB ({ratio:.2f}x): the "
-                    f"traffic is the gradient exchange, the same bytes every step. So throughput per second follows "
-                    f"the step rate by construction, and a correlation between the two says nothing about cause. "
-                    f"What decides is time: on this link the exchange needs {net['allreduce_share_of_step']:.0%} "
-                    f"of a step (question 5), so the network "
-                    + ("does hold steps back. " if net["bottleneck"] else "is not what sets the pace. "))
+        if net is not None and net.get("counted_bytes_per_step"):
+            ev.update(bytes_per_step=net["counted_bytes_per_step"], bound_bytes=net["bound_bytes"],
+                      bytes_ratio=net["measured_over_bound"], measured_share_of_step=net["measured_share_of_step"])
+            text = (f"{counted_words(net)}, {net['measured_over_bound']:.2f}x the flat ring's bound "
+                    f"{net['bound_bytes'] / 1e6:.2f} MB" + (f" times the {net['edges']} edges loopback sees"
+                                                             if net["edges"] > 1 else "")
+                    + " (question 5's figures): the traffic is the gradient exchange, the same bytes every step. So "
+                      "throughput per second follows the step rate by construction, and a correlation between the "
+                      "two says nothing about cause. ")
+            if net["measured_share_of_step"] is not None:
+                text += (f"What decides is time: on the measured link the exchange needs "
+                         f"{net['measured_share_of_step']:.0%} of a step (question 5), so the network "
+                         + ("does hold steps back. " if net["bottleneck"] else "is not what sets the pace. "))
+            else:
+                text += ("What decides is time, and no link was measured here (the config's rate is an assumption, "
+                         "and an assumption decides nothing): these logs cannot say whether the network sets the "
+                         "pace. ")
         else:
             text = "Without the bytes per step (question 5's inputs), r alone cannot tell cause from effect. "
     text += (f"As a description only: Pearson r = {r:+.2f} between step time and {iface} throughput over "
