@@ -28,7 +28,7 @@ import time
 import traceback
 from pathlib import Path
 
-import nmtkit  # noqa: F401  (selects the Keras 2 API before anything imports TensorFlow)
+import nmtkit  # selects the Keras 2 API before anything imports TensorFlow
 from nmtkit import config as config_mod
 from nmtkit import route
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import nmtkit.analysis.figures as figures
-from nmtkit.analysis.evidence import (  # noqa: F401  Options: part of the API
+from nmtkit.analysis.evidence import (
     Options,
     bytes_per_param,
     measure_checkpoint_files,

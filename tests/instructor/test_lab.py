@@ -14,7 +14,7 @@ import pytest
 
 from nmtkit.analysis.lab import lab_runs, link_samples, shipped
 from nmtkit.analysis.questions import book
-from nmtkit.course.instructor import hidden
+from nmtkit.course.instructor import hidden, verdicts
 from nmtkit.course.instructor.decisions import NEAR, lab
 from nmtkit.errors import ExerciseError
 from nmtkit.files import read_json
@@ -82,12 +82,13 @@ def test_the_one_rank_and_two_by_one_runs_have_a_core_each_and_the_ideal_comes_f
 
 
 def test_the_baselines_exchange_is_measured_and_far_below_the_links_rate(decided):
-    """The unshaped run: its exchange, timed alone, is not free, and the allreduce's achieved rate (and the busiest
-    0.1 s sample) sit far below the rate preflight measured: a link's nominal rate is not the allreduce's."""
+    """The unshaped run: its exchange, timed alone, is not free, and the allreduce's achieved rate sits far below the
+    rate preflight measured: a link's nominal rate is not the allreduce's. The verdict argues it from that rate only
+    (a 0.1 s sample reads at most a step's bytes over 0.1 s whatever the link)."""
     p = decided["lab_predict"]
     assert 0.02 < p["baseline_exchange_s"] < 0.5 * p["compute_s"], p
     assert p["baseline_achieved_mbit_s"] < 0.2 * p["baseline_link_mbit_s"], p
-    assert p["baseline_peak_mbit_s"] < 0.2 * p["baseline_link_mbit_s"], p
+    assert "busiest 0.1 s sample" not in verdicts.lab_verdict() and "achieved" in verdicts.lab_verdict()
 
 
 def test_on_the_shipped_runs_the_model_holds_and_fp16_halves_the_bytes(decided):

@@ -220,8 +220,7 @@ def lab(paths, o: Options | None = None) -> dict:
                               "baseline": str(compute.name), "baseline_step_s": float(compute["step_s"]),
                               "baseline_exchange_s": float(compute["exchange_s"]),
                               "baseline_achieved_mbit_s": float(compute["ring_bytes"] * 8e-6 / compute["exchange_s"]),
-                              "baseline_link_mbit_s": float(compute["link_mbit_s"]),
-                              "baseline_peak_mbit_s": float(compute["link_peak_mbit_s"])}
+                              "baseline_link_mbit_s": float(compute["link_mbit_s"])}
     else:
         missing["lab_predict"] = "no run over a shaped link without compression"
     if len(shaped) >= 2 and slowest is not None:

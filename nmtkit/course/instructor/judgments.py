@@ -174,8 +174,18 @@ def cpu_cores(run: Run, ev: dict, mfu: float | None = None) -> dict:
            "cores_present": present, "ranks_share_of_busy": n * per_rank / busy if busy else float("nan"),
            "idle_cores": present - busy}
     if mfu is not None:
-        out["mfu_all_cores"] = n * mfu / present  # per-rank MFU is against one rank's own peak (its own thread)
+        # each rank's MFU is against the peak timed on the cores that rank ran on (its affinity in the rank logs;
+        # one core where a run's logs do not say): every core's peak is the cores present, not halved again
+        t = peak_cores(run)
+        out.update(peak_cores=t, mfu_all_cores=n * mfu * t / present)
     return out
+
+
+def peak_cores(run: Run) -> float:
+    """The cores one rank's peak was timed on: the mean size of the ranks' affinity (rank logs), else 1."""
+    r = run.ranks
+    sizes = [len(a) for a in r["affinity"] if isinstance(a, list)] if "affinity" in r else []
+    return float(np.mean(sizes)) if sizes else 1.0
 
 
 def network(run: Run, o: Options) -> dict:

@@ -12,7 +12,7 @@ from contextlib import suppress
 from pathlib import Path
 
 from nmtkit.analysis import evidence, questions
-from nmtkit.analysis.evidence import Options  # noqa: F401  Options is part of this module's API
+from nmtkit.analysis.evidence import Options
 from nmtkit.analysis.logs import Run
 from nmtkit.analysis.questions import Answer, missing, title
 from nmtkit.course.instructor import decisions, judgments
@@ -134,16 +134,22 @@ def q4_utilisation(run: Run, fig_dir, o: Options) -> Answer:
             f"cores busy (the unsampled ranks taken alike), {c['ranks_share_of_busy']:.0%} of the "
             f"{c['busy_cores']:.2f} cores the system saw busy of {k}: "
             f"{'most' if c['ranks_share_of_busy'] >= 0.5 else 'part'} of the machine's work, not idle beside it. What "
-            f"sat idle was the machine, {c['idle_cores']:.2f} of {k} cores, while the ranks waited on the gradient "
-            f"exchange (question 5).")
+            f"sat idle was the machine, {c['idle_cores']:.2f} of {k} cores, "
+            + ("while the ranks waited on the gradient exchange (question 5)." if n > 1 else
+               "and none of it waited on a network: with one rank no gradients leave the process; the cores it left "
+               "idle are the ones its threads did not fill."))
         if "mfu_all_cores" in c:
-            cores += (f" The MFU is per rank against the peak one rank measured on its own thread; {n} ranks share "
-                      f"{k} cores: against every core's peak, {n} x {ev['mfu']:.1%} / {k} = {c['mfu_all_cores']:.1%}.")
+            t = c["peak_cores"]
+            cores += (f" The MFU is per rank against the peak timed on the {t:g} core(s) a rank ran on; "
+                      + (f"{n} ranks on {k} cores: " if n > 1 else "")
+                      + f"against the peak of all {k} cores, {n} x {ev['mfu']:.1%} x {t:g} / {k} = "
+                        f"{c['mfu_all_cores']:.1%}.")
         text = (f"This run had no GPU (the sampler found none), so here is the CPU instead, as the system sees it: "
                 f"{listing}.{own}{mfu}{cores} System CPU counts every process on the machine; where the 'hosts' "
                 f"share one machine (the rehearsal's network namespaces, the course's local engines) it counts "
-                f"every rank and the sampler together. A rank waiting on Gloo's allreduce sleeps in a socket read: "
-                f"it costs the step time but no CPU. On GPUs it is the other way round: {NCCL_WAIT}")
+                f"every rank and the sampler together."
+                + (f" A rank waiting on Gloo's allreduce sleeps in a socket read: it costs the step time but no CPU. "
+                   f"On GPUs it is the other way round: {NCCL_WAIT}" if n > 1 else ""))
     elif ev["fully_utilised"]:
         text = f"Busy by NVML's measure: {listing}.{mfu} {NVML_MEANING} {NCCL_WAIT}"
     else:
@@ -311,10 +317,11 @@ def lab_verdict(paths=None, options: Options | None = None) -> str:
         out.append(f"The baseline ({p['baseline']}, the least link cost) is not compute alone: its exchange, timed "
                    f"alone on its ranks, took {p['baseline_exchange_s']:.3f} s of its "
                    f"{p['baseline_step_s']:.3f} s step (compute {p['compute_s']:.3f} s), "
-                   f"the ring's bytes at {p['baseline_achieved_mbit_s']:,.0f} Mbit/s on a link preflight measured "
-                   f"at {p['baseline_link_mbit_s']:,.0f} Mbit/s (busiest 0.1 s sample "
-                   f"{p['baseline_peak_mbit_s']:,.0f} Mbit/s): there the allreduce is bound by the ranks' CPUs "
-                   f"(Gloo over TCP), not by the link's nominal rate.")
+                   f"the ring's bytes over that time an achieved {p['baseline_achieved_mbit_s']:,.0f} Mbit/s on a link "
+                   f"preflight measured at {p['baseline_link_mbit_s']:,.0f} Mbit/s: there the allreduce is bound by "
+                   f"the ranks' CPUs (Gloo over TCP), not by the link's rate. (Its 0.1 s samples cannot show that: "
+                   f"when the exchange takes under 0.1 s, one sample reads at most a step's bytes over 0.1 s, "
+                   f"whatever the link.)")
     if "lab_fit" in d:
         f, p = d["lab_fit"], d["lab_predict"]
         out.append(f"The fit over the shaped runs of one shape gives k = {f['k']:.2f} and an intercept of "
