@@ -31,8 +31,8 @@ class Options:
     plateau_tol: float = 0.01               # ... eval loss: a drop of at most 1% of the earlier loss = plateau
     # ... dev BLEU: the equivalence margin. Plateaued when the paired bootstrap's 95% interval of the difference lies
     # within +-1 BLEU: under 1 BLEU is below what a reader of BLEU tables takes for a real difference (Mathur et
-    # al. 2020 find 1-2 BLEU differences often disagree with human judgement), and the course's 200 dev sentences
-    # near convergence give intervals about +-0.5 wide (the plateau run's last pair, bench/README.md)
+    # al. 2020 find 1-2 BLEU differences often disagree with human judgement). It needs enough dev sentences: near
+    # convergence 1,000 give an interval about +-0.5 wide, the course's default 200 about +-1.4 (bench/README.md)
     plateau_margin_bleu: float = 1.0
     # Q2: the fewest dev sentences a paired bootstrap of BLEU is trusted on. Koehn 2004 validated it on sets of 300
     # and more; 100 is the kit's floor (course runs evaluate 200), below which resamples are too few to stand for

@@ -8,6 +8,7 @@ first third), with a manifest and a README. No translations, checkpoints or moni
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import time
 from pathlib import Path
@@ -43,9 +44,13 @@ def freeze(src: Path, dest: Path, wall_s: float | None = None) -> Path:
 
     def write(stage: Path) -> int:
         shutil.copyfile(src / runs.SCALARS, stage / runs.SCALARS)
-        atomic_write_json(stage / runs.BLEU_STATS, {"what": "sacrebleu's BLEU statistics per dev sentence (hyp "
-                                                    "length, ref length, matches and totals of 1-4-grams), per "
-                                                    "evaluation step", "stats": stats})
+        stage.chmod(0o755)  # package data, readable by all as the other shipped runs
+        # one dev sentence's statistics a line: the file stays small and diffable
+        rows = ",\n".join(f'  "{s}": [\n' + ",\n".join(f"   {json.dumps(r)}" for r in v) + "]"
+                           for s, v in stats.items())
+        atomic_write_text(stage / runs.BLEU_STATS, '{"what": "sacrebleu\'s BLEU statistics per dev sentence (hyp '
+                          'length, ref length, matches and totals of 1-4-grams), per evaluation step",\n'
+                          f' "stats": {{\n{rows}}}}}\n')
         atomic_write_text(stage / "README.md", readme(pairs, k, wall_s))
         atomic_write_json(stage / MANIFEST, {
             "what": "question 2's long run: the tiny profile until dev BLEU stops improving, one process",
