@@ -80,9 +80,9 @@ def test_report_compares_baseline_and_two_ranks(baseline, nmt_data, tmp_path_fac
     assert md.count("### 5. ") == 2 and "| horovod | 2 |" in md
     # notebook 05's last cell: the analysis written where it was drawn, as it is (not analysed again), says the same
     import nmtkit as nk
-    analysed = nk.analyse([base, run], tmp_path / "again")
+    analysed = nk.analyse([base, run], tmp_path / "again-dir")  # a name no prose holds ("against")
     stamp = re.compile(r"Generated \d{4}-\d\d-\d\d \d\d:\d\d")  # two writes can fall either side of a minute
-    again = analysed.write().read_text().replace("again", "report")
+    again = analysed.write().read_text().replace("again-dir", "report")
     assert stamp.sub("Generated <when>", again) == stamp.sub("Generated <when>", md)
     # notebook 03's table: the comparison before anything else is asked is the same, without a figure drawn
     import pandas as pd
