@@ -169,7 +169,7 @@ def versions(tf) -> dict:
     try:
         import glob
 
-        import nvidia.nccl  # noqa: E401  the wheel tensorflow[and-cuda] brings
+        import nvidia.nccl  # the wheel tensorflow[and-cuda] brings
         lib = Path(list(nvidia.nccl.__path__)[0]) / "lib"
         out["nccl"] = [Path(p).name for p in glob.glob(str(lib / "libnccl.so*"))]
     except ImportError:

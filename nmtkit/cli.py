@@ -28,7 +28,7 @@ import time
 import traceback
 from pathlib import Path
 
-import nmtkit  # noqa: F401  (selects the Keras 2 API before anything imports TensorFlow)
+import nmtkit  # selects the Keras 2 API before anything imports TensorFlow
 from nmtkit import config as config_mod
 from nmtkit import route
 
@@ -117,7 +117,7 @@ def dry_run(cfg) -> int:
 
 def cmd_report(args) -> int:
     if args.instructor:
-        from nmtkit.course.instructor.verdicts import write_instructor_report
+        from nmtkit.course.instructor.book import write_instructor_report
         path = write_instructor_report(args.run, out_dir=args.out)
     else:
         from nmtkit.analysis.report import write_report

@@ -33,7 +33,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
             os.close(fd)
         os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes owner-only files; data dirs are shared like any other file
         os.replace(tmp, path)
-    except BaseException as e:
+    except BaseException as e:  # noqa: BLE001  any failure (an interrupt too) leaves no temporary file; re-raised
         tmp.unlink(missing_ok=True)
         raise with_path(e, path)
 

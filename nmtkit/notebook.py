@@ -154,8 +154,7 @@ class Analysis:
     def recap(self, namespace: dict) -> pd.DataFrame:
         """Notebook 05's closing table: per question, the figures your own cells computed (read from `namespace`,
         the notebook's globals()), to read beside your verdicts; a figure you did not compute says so."""
-        from nmtkit.analysis.questions import TITLES
-        from nmtkit.course.targets import TARGETS
+        from nmtkit.analysis.questions import book
         def shown(v) -> str:
             if v is None:
                 return "(not computed)"
@@ -164,8 +163,8 @@ class Analysis:
                                                    type(v).__name__)).startswith("bool") else f"{float(v):.4g}"
             return str(v)
         # the homework's questions only: the lab's figures are notebook 04's
-        rows = [{"question": f"Q{q[1:]}. {TITLES[int(q[1:])]}", "figure": name, "yours": shown(namespace.get(name))}
-                for q, figures in TARGETS.items() if q[1:].isdigit() for name in figures]
+        rows = [{"question": f"Q{q.number}. {q.title}", "figure": name, "yours": shown(namespace.get(name))}
+                for q in book.homework() for name in q.targets]
         return pd.DataFrame(rows).set_index(["question", "figure"])
 
     def evidence(self, number: int):
@@ -188,17 +187,17 @@ def _verdict(self, number, rubric: bool = True, table=None) -> None:
     """The kit's verdict on question `number` for every run, and the grading rubric (instructors' cells);
     number "lab": the bottleneck lab's, on the runs of `table` (nk.lab_runs()'s; default the shipped ones)."""
     if number == "lab":
-        from nmtkit.course.instructor.rubric import RUBRIC
+        from nmtkit.course.instructor.book import lab_rubric
         from nmtkit.course.instructor.verdicts import lab_verdict
         display(Markdown(f"**The lab.** {lab_verdict(table.attrs.get('paths') if table is not None else None)}"))
         if rubric:
-            display(Markdown(f"**Rubric, the lab.** {RUBRIC['lab']}"))
+            display(Markdown(f"**Rubric, the lab.** {lab_rubric()}"))
         return
     if self.report is None:
         return show_verdict(None, number, rubric)
     from dataclasses import replace
 
-    from nmtkit.course.instructor.verdicts import answer
+    from nmtkit.course.instructor.book import answer
     # the verdict's measurements without drawing its figure again: the report drew it (0.3-0.8 s a verdict)
     drawn = {r.name: self.report.answers[r.name][number - 1].figure for r in self.report.runs}
     show_verdict(self.report, number, rubric, {r.name: replace(answer(r, number), figure=drawn[r.name])
@@ -245,7 +244,7 @@ def show_verdict(rep: Report | None, number: int, rubric: bool = True, verdicts:
     if rep is None:
         print(NO_RUNS)
         return
-    from nmtkit.course.instructor.rubric import RUBRIC
+    from nmtkit.course.instructor.book import rubric_by_number
     for run in rep.runs:
         a = verdicts[run.name] if verdicts else rep.answers[run.name][number - 1]
         body = a.answer if a.answered else f"**Not answered.** {a.answer}"
@@ -253,7 +252,7 @@ def show_verdict(rep: Report | None, number: int, rubric: bool = True, verdicts:
         if a.figure is not None:
             display(Image(filename=str(a.figure)))
     if rubric:
-        display(Markdown(f"**Rubric, Q{number}.** {RUBRIC[number]}"))
+        display(Markdown(f"**Rubric, Q{number}.** {rubric_by_number()[number]}"))
 
 
 # --- widgets -------------------------------------------------------------------------------------------------

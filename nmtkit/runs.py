@@ -13,7 +13,11 @@
     <run>/checkpoints/           tf.train.CheckpointManager files (rank 0); best/ holds the best by dev BLEU
     <run>/checkpoints/data/rank<R>/   every rank's input position (tf.data iterator checkpoint data-<step>,
                                  saved with each model checkpoint; nmtkit.training.checkpoints.DataPosition)
-    <run>/translations/          decoded dev/test output
+    <run>/translations/          decoded dev/test output (dev.<step>.de, test.<step>.de, dev.ref.de)
+    <run>/bleu-stats.json        a shipped run's per-sentence BLEU statistics in place of its translations
+    <run>/report.md, report.json `nmtkit report` (nmtkit.analysis.report), beside its figures/
+    <run>/figures/               the report's and the questions' figures (PNG)
+    <run>/saved_model/           `nmtkit export`'s SavedModel, strings in, strings out (nmtkit.serving)
     <run>/run.json               status: {"status": "running"|"finished"|"stopped"|"failed", "step", "ranks", ...}
     <run>/.lock                  one job per run directory: flock + owner {"pid","host","since","token"}; nmtkit.runlock
     <run>/.run.json.lock         held while run.json is written: a second writer at that moment is refused
@@ -41,9 +45,11 @@ MONITOR_DIR = "monitor"
 CHECKPOINTS = "checkpoints"
 BEST = "checkpoints/best"
 TRANSLATIONS = "translations"
+BLEU_STATS = "bleu-stats.json"
 DEV_REFERENCES = "dev.ref.de"  # under TRANSLATIONS: the dev references the dev.<step>.de hypotheses are scored against
 STATUS = "run.json"
 ERROR_LOG = "nmtkit-error.log"
+REPORT, FIGURES, SAVED_MODEL = "report.md", "figures", "saved_model"
 BEST_JSON = "checkpoints/best/best.json"
 WRITING = ".run.json.lock"
 

@@ -99,7 +99,7 @@ def _check_out(run: Path, out: Path) -> None:
     if o == r or o in r.parents:
         raise ExportError(f"--out {out}: is the run directory {run} or holds it, so replacing it would delete the "
                           f"run; choose another directory (default: {run}/saved_model)")
-    if r in o.parents and o != r / "saved_model":
+    if r in o.parents and o != r / runs.SAVED_MODEL:
         raise ExportError(f"--out {out}: is inside the run directory {run}, beside its checkpoints and logs; choose "
                           f"a directory outside it, or leave --out out for {run}/saved_model")
     if (out.exists() or out.is_symlink()) and not (out.is_dir() and (_is_export(out) or not any(out.iterdir()))):
@@ -122,7 +122,7 @@ def export(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None,
     run = Path(run_dir)
     if not (run / runs.CONFIG).exists():
         raise ExportError(f"{run}/{runs.CONFIG}: not a run directory (train first, or pass the run's --logdir)")
-    out = Path(out_dir) if out_dir else run / "saved_model"
+    out = Path(out_dir) if out_dir else run / runs.SAVED_MODEL
     _check_out(run, out)  # before the slow part
     _tensorflow_text()  # before loading the model: say at once when it cannot serve here
     try:

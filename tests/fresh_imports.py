@@ -39,7 +39,7 @@ def in_child(fn) -> tuple[int, str]:
         os.close(r)
         try:
             code, out = 0, fn()
-        except BaseException as e:  # reported, not raised: the parent goes on with the next module
+        except BaseException as e:  # noqa: BLE001  reported, not raised: the parent goes on with the next module
             code, out = 1, f"{type(e).__name__}: {e}"
         os.write(w, out.encode())
         os._exit(code)
@@ -59,7 +59,7 @@ def main() -> int:
         if name not in sys.modules:
             try:
                 importlib.import_module(name)
-            except Exception:  # a module that only loads as a side effect of another: skipped, it loads in the child
+            except Exception:  # noqa: BLE001  a module that only loads as a side effect of another: skipped, it loads in the child
                 pass
     assert not [m for m in sys.modules if m.startswith("nmtkit.")], "the parent must not hold a kit submodule"
     bad = {}

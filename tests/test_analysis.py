@@ -12,7 +12,7 @@ from synthruns import synth_run
 
 import nmtkit  # noqa: F401
 from nmtkit import runs
-from nmtkit.analysis import evidence, load_run
+from nmtkit.analysis import bleu, load_run
 from nmtkit.analysis.logs import load_scalars, variable_kind
 from nmtkit.errors import AnalysisError
 
@@ -98,4 +98,4 @@ def test_bleu_bootstrap_from_sentence_statistics_equals_corpus_bleu_on_each_resa
     rng = np.random.default_rng(0)
     naive = [sacrebleu.corpus_bleu([hyp[i] for i in idx], [[ref[i] for i in idx]]).score
              for idx in rng.integers(0, len(ref), size=(20, len(ref)))]
-    assert evidence._bootstrap(run, 20, 0)["bleu_bootstrap_std"] == pytest.approx(np.std(naive, ddof=1), rel=1e-9)
+    assert bleu._bootstrap(run, 20, 0)["bleu_bootstrap_std"] == pytest.approx(np.std(naive, ddof=1), rel=1e-9)

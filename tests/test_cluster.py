@@ -17,10 +17,10 @@ from nmtkit import config
 from nmtkit.config import ClusterConfig
 
 pytest.importorskip("horovod", reason="Horovod is not installed: make setup (scripts/setup.sh) builds it")
-from horovod.runner.common.util.hosts import SlotInfo, get_host_assignments  # noqa: E402
+from horovod.runner.common.util.hosts import SlotInfo, get_host_assignments
 
-from nmtkit import cluster as cl  # noqa: E402  (needs horovod.runner)
-from nmtkit.cluster import plan, preflight, remote  # noqa: E402
+from nmtkit import cluster as cl  # needs horovod.runner
+from nmtkit.cluster import plan, preflight, remote
 from nmtkit.errors import ClusterError
 
 # --- pure: hosts, slots, environment, listen address ---------------------------------------------------------------

@@ -6,11 +6,11 @@ import json
 import pytest
 
 pytest.importorskip("sacremoses", reason="the own-corpus path needs sacremoses: pip install sacremoses")
-from sacremoses import MosesTokenizer  # noqa: E402
+from sacremoses import MosesTokenizer
 
-from nmtkit import cli, config, runs  # noqa: E402
-from nmtkit.data import owncorpus, synthetic  # noqa: E402
-from nmtkit.data.prepare import prepare  # noqa: E402
+from nmtkit import cli, config, runs
+from nmtkit.data import owncorpus, synthetic
+from nmtkit.data.prepare import prepare
 from nmtkit.errors import DataError
 
 ESCAPES = ("&apos;", "&quot;", "&amp;", "&#124;", "&#91;", "&#93;")

@@ -7,10 +7,10 @@ import threading
 import pytest
 
 pytest.importorskip("horovod", reason="Horovod is not installed: make setup (scripts/setup.sh) builds it")
-from horovod.runner.http.http_server import RendezvousHandler, RendezvousHTTPServer  # noqa: E402
+from horovod.runner.http.http_server import RendezvousHandler, RendezvousHTTPServer
 
 from nmtkit.cluster.plan import assign_slots
-from nmtkit.cluster.rendezvous import Rendezvous  # noqa: E402
+from nmtkit.cluster.rendezvous import Rendezvous
 
 SECRET_SIZE = 1234
 

@@ -3,9 +3,12 @@
     logs.py       the run directory's files -> a Run of DataFrames (run.json, config, data_stats.json through
                   their owners: nmtkit.runs and DataStats); the latest checkpoint's files and variables
     evidence.py   measurements of the learning, the data and the checkpoints -> numbers (Q1-3, Q6-10)
-    machines.py   measurements of the machines from the monitor samples -> numbers (Q4, Q5, Q11)
+    bleu.py       dev BLEU's noise: one BLEU's bootstrap spread, two evaluations' paired bootstrap (Q2), from the
+                  translations or a shipped run's per-sentence statistics
+    machines.py   measurements of the machines from the monitor samples -> numbers (Q4, Q5, Q11); the one
+                  estimator of bytes per step (counted between step ends)
     figures.py    PNG figures (matplotlib, Agg), written atomically
-    questions.py  each question's evidence and figure, no verdict: measured, evidence_all
+    questions.py  each question's record (the students' registry, book), evidence and figure, no verdict
     report.py     report.md / report.json for one or more runs, and the notebooks' no-display helpers
     tables.py     tables for people: one format per column, units in the headers, nested evidence flattened
     lab.py        the bottleneck lab's runs, one row each; a run's link samples and per-interface rates (notebook 04)

@@ -263,7 +263,8 @@ def loss_gap(steps, train, evals, path) -> Path | None:
 
 
 def plateau(bleu_s: pd.DataFrame, loss_s: pd.DataFrame, k: int, path) -> Path | None:
-    """Dev BLEU and eval loss per evaluation, the last k (the window the plateau rule judges) shaded."""
+    """Dev BLEU and eval loss per evaluation, the span from the evaluation k before the last to the last (the pair
+    the plateau rule compares) shaded."""
     panels = [(s, name) for s, name in ((bleu_s, "dev BLEU"), (loss_s, "eval loss")) if not s.empty]
     if not panels:
         return None
@@ -271,7 +272,8 @@ def plateau(bleu_s: pd.DataFrame, loss_s: pd.DataFrame, k: int, path) -> Path | 
     for ax, (s, name) in zip(axes[:, 0], panels):
         ax.plot(s["step"], s["value"], "o-", ms=3)
         if len(s) > k:
-            ax.axvspan(s["step"].iloc[-k], s["step"].iloc[-1], color="C1", alpha=0.15, label=f"last {k} evaluations")
+            ax.axvspan(s["step"].iloc[-k - 1], s["step"].iloc[-1], color="C1", alpha=0.15,
+                       label=f"the last evaluation and the one {k} before")
             ax.legend(fontsize=8)
         ax.set(ylabel=name)
         ax.grid(alpha=0.3)

@@ -21,6 +21,7 @@ from nmtkit import monitor
 from nmtkit.analysis.evidence import Options, bytes_per_param, steady_steps
 from nmtkit.analysis.logs import Run, load_run
 from nmtkit.analysis.machines import (
+    counted_per_step,
     first_rank_steps,
     in_window,
     link_iface,
@@ -81,7 +82,9 @@ def _manifest(run: Run) -> dict:
 def link_samples(run, options: Options | None = None, iface: str | None = None) -> pd.DataFrame:
     """The link's samples while steps ran: host, t_s (seconds since that host's first steady step), mbit_s (the
     busier direction of the interface that carried the gradients, or of `iface`). attrs: iface, ifaces (every
-    interface the monitor counted), interval_s, step_s, link_mbit_s.
+    interface the monitor counted), interval_s, step_s, link_mbit_s, and bytes_per_step: the bytes that interface
+    counted between step ends, per step, the mean over the hosts (nmtkit.analysis.machines.counted_per_step: the
+    one estimator of bytes per step, question 5's too; NaN without two step ends in a host's samples).
 
     Introduced in notebook 04_bottleneck_lab."""
     o, run = options or Options(), _load(run)
@@ -108,8 +111,10 @@ def link_samples(run, options: Options | None = None, iface: str | None = None) 
         raise AnalysisError(f"{run.name}: no monitor sample falls inside a step")
     out = pd.concat(parts, ignore_index=True)
     interval = float(mon.sort_values("time").groupby("host")["time"].diff().median())
+    counted = counted_per_step(run, mon, iface, o).get("bytes_per_step", float("nan"))
     out.attrs.update(run=run.name, iface=iface, ifaces=ifaces, interval_s=round(interval, 3),
-                     step_s=float(st["step_time"].mean()), link_mbit_s=run.status.get("link_measured_mbit_s"))
+                     step_s=float(st["step_time"].mean()), link_mbit_s=run.status.get("link_measured_mbit_s"),
+                     bytes_per_step=counted)
     return out
 
 
@@ -123,11 +128,12 @@ def _row(run: Run, o: Options) -> dict:
     cores = shape.get("cores") or _cores(run)
     step_s = float(st["step_time"].mean())
     tokens = float(st.groupby("step")["tokens"].sum().mean()) if "tokens" in st else float("nan")
-    mean = peak = 0.0 if len(run.hosts) == 1 else float("nan")
+    mean = peak = counted = 0.0 if len(run.hosts) == 1 else float("nan")
     if len(run.hosts) > 1:
         try:
             s = link_samples(run, o)
             mean, peak = float(s.groupby("host")["mbit_s"].mean().mean()), float(s["mbit_s"].max())
+            counted = s.attrs["bytes_per_step"]
         except AnalysisError:
             pass
     cpu, rank_cpu = _cpu_while_stepping(run, st)
@@ -141,7 +147,8 @@ def _row(run: Run, o: Options) -> dict:
             "tc_rate": m.get("tc_rate", "not shaped by the kit"),
             "link_mbit_s": float(link) if isinstance(link, (int, float)) else float("nan"),
             "steps_measured": int(st["step"].nunique()), "step_s": step_s, "tokens_per_s": tokens / step_s,
-            "link_mean_mbit_s": mean, "link_peak_mbit_s": peak, "cpu_percent": cpu, "rank_cpu_percent": rank_cpu,
+            "link_mean_mbit_s": mean, "link_peak_mbit_s": peak, "bytes_per_step": counted, "cpu_percent": cpu,
+            "rank_cpu_percent": rank_cpu,
             "exchange_s": float(probe["seconds"]) if isinstance(probe, dict) else float("nan")}
 
 

@@ -189,6 +189,52 @@ def measure_network(run: Run, o: Options) -> dict:
             "params": params, "params_source": psrc, "hosts": hosts}
 
 
+def counted_bytes(mon: pd.DataFrame, iface: str, direction: str, times) -> np.ndarray:
+    """Bytes an interface counted from its first sample to each of `times` (epoch s): a sample's rate covers the
+    interval since the sample before it (the first: one median interval), linear within it."""
+    mon = mon.sort_values("time")
+    t = mon["time"].to_numpy(float)
+    rate = mon[monitor.net_col(iface, direction)].fillna(0).to_numpy(float)
+    dt = np.diff(t, prepend=t[0] - (float(np.median(np.diff(t))) if len(t) > 1 else 1.0))
+    return np.interp(np.asarray(times, float), np.concatenate([[t[0] - dt[0]], t]),
+                     np.concatenate([[0.0], np.cumsum(rate * dt)]))
+
+
+def bytes_per_step(mon: pd.DataFrame, iface: str, steps: pd.DataFrame) -> dict | None:
+    """Bytes the busier direction of `iface` carried per step, counted between the end of the first and of the last
+    of `steps` (one rank's records): evaluation pauses in between add their (small) traffic but no steps.
+    None when the samples do not span two step ends."""
+    if len(mon) < 2:
+        return None
+    # only the steps that ended while this node's sampler counted (it starts and stops beside its rank)
+    steps = steps[steps["wall_time"].between(mon["time"].min(), mon["time"].max())].sort_values("wall_time")
+    if len(steps) < 2:
+        return None
+    ends = steps["wall_time"].to_numpy(float)[[0, -1]]
+    sent, recv = (counted_bytes(mon, iface, d, ends) for d in monitor.NET_DIRECTIONS)
+    total = max(sent[1] - sent[0], recv[1] - recv[0])
+    n = len(steps) - 1
+    first, last = int(steps["step"].iloc[0]), int(steps["step"].iloc[-1])
+    return {"bytes_per_step": float(total / n), "bytes_counted": float(total), "steps_counted": int(n),
+            "bytes_per_step_source": f"the {iface} counters (monitor samples), busier direction, from the end of "
+                                     f"step {first} to the end of step {last}"}
+
+
+def counted_per_step(run: Run, mon: pd.DataFrame, iface: str, o: Options) -> dict:
+    """The one estimator of bytes per step (questions 5 and 11, the lab's table and its NIC part): each host's
+    busier direction of `iface` counted between its first rank's step ends (bytes_per_step), and their mean over
+    the hosts, "bytes_per_step" (the mean, not the max: every host's link carries one ring edge out and one in, so
+    the hosts measure one quantity). {} without two step ends inside a host's samples."""
+    st = steady_steps(run, o.skip_steps)
+    hosts = {}
+    for host, df in mon.groupby("host"):
+        mine = first_rank_steps(st, host)
+        counted = bytes_per_step(df, iface, mine) if not mine.empty else None
+        if counted:
+            hosts[str(host)] = counted["bytes_per_step"]
+    return {"bytes_per_step": float(np.mean(list(hosts.values()))), "by_host": hosts} if hosts else {}
+
+
 def first_rank_steps(st: pd.DataFrame, host) -> pd.DataFrame:
     """The steady step records of the lowest rank on `host` (its sampler's steps)."""
     mine = st[st["host"].astype(str) == str(host)]

@@ -21,7 +21,7 @@ from nmtkit.analysis.questions import Answer, evidence_all
 from nmtkit.errors import AnalysisError
 from nmtkit.files import atomic_write_text
 
-FIGURES_DIR = "figures"
+FIGURES_DIR = rundir.FIGURES
 
 
 @dataclass
@@ -208,7 +208,7 @@ def write_report(runs, out_dir: str | Path | None = None, options: Options | Non
 def write_files(rep: Report, instructor: bool = False) -> Path:
     """report.md and report.json of an analysed Report, into its out_dir (its figures are there already)."""
     rep.out_dir.mkdir(parents=True, exist_ok=True)
-    md = atomic_write_text(rep.out_dir / "report.md", rep.markdown(instructor))
+    md = atomic_write_text(rep.out_dir / rundir.REPORT, rep.markdown(instructor))
     data = {name: [{**asdict(a), "figure": str(a.figure) if a.figure else None,
                     **({"rubric": rep.rubric[a.number]} if instructor else {"answer": ""})} for a in answers]
             for name, answers in rep.answers.items()}

@@ -35,7 +35,9 @@ def _kit_path() -> dict[str, str]:
 
 
 class Launcher:
-    """The seam: what differs between the ways engines start. The defaults are a remote launcher's (SSH)."""
+    """The seam: what differs between the ways engines start. The defaults are neutral (as many engines as asked,
+    no host named, nothing to arm or reap); RemoteLauncher adds the host list that SSH and hand-started engines
+    share, and each launcher only what is its own."""
 
     name = ""
     starts_engines = True      # False: the engines are started by hand (engine_command) and only waited for
@@ -46,12 +48,12 @@ class Launcher:
         self.hosts = hosts
 
     def engine_count(self, n: int) -> int:
-        """How many engines the cluster runs: the host list's slots, else `n`."""
-        return sum(h.slots for h in self.hosts) if self.hosts else n
+        """How many engines the cluster runs."""
+        return n
 
     def remote_hosts(self, hosts: list | None = None) -> list[str]:
-        """The names of the nodes reached over the network (none for engines on this machine)."""
-        return [h.hostname for h in (self.hosts if hosts is None else hosts)]
+        """The names of the nodes reached over the network (none known here)."""
+        return []
 
     def is_local(self) -> bool:
         """The engines run on this machine (they share the driver's data directory)."""
@@ -128,12 +130,6 @@ class LocalLauncher(Launcher):
     def rank_env(self) -> dict[str, str]:
         return {} if self.deadline is None else {DEADLINE_ENV: f"{self.deadline:.0f}"}
 
-    def engine_count(self, n: int) -> int:
-        return n
-
-    def remote_hosts(self, hosts: list | None = None) -> list[str]:
-        return []
-
     def is_local(self) -> bool:
         return True
 
@@ -162,7 +158,19 @@ class LocalLauncher(Launcher):
                     pass
 
 
-class SshLauncher(Launcher):
+class RemoteLauncher(Launcher):
+    """Engines on other nodes: those of the host list (cluster.hosts, --hosts; a Slurm job's once known), whose
+    slots are the engines."""
+
+    def engine_count(self, n: int) -> int:
+        """The host list's slots, else `n`."""
+        return sum(h.slots for h in self.hosts) if self.hosts else n
+
+    def remote_hosts(self, hosts: list | None = None) -> list[str]:
+        return [h.hostname for h in (self.hosts if hosts is None else hosts)]
+
+
+class SshLauncher(RemoteLauncher):
     name = "ssh"
 
     def controller_kwargs(self) -> dict:
@@ -173,13 +181,13 @@ class SshLauncher(Launcher):
         return None, n, {"engines": {h.hostname: h.slots for h in self.hosts}, "remote_python": sys.executable}
 
 
-class ManualLauncher(Launcher):
+class ManualLauncher(RemoteLauncher):
     name = "manual"
     starts_engines = False
     owns_engines = False
 
 
-class SlurmLauncher(Launcher):
+class SlurmLauncher(RemoteLauncher):
     """The engines as a Slurm job; everything Slurm alone knows is its SlurmJob's."""
 
     name = "slurm"

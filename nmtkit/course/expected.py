@@ -12,7 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from nmtkit.analysis import variants
-from nmtkit.course.targets import TARGETS, within
+from nmtkit.analysis.questions import book
+from nmtkit.course.targets import targets, within
 from nmtkit.errors import ExerciseError
 from nmtkit.files import atomic_write_json, read_json
 
@@ -21,11 +22,12 @@ PATH = variants.ROOT / NAME
 
 
 def write(figures: dict, made: str, dest: Path = PATH) -> Path:
-    """The expected figures ({q: {name: value}}, only TARGETS' names) into `dest`, atomically."""
+    """The expected figures ({q: {name: value}}, only the registry's figures) into `dest`, atomically."""
     def plain(v):  # numpy's numbers as JSON's
         return v if isinstance(v, (str, bool)) else int(v) if float(v).is_integer() and not isinstance(v, float) \
             else float(v)
-    keep = {q: {k: plain(v) for k, v in vals.items() if k in TARGETS.get(q, {})} for q, vals in figures.items()}
+    keep = {q: {k: plain(v) for k, v in vals.items() if q in book and k in book[q].targets}
+            for q, vals in figures.items()}
     return atomic_write_json(dest, {"variant": variants.PRACTICE, "made": made, "figures": keep})
 
 
@@ -62,7 +64,7 @@ def practice_check(rep, question: str, run, values: dict) -> bool:
     if not want or variants.active() != variants.PRACTICE or not _on_practice_runs(rep, question, run):
         return False
     off = []
-    for name, (tol, hint) in TARGETS[question].items():
+    for name, (tol, hint) in targets(question).items():
         if name not in want:
             continue
         got, w = values.get(name), want[name]

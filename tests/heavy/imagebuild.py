@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from dockertools import docker  # noqa: E402  (this file also runs as a script)
+from dockertools import docker  # (this file also runs as a script)
 
 
 def dangling_images() -> set[str]:

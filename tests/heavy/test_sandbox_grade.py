@@ -40,7 +40,7 @@ ROUTES = {  # name -> (a cell put after the set-up, Q10's work cell)
     "replaced": ('nk.check = lambda *a, **k: print("✓")', WRONG_Q10),
     "wrapped": ("_check = nk.check\ndef _quiet(*a, **k):\n    try:\n        _check(*a, **k)\n    except Exception:\n"
                 "        print('✓')\nnk.check = _quiet", WRONG_Q10),
-    "imported": ("", "try:\n    from nmtkit.course.instructor.decisions import decide\n"
+    "imported": ("", "try:\n    from nmtkit.course.instructor.book import decide\n"
                      "    globals().update(decide(run)['q10'])\nexcept ImportError:\n    " + WRONG_Q10),
     "bisected": ("", "lo, hi = 1.0, 1e5\nfor _ in range(40):\n    mid = (lo * hi) ** 0.5\n    try:\n"
                      "        nk.check(rep, 'q10', run=run, mean_ms=mid, tokens_per_step=3000.0)\n        break\n"
@@ -48,7 +48,7 @@ ROUTES = {  # name -> (a cell put after the set-up, Q10's work cell)
                      "        elif 'too low' in str(e):\n            lo = mid\n        else:\n            break\n"
                      "mean_ms, tokens_per_step = mid, 3000.0"),
     "environ": ("import os\nGRADING = os.environ.get('NMTKIT_GRADING')",
-                "if GRADING:\n    from nmtkit.course.instructor.decisions import decide\n"
+                "if GRADING:\n    from nmtkit.course.instructor.book import decide\n"
                 "    globals().update(decide(run)['q10'])\nelse:\n    " + WRONG_Q10),
 }
 MISTAKES = {  # name -> (work cell, (old, new) in its solution): each loses its own check only

@@ -15,7 +15,7 @@ import nmtkit  # noqa: F401
 from nmtkit import config as config_mod
 from nmtkit import runs
 from nmtkit.analysis import evidence, load_run
-from nmtkit.course.instructor import judgments
+from nmtkit.course.instructor import book, judgments
 from nmtkit.course.instructor import verdicts as questions
 from nmtkit.errors import AnalysisError
 from nmtkit.files import append_jsonl, atomic_write_json
@@ -23,7 +23,7 @@ from nmtkit.files import append_jsonl, atomic_write_json
 
 def answers_of(path, figures=True, **opts):
     fig_dir = path / "figures" if figures else None
-    return {a.number: a for a in questions.answer_all(load_run(path), fig_dir, questions.Options(**opts))}
+    return {a.number: a for a in book.answer_all(load_run(path), fig_dir, questions.Options(**opts))}
 
 
 def test_baseline_answers(tmp_path, checkpoint_dir):

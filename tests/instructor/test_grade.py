@@ -70,16 +70,16 @@ def test_assemble_puts_the_instructors_checks_back_and_skips_what_grading_skips(
 
 
 def test_hints_point_in_words_and_never_give_code_or_the_value():
-    from nmtkit.course.exercises import TARGETS
-    for q, figures in TARGETS.items():
-        for name, (_, hint) in figures.items():
+    from nmtkit.analysis.questions import book
+    for q, record in book.items():
+        for name, (_, hint) in record.targets.items():
             assert not CODE.search(hint), f"{q} {name}: the hint reads like code: {hint}"
 
 
 def test_a_wrong_figure_fails_with_a_hint_that_holds_no_code_and_no_answer():
     from nmtkit.analysis import load_run, reference_run
     from nmtkit.course.exercises import check
-    from nmtkit.course.instructor.decisions import decide
+    from nmtkit.course.instructor.book import decide
     from nmtkit.errors import ExerciseError
     ref = load_run(reference_run())
     rep = type("Rep", (), {"runs": [ref]})
@@ -108,13 +108,13 @@ def test_grading_a_submission_runs_the_real_checks_without_training(tmp_path):
     assert "q10 mean_ms: too high. Hint: " in cells["05-q10-check"]["message"]
     assert "q3 loss_up: too high" in cells["05-q3-check"]["message"]
     assert cells["05-q7-check"]["status"] == "passed"  # the deleted check ran, and the right answer passed
-    # 11 questions' verdicts, and the questions' checks graded by hand for now (targets.HAND_GRADED)
+    # 11 questions' verdicts, and the questions' checks graded by hand for now (their records' hand_graded)
+    from nmtkit.course.instructor.book import hand_graded
     from nmtkit.course.instructor.scoring import parse
-    from nmtkit.course.targets import HAND_GRADED
-    hand = [q for q in HAND_GRADED if q.startswith("q")]
+    hand = [q for q in (f"q{n}" for n in range(1, 12)) if hand_graded(q, grader=True)]
     assert result["points"] == result["max_points"] - 4 and result["manual"] == 11 + len(hand)
     by_hand = {grade_id(c) for c in instructor().cells if grade_id(c) and grade_id(c).endswith("-check")
-               and parse(grade_id(c), c.source).question in HAND_GRADED}
+               and hand_graded(parse(grade_id(c), c.source).question or "", grader=True)}
     assert {g for g, c in cells.items() if c["status"] == "manual" and g.endswith("-check")} == by_hand
     # no training: the executed notebook holds no training log line, and grading took under 2 minutes
     executed = Path(result["executed"]).read_text()
@@ -139,15 +139,14 @@ def test_the_students_report_holds_evidence_and_the_instructors_adds_verdicts_an
 
     from nmtkit.analysis import reference_run
     from nmtkit.analysis.report import write_report
-    from nmtkit.course.instructor.rubric import RUBRIC
     student = write_report([reference_run()], tmp_path / "student").read_text()
-    from nmtkit.course.instructor.verdicts import write_instructor_report
+    from nmtkit.course.instructor.book import rubric_by_number, write_instructor_report
     staff = write_instructor_report([reference_run()], tmp_path / "staff").read_text()
     verdict_words = ("Yes.", "No:", "the network does hold steps back", "No cost")
     assert "evidence" in student and not any(w in student for w in verdict_words) and "Rubric" not in student
     assert all(json.loads((tmp_path / "student" / "report.json").read_text())[n][0]["answer"] == ""
                for n in json.loads((tmp_path / "student" / "report.json").read_text()))
-    assert any(w in staff for w in verdict_words) and all(RUBRIC[q] in staff for q in RUBRIC)
+    assert any(w in staff for w in verdict_words) and all(r in staff for r in rubric_by_number().values())
 
 
 @pytest.mark.slow

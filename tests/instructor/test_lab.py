@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from nmtkit.analysis.lab import lab_runs, link_samples, shipped
-from nmtkit.course.instructor import hidden
+from nmtkit.analysis.questions import book
+from nmtkit.course.instructor import hidden, verdicts
 from nmtkit.course.instructor.decisions import NEAR, lab
-from nmtkit.course.targets import HAND_GRADED
 from nmtkit.errors import ExerciseError
 from nmtkit.files import read_json
 
@@ -23,6 +23,8 @@ LOAD = ("import sys, json, hashlib, nmtkit as nk; from nmtkit.analysis import lo
         "t = nk.lab_runs(); r = load_run(reference_run()); "
         "h = hashlib.sha256(r.ranks.to_json().encode() + r.monitor.to_json().encode()).hexdigest(); "
         "assert 'tensorflow' not in sys.modules; print(h, t.to_json(orient='split', double_precision=15))")
+
+HAND = book.hand_graded()  # question -> why its check is graded by hand for now
 
 
 @pytest.fixture(scope="module")
@@ -80,12 +82,13 @@ def test_the_one_rank_and_two_by_one_runs_have_a_core_each_and_the_ideal_comes_f
 
 
 def test_the_baselines_exchange_is_measured_and_far_below_the_links_rate(decided):
-    """The unshaped run: its exchange, timed alone, is not free, and the allreduce's achieved rate (and the busiest
-    0.1 s sample) sit far below the rate preflight measured: a link's nominal rate is not the allreduce's."""
+    """The unshaped run: its exchange, timed alone, is not free, and the allreduce's achieved rate sits far below the
+    rate preflight measured: a link's nominal rate is not the allreduce's. The verdict argues it from that rate only
+    (a 0.1 s sample reads at most a step's bytes over 0.1 s whatever the link)."""
     p = decided["lab_predict"]
     assert 0.02 < p["baseline_exchange_s"] < 0.5 * p["compute_s"], p
     assert p["baseline_achieved_mbit_s"] < 0.2 * p["baseline_link_mbit_s"], p
-    assert p["baseline_peak_mbit_s"] < 0.2 * p["baseline_link_mbit_s"], p
+    assert "busiest 0.1 s sample" not in verdicts.lab_verdict() and "achieved" in verdicts.lab_verdict()
 
 
 def test_on_the_shipped_runs_the_model_holds_and_fp16_halves_the_bytes(decided):
@@ -126,8 +129,8 @@ def test_the_graded_checks_accept_the_solution_and_reject_a_fit_with_the_mean_ra
     table = lab_runs()
     for q in ("lab_predict", "lab_fit", "lab_fp16", "lab_bursts", "lab_scaling"):
         hidden.graded(table, q, None, decided[q])
-        # graded by hand for now (HAND_GRADED): the same comparison, printed for the grader
-        mark = f"✎ {q}: graded by hand" if q in HAND_GRADED else f"✓ {q}:"
+        # graded by hand for now (HAND): the same comparison, printed for the grader
+        mark = f"✎ {q}: graded by hand" if q in HAND else f"✓ {q}:"
         out = capsys.readouterr().out
         assert mark in out and "too " not in out, out
     t = decided["table"]
@@ -135,7 +138,7 @@ def test_the_graded_checks_accept_the_solution_and_reject_a_fit_with_the_mean_ra
     wrong_x = shaped["ring_bytes"] * 8 / (shaped["link_mean_mbit_s"] * 1e6)  # the mean rate, not the link's
     k, c = np.polyfit(wrong_x.to_numpy(float), shaped["step_s"].to_numpy(float), 1)
     mean_rate_fit = dict(decided["lab_fit"], k=k, intercept_s=c)
-    if "lab_fit" in HAND_GRADED:
+    if "lab_fit" in HAND:
         hidden.graded(table, "lab_fit", None, mean_rate_fit)
         assert re.search(r"(k|intercept_s) too (high|low)", capsys.readouterr().out)
     else:
@@ -201,8 +204,8 @@ def test_which_nic_loopback_carries_as_much_the_control_network_nothing_and_the_
     bound = ring_bytes(1395712, 4, 4)
     s = link_samples(NAME)
     assert s.attrs["iface"] == "nmt0" and s.attrs["ifaces"] == ["ctl0", "lo", "nmt0"]
-    ratio = {i: link_samples(NAME, iface=i)["mbit_s"].mean() * 1e6 / 8 * s.attrs["step_s"] / bound
-             for i in s.attrs["ifaces"]}
+    # bytes per step counted between step ends (the one estimator: question 5's), over the ring's bound
+    ratio = {i: link_samples(NAME, iface=i).attrs["bytes_per_step"] / bound for i in s.attrs["ifaces"]}
     assert 0.75 < ratio["nmt0"] < 1.1 and 0.75 < ratio["lo"] < 1.1, ratio
     assert ratio["ctl0"] < 0.01, ratio  # the wrong NIC reads "idle"
     mon = load_run(reference_run()).monitor
@@ -211,11 +214,15 @@ def test_which_nic_loopback_carries_as_much_the_control_network_nothing_and_the_
         link_samples(NAME, iface="eth0")
     table = lab_runs([NAME])
     got = lab([NAME])["lab_nic"]
-    assert got["iface"] == "nmt0" and got["over_bound"] == pytest.approx(ratio["nmt0"]) and got["over_bound"] < 0.95
+    assert got["iface"] == "nmt0" and got["over_bound"] == pytest.approx(ratio["nmt0"])
+    # the same bytes per step as question 5 counts on the same run and interface, within 1%
+    from nmtkit.course.instructor.book import decide
+    assert got["over_bound"] == pytest.approx(decide(load_run(reference_run()))["q5"]["measured_over_bound"], rel=0.01)
     hidden.graded(table, "lab_nic", None, got)
     assert "✓ lab_nic" in capsys.readouterr().out
     for wrong, match in (({"iface": "lo"}, "iface: not it"), ({"iface": "ctl0"}, "iface: not it"),
-                         ({"over_bound": 1.0}, "over_bound: too high")):  # the theory's 1 is not the measurement
+                         ({"over_bound": 0.90}, "over_bound: too low"),  # the 1 s samples' mean x step
+                         ({"over_bound": 1.25}, "over_bound: too high")):
         with pytest.raises(ExerciseError, match=match):
             hidden.graded(table, "lab_nic", None, dict(got, **wrong))
     from nmtkit.course.exercises import form_problem

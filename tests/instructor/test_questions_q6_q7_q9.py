@@ -14,7 +14,9 @@ from nmtkit.analysis.evidence import Options
 from nmtkit.analysis.logs import load_run
 from nmtkit.analysis.reference import FORBIDDEN, MANIFEST, reference_run
 from nmtkit.course.instructor import decisions, hidden, seeds, verdicts
-from nmtkit.course.targets import TARGETS
+from nmtkit.course.instructor.book import decide
+from nmtkit.course.instructor.warmup import q6_learning_rate
+from nmtkit.course.targets import targets
 from nmtkit.errors import ExerciseError
 from nmtkit.notebook import Analysis
 
@@ -50,13 +52,13 @@ def test_q6_figures_come_from_each_runs_logs():
     d = decisions.q6(runs[SHORT], Options())
     assert d["loss_gap_100"] == pytest.approx(d["runs"][SHORT]["loss_at_100"] - d["runs"][DEFAULT]["loss_at_100"])
     assert d["final_gap"] == pytest.approx(d["runs"][SHORT]["final_eval_loss"] - d["runs"][DEFAULT]["final_eval_loss"])
-    assert "q6" not in decisions.decide(load_run(reference_run()))  # decided on the ablation, not on any run
+    assert "q6" not in decide(load_run(reference_run()))  # decided on the ablation, not on any run
 
 
 def test_q6_check_passes_the_short_runs_figures_and_fails_swapped_or_absolute_ones(ablation, capsys):
     short = next(r for r in ablation.runs if r.name == SHORT)
     d = decisions.q6(short, Options())
-    ok = {k: d[k] for k in TARGETS["q6"]}
+    ok = {k: d[k] for k in targets("q6")}
     hidden.graded(ablation, "q6", short, ok)
     assert "✓ q6" in capsys.readouterr().out
     with pytest.raises(ExerciseError, match="✗ q6 peak_step: too high"):  # the default run's peak, not the short's
@@ -69,7 +71,7 @@ def test_q6_check_passes_the_short_runs_figures_and_fails_swapped_or_absolute_on
 
 
 def test_q6_verdict_reads_the_ablations_direction_from_its_figures():
-    text = verdicts.q6_learning_rate(load_run(reference_run()), None, Options()).answer
+    text = q6_learning_rate(load_run(reference_run()), None, Options()).answer
     d = decisions.q6(load_run(warmup_runs()[-1]), Options())
     for f in d["runs"].values():
         assert f"{f['loss_at_100']:.2f}" in text and f"{f['final_eval_loss']:.2f}" in text
@@ -80,7 +82,7 @@ def test_q6_verdict_reads_the_ablations_direction_from_its_figures():
 def test_q7_grades_the_pairs_as_one_sides_lines(tmp_path):
     rep = Analysis(report.analyse([reference_run()], tmp_path), [reference_run()])
     d = decisions.q7(rep.runs[0], Options())
-    ok = {k: d[k] for k in TARGETS["q7"]}
+    ok = {k: d[k] for k in targets("q7")}
     hidden.graded(rep, "q7", None, ok)
     with pytest.raises(ExerciseError, match="✗ q7 train_lines: too high"):  # both files' lines added
         hidden.graded(rep, "q7", None, {**ok, "train_lines": 2 * d["train_lines"]})

@@ -25,9 +25,8 @@ REF = reference_run()
 ANALYSE = """
 import json, sys
 from nmtkit.analysis import analyse, reference_run
-from nmtkit.course.instructor.rubric import RUBRIC
-from nmtkit.course.instructor.verdicts import answer_all
-rep = analyse([reference_run()], out_dir=sys.argv[1], answers=answer_all, rubric=RUBRIC)  # the instructor's
+from nmtkit.course.instructor.book import answer_all, rubric_by_number
+rep = analyse([reference_run()], out_dir=sys.argv[1], answers=answer_all, rubric=rubric_by_number())  # the instructor's
 assert "tensorflow" not in sys.modules, "the analysis imported TensorFlow"
 answers = [{"number": a.number, "answered": a.answered, "answer": a.answer, "missing": a.missing,
             "evidence": a.evidence, "figure": a.figure and a.figure.name} for a in rep.answers[rep.runs[0].name]]

@@ -17,11 +17,11 @@ import pytest
 
 from nmtkit.analysis import load_run, reference_run, variants
 from nmtkit.analysis.lab import shipped
+from nmtkit.analysis.questions import book as students_book
 from nmtkit.course import expected, student
-from nmtkit.course.exercises import TARGETS
 from nmtkit.course.instructor import release
-from nmtkit.course.instructor.decisions import decide, lab
-from nmtkit.course.instructor.rubric import RUBRIC
+from nmtkit.course.instructor.book import book, decide
+from nmtkit.course.instructor.decisions import lab
 from nmtkit.course.instructor.variant_answers import answers
 from nmtkit.course.instructor.verdicts import NCCL_WAIT, NVML_MEANING
 
@@ -51,7 +51,8 @@ def figures():
     found += [(q, k, v, True) for name in variants.graded() for q, vals in answers(name).items()
               for k, v in vals.items()]
     return [(q, k, v, graded) for q, k, v, graded in found
-            if k in TARGETS.get(q, {}) and isinstance(v, float) and v and not 0.95 < v < 1.05]
+            if q in students_book and k in students_book[q].targets and isinstance(v, float) and v
+            and not 0.95 < v < 1.05]
 
 
 # where a graded variant's answer could leak from (not its runs' own records, which ship by design, nor bench's
@@ -104,6 +105,9 @@ def test_the_release_holds_no_solution_verdict_rubric_or_expected_figure(kit, fi
     names = {p.name for p in (kit / "nmtkit" / "course").glob("*.py")}
     assert not names & {f"{m}.py" for m in release.INSTRUCTOR_MODULES}, names
     assert {"exercises.py", "student.py"} <= names
+    # the instructor's registry of questions goes whole, with its folder; the students' records stay
+    assert not (kit / "nmtkit" / "course" / "instructor").exists() and "book" in release.INSTRUCTOR_MODULES
+    assert (kit / "nmtkit" / "question.py").is_file()
     assert not (kit / "docs" / "instructors.md").exists() and not (kit / "tools").exists()
     # the one list of what the release leaves out (release.LEFT_OUT): none of it is in the release, all of it is here
     assert {"nmtkit/course/instructor/", "tests/instructor/", "docs/instructors.md", "docs/rehearsal.md",
@@ -124,7 +128,7 @@ def test_the_release_holds_no_solution_verdict_rubric_or_expected_figure(kit, fi
                      if len(line.strip()) > 40]
     assert len(model_answers) > 11
     forbidden = ["### BEGIN SOLUTION", "### BEGIN HIDDEN TESTS", NVML_MEANING[:60], NCCL_WAIT[:60],
-                 *(r[:60] for r in RUBRIC.values()), *model_answers]
+                 *(i.text[:60] for m in book.values() for i in m.rubric), *model_answers]
     leaks = []
     for rel, text in texts(kit):
         leaks += [(rel, f[:40]) for f in forbidden if f in text]

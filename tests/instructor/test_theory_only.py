@@ -1,7 +1,7 @@
 """No graded check passes on theory alone: every figure that can be written without the logs (from the runs' config,
 run.json and manifest: the ring's bound, a slope of 1, the link's rate, fp16's halving, or a measurement printed
 before the prediction) is run through the instructor's graded check; each one that passes must be graded by hand
-for now (nmtkit.course.targets.HAND_GRADED), and a hand-graded check never raises nor prints the expected figure."""
+for now (its record's hand_graded), and a hand-graded check never raises nor prints the expected figure."""
 from __future__ import annotations
 
 import re
@@ -12,13 +12,15 @@ import pytest
 from nmtkit.analysis.evidence import bytes_per_param
 from nmtkit.analysis.lab import lab_runs, shipped
 from nmtkit.analysis.logs import load_run
-from nmtkit.analysis.questions import measured
+from nmtkit.analysis.questions import book, measured
 from nmtkit.analysis.reference import reference_run
-from nmtkit.course import targets
 from nmtkit.course.instructor import hidden
-from nmtkit.course.instructor.decisions import decide, lab
+from nmtkit.course.instructor.book import decide
+from nmtkit.course.instructor.decisions import lab
 from nmtkit.errors import AnalysisError, ExerciseError
 from nmtkit.ring import ring_bytes
+
+HAND = book.hand_graded()  # question -> why its check is graded by hand for now
 
 # the issue's list of figures a student could hand in without the logs
 THEORY_QUESTIONS = ("q5", "q9", "q11", "lab_fit", "lab_fp16")
@@ -90,24 +92,24 @@ def passes(rep, question, run, values, capsys) -> bool:
 
 
 def test_no_graded_check_passes_a_theory_only_figure(theory_only, monkeypatch, capsys):
-    monkeypatch.setattr(hidden, "HAND_GRADED", {})
+    monkeypatch.setattr(hidden, "hand_graded", lambda q, grader=False: None)
     passing = sorted({(q, what, run or "the lab's runs") for q, what, v, rep, run in theory_only
                       if passes(rep, q, run, v, capsys)})
-    assert [p for p in passing if p[0] not in targets.HAND_GRADED] == [], passing
+    assert [p for p in passing if p[0] not in HAND] == [], passing
     # and the other way: a question of the list left graded by hand that no theory-only figure passes any more (runs
     # where theory and measurement differ) is to be graded automatically again
-    stale = [q for q in THEORY_QUESTIONS if q in targets.HAND_GRADED and q not in {p[0] for p in passing}]
+    stale = [q for q in THEORY_QUESTIONS if q in HAND and q not in {p[0] for p in passing}]
     assert stale == [], (stale, passing)
 
 
 def test_a_hand_graded_check_never_raises_and_prints_no_expected_figure(theory_only, capsys):
-    assert set(targets.HAND_GRADED) <= set(targets.TARGETS) and all(targets.HAND_GRADED.values())
+    assert HAND and all(HAND.values())
     for q, what, v, rep, run in theory_only:
         wrong = {k: (x * 3 if isinstance(x, float) else x) for k, x in v.items()}  # every number off: "too high"
         for values in (v, wrong):
             hidden.graded(rep, q, run, values)  # does not raise
             out = capsys.readouterr().out
-            assert out.startswith(f"✎ {q}: graded by hand for now ({targets.HAND_GRADED[q]})"), out
+            assert out.startswith(f"✎ {q}: graded by hand for now ({HAND[q]})"), out
             comparison = out.split("the check's comparison: ", 1)[1]
             assert not re.search(r"\d", re.sub(r"\b\w*[a-z_]\w*\b", "", comparison)), comparison  # no number
         assert "too high" in comparison, comparison
@@ -117,6 +119,6 @@ def test_a_graded_question_still_fails_a_wrong_figure():
     """What stays automatic is still a check: q10's mean step off by a tenth fails (not hand-graded)."""
     run = load_run(reference_run())
     rep, want = SimpleNamespace(runs=[run]), decide(run)["q10"]
-    assert "q10" not in targets.HAND_GRADED
+    assert "q10" not in HAND
     with pytest.raises(ExerciseError, match="✗ q10 mean_ms: too high"):
         hidden.graded(rep, "q10", None, dict(want, mean_ms=want["mean_ms"] * 1.1))

@@ -9,9 +9,10 @@ import itertools
 import pytest
 
 from nmtkit.analysis import variants
+from nmtkit.analysis.questions import book
 from nmtkit.course.instructor.hidden import wrong
-from nmtkit.course.instructor.variant_answers import ON_SHIPPED, answers
-from nmtkit.course.targets import TARGETS
+from nmtkit.course.instructor.variant_answers import answers, on_shipped
+from nmtkit.course.targets import targets
 
 # cannot differ by variant, by design: computed on the student's own run, which the student trains (notebooks 02
 # and 03): q1 and q10 (its timings) differ by machine, q2 and q3 by the run's evaluations; q7, q8 and q9 are the
@@ -31,17 +32,17 @@ def table() -> dict:
 
 def off(mine: dict, theirs: dict, q: str) -> list[str]:
     """The figures of `q` where `mine` fails the check against `theirs` (empty: mine would pass their check)."""
-    return [f for f, (tol, _) in TARGETS[q].items() if wrong(mine[q][f], theirs[q][f], tol)]
+    return [f for f, (tol, _) in targets(q).items() if wrong(mine[q][f], theirs[q][f], tol)]
 
 
 def test_every_graded_question_is_either_on_shipped_runs_or_listed_with_why():
-    questions = {q for q in TARGETS}
-    assert questions == set(ON_SHIPPED) | set(ON_STUDENTS_RUN), questions ^ (set(ON_SHIPPED) | set(ON_STUDENTS_RUN))
+    questions = set(book)
+    assert questions == set(on_shipped()) | set(ON_STUDENTS_RUN), questions ^ (set(on_shipped()) | set(ON_STUDENTS_RUN))
 
 
 def test_every_variant_decides_every_check_on_shipped_runs(table):
     for name, got in table.items():
-        lacking = [q for q in ON_SHIPPED if q not in got]
+        lacking = [q for q in on_shipped() if q not in got]
         assert not lacking, (name, lacking, got.get("missing"))
 
 
@@ -50,14 +51,14 @@ def test_the_right_figures_of_one_variant_fail_every_other_variants_checks(table
     check: a class's students cannot pass by copying one another's figures. The practice variant too: its answers
     ship in the students' kit."""
     passes = [(a, b, q) for a, b in itertools.permutations(table, 2) if b != variants.PRACTICE
-              for q in ON_SHIPPED if not off(table[a], table[b], q)]
+              for q in on_shipped() if not off(table[a], table[b], q)]
     assert not passes, f"{len(passes)} (figures of, check of, question) pass: {passes[:12]}"
 
 
 def test_each_check_tells_variants_apart_by_a_figure_that_measures_something(table):
     """Not only by a name: the lab's NIC part differs by the interface's name, but the other checks each differ by
     at least one measured or computed number on every pair."""
-    numeric = {q: [f for f in TARGETS[q] if f != "iface"] for q in ON_SHIPPED if q != "lab_nic"}
+    numeric = {q: [f for f in targets(q) if f != "iface"] for q in on_shipped() if q != "lab_nic"}
     same = [(a, b, q) for a, b in itertools.combinations(variants.graded(), 2) for q, figs in numeric.items()
-            if not [f for f in figs if wrong(table[a][q][f], table[b][q][f], TARGETS[q][f][0])]]
+            if not [f for f in figs if wrong(table[a][q][f], table[b][q][f], targets(q)[f].tol)]]
     assert not same, same

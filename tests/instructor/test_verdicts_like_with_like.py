@@ -8,7 +8,7 @@ import pytest
 from nmtkit.analysis import evidence, load_run, reference_run
 from nmtkit.analysis.machines import align_steps_to_network, net_busiest_direction, per_host
 from nmtkit.analysis.report import ending
-from nmtkit.course.instructor import verdicts
+from nmtkit.course.instructor import book
 
 
 @pytest.fixture(scope="module")
@@ -17,14 +17,14 @@ def ref():
 
 
 def test_q3_calls_a_gap_that_changed_sign_a_crossing(ref):
-    a = verdicts.answer(ref, 3)
+    a = book.answer(ref, 3)
     first, last = a.evidence["gap_first"], a.evidence["gap_last"]
     assert first < 0 < last and a.evidence["gap_crossed"] is True
     assert "crossing zero" in a.answer and "shrank" not in a.answer
 
 
 def test_q4_sets_the_ranks_cores_beside_the_machines_busy_cores(ref):
-    a = verdicts.answer(ref, 4)
+    a = book.answer(ref, 4)
     ev = a.evidence
     procs = [p["proc_cpu_mean"] for p in ev["rank_processes"]]
     assert ev["one_machine"] is True and ev["cores_present"] == ev["cpu_count"] == 2
@@ -36,7 +36,7 @@ def test_q4_sets_the_ranks_cores_beside_the_machines_busy_cores(ref):
 
 
 def test_q5_sets_a_faster_links_exchange_beside_the_compute_part_of_the_step(ref):
-    a = verdicts.answer(ref, 5)
+    a = book.answer(ref, 5)
     ev = a.evidence
     assert ev["compute_s"] == pytest.approx(ev["mean_step_time_s"] - ev["allreduce_time_on_link_s"])
     assert ev["share_at_1g"] == pytest.approx(ev["link_s_1g"] / (ev["compute_s"] + ev["link_s_1g"]))
@@ -61,8 +61,8 @@ def test_one_price_for_the_report_question_1_and_run_json(ref):
     assert price is None and "one machine" in why and "3.06" in why
     line = ending(ref.status, ref)
     assert "$" not in line and "no cost" in line
-    assert "No cost" in verdicts.answer(ref, 1).answer
+    assert "No cost" in book.answer(ref, 1).answer
     priced = evidence.Options(price_per_node_hour=2.0)  # a caller who names the hardware prices it, everywhere
     hours = ref.status["projection"]["total_hours"]
     assert f"${hours * 2 * 2.0:,.2f}" in ending(ref.status, ref, priced)
-    assert verdicts.answer(ref, 1, options=priced).evidence["price"] == 2.0
+    assert book.answer(ref, 1, options=priced).evidence["price"] == 2.0

@@ -8,7 +8,7 @@ import pytest
 
 from nmtkit import runs
 from nmtkit.analysis import evidence, load_run, reference_run
-from nmtkit.course.instructor import decisions, judgments, verdicts
+from nmtkit.course.instructor import book, decisions, judgments
 
 WORDS = ("haus katze hund baum fluss berg stadt wald auto buch tisch stuhl fenster garten strasse brot wasser "
          "feuer licht nacht").split()
@@ -55,14 +55,22 @@ def test_the_paired_bootstrap_decides_a_large_gain_on_enough_sentences(tmp_path)
 def test_the_paired_bootstrap_cannot_tell_a_small_gain_or_on_few_sentences(tmp_path):
     small = translations(tmp_path / "small", 400, worse=0.30, better=0.29, seed=1)
     rule = judgments.bleu_rule(small, curve(small), 1, evidence.Options())
-    assert rule["bleu_verdict"] == "cannot tell" and "straddles" in rule["bleu_why"]
-    assert rule["bleu_gain_low"] < rule["bleu_tolerance"] < rule["bleu_gain_high"]
+    assert rule["bleu_verdict"] == "cannot tell" and "straddles zero" in rule["bleu_why"]
+    assert rule["bleu_gain_low"] < 0 < rule["bleu_gain_high"] and rule["bleu_gain_high"] > rule["bleu_margin"]
     few = translations(tmp_path / "few", 20, worse=0.5, better=0.1)  # large gain, but 20 sentences
     rule = judgments.bleu_rule(few, curve(few), 1, evidence.Options())
     assert rule["bleu_verdict"] == "cannot tell" and "too few" in rule["bleu_why"]
     same = translations(tmp_path / "same", 400, worse=0.3, better=0.3, seed=2)
     twice = judgments.bleu_rule(same, curve(same, (100, 100)), 1, evidence.Options())  # one evaluation twice
     assert twice["bleu_verdict"] == "plateaued" and twice["bleu_gain_high"] == 0
+
+
+def test_the_pair_is_fixed_in_steps_not_the_best_of_a_window():
+    """The last evaluation against the one k before it, whatever the curve between them did: no post-hoc maxima."""
+    bleu = pd.DataFrame({"step": [100, 200, 300, 400, 500], "value": [10.0, 30.0, 25.0, 20.0, 22.0]})
+    assert judgments.q2_pair(bleu, 3) == (200, 500) and judgments.q2_pair(bleu, 1, at=300) == (200, 300)
+    with pytest.raises(evidence.AnalysisError, match="4 evaluations up to step 300"):
+        judgments.q2_pair(bleu, 3, at=300)
 
 
 def test_the_bootstrap_draws_the_resamples_sacrebleu_draws(tmp_path):
@@ -84,7 +92,7 @@ def test_the_bootstrap_draws_the_resamples_sacrebleu_draws(tmp_path):
 
 def test_q2_on_the_reference_runs_20_dev_sentences_cannot_tell():
     run = load_run(reference_run())
-    a = verdicts.answer(run, 2)
+    a = book.answer(run, 2)
     assert a.evidence["bleu_verdict"] == "cannot tell" and a.evidence["bleu_sentences"] == 20
     assert "cannot tell whether dev BLEU has plateaued" in a.answer and "plateaued (" not in a.answer
     assert a.evidence["bleu_gain"] > 10  # the gain the old two-sigma-of-one-BLEU tolerance called a plateau

@@ -17,7 +17,8 @@ whether it is here):
     warmup.py     question 6's verdict: the run's own curve, then the warm-up ablation's gaps
     seeds.py      question 9: the class's three checkpoint sizes against the kit's measured bytes per parameter
     linkverdict.py notebook 03's link verdict: nk.link_table's frame in words
-    rubric.py     per question, what a full answer holds
+    book.py       the instructor's registry of questions: each question's decider, verdict, rubric items
+    rubric.py     a rubric item's form (text, points, misconception) and its words
     release.py    `nmtkit release`: the student release, without this folder
     variant_answers.py each variant's answers from its own runs; the practice variant's expected figures
     copies.py     the class report's flag: figures that pass another variant's checks and fail their own

@@ -158,7 +158,8 @@ def expected_figures() -> dict:
     """The kit's figures on what a default grading reads: the reference run's questions, the lab's shipped runs."""
     from nmtkit.analysis import load_run, reference_run
     from nmtkit.analysis.lab import shipped
-    from nmtkit.course.instructor.decisions import decide, lab
+    from nmtkit.course.instructor.book import decide
+    from nmtkit.course.instructor.decisions import lab
     out = {q: v for q, v in decide(load_run(reference_run())).items() if q != "missing"}
     out.update({q: v for q, v in lab(shipped()).items() if q.startswith("lab_")})
     return out

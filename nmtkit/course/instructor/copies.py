@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from nmtkit.analysis import variants
 from nmtkit.course.instructor.hidden import wrong
-from nmtkit.course.instructor.variant_answers import ON_SHIPPED, answers
-from nmtkit.course.targets import TARGETS
+from nmtkit.course.instructor.variant_answers import answers, on_shipped
+from nmtkit.course.targets import targets
 
 
 def passes(figures: dict, want: dict, q: str) -> bool:
     """Whether every recorded figure of `q` is within its tolerance of `want`'s."""
-    return all(not wrong(v, want[n], TARGETS[q][n][0]) for n, v in figures.items() if n in want)
+    return all(not wrong(v, want[n], targets(q)[n].tol) for n, v in figures.items() if n in want)
 
 
 def flags(rows: list[dict]) -> list[tuple[str, str, str, list[str]]]:
@@ -25,8 +25,8 @@ def flags(rows: list[dict]) -> list[tuple[str, str, str, list[str]]]:
         by_q = {}  # the figures each check cell recorded (numbers; a notebook's, by name: names are unique)
         for nb in r["results"]:
             recorded = nb.get("figures") or {}
-            for q in ON_SHIPPED:
-                got = {n: recorded[n] for n in TARGETS[q] if n in recorded}
+            for q in on_shipped():
+                got = {n: recorded[n] for n in targets(q) if n in recorded}
                 if got:
                     by_q[q] = got
         for other in variants.names():

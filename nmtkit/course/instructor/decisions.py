@@ -1,5 +1,6 @@
 """The figures that decide each homework question, computed from a run's logs the way the exercises of notebook 05
-ask the student to compute them: `decide(run)[q]` is {variable name: value} for q in "q1".."q11".
+ask the student to compute them: `q5(run, o)` is {variable name: value}; `lab(paths)` the lab's parts. Each
+question's record (nmtkit.course.instructor.book) names its decider; book.decide(run) runs them all.
 
 These are what `nmtkit.course.exercises.check` grades against and what the instructor's verdicts quote; the
 student never needs this module (its figures are the answers). TensorFlow-free; a question whose inputs the logs
@@ -16,7 +17,7 @@ from nmtkit.analysis.ablation import DEFAULT, EARLY_STEP, twin
 from nmtkit.analysis.evidence import Options, bytes_per_param, node_price, steady_steps
 from nmtkit.analysis.logs import Run, checkpoint_info, load_run
 from nmtkit.config import profile
-from nmtkit.course.instructor.judgments import bleu_rule, plateau_rule
+from nmtkit.course.instructor.judgments import bleu_rule, loss_rule
 from nmtkit.course.instructor.mfu import record_flops
 from nmtkit.errors import AnalysisError
 from nmtkit.ring import ring_bytes
@@ -43,18 +44,14 @@ def q1(run: Run, o: Options) -> dict:
 
 
 def q2(run: Run, o: Options) -> dict:
+    """The last evaluation against the one k = o.plateau_k evaluations earlier, in BLEU and in eval loss
+    (judgments.bleu_rule and loss_rule: the one rule the verdict's words read too)."""
     bleu, loss = run.series("Eval_BLEU_Score"), run.series("eval_loss")
-    every = run.config.eval.every if run.config and run.config.eval.every else None
-    if every is None or len(bleu) < 2 or len(loss) < 2:
-        raise AnalysisError("dev BLEU and eval loss at two or more evaluations, and eval.every in config.json")
-    window = o.plateau_k * every
-    last = int(loss["step"].max())
-    k_b, k_l = int((bleu["step"] > last - window).sum()), int((loss["step"] > last - window).sum())
-    if k_b >= len(bleu) or k_l >= len(loss):
-        raise AnalysisError(f"evaluations before the last {window} steps")
-    b = bleu_rule(run, bleu, k_b, o)  # BLEU by the paired bootstrap: plateaued, rising or cannot tell
-    flat_l, drop = plateau_rule(loss["value"].tolist(), k_l, o.plateau_tol, False)
-    return {"window_steps": window, "bleu_gain": b["bleu_gain"], "loss_drop": drop,
+    if len(bleu) <= o.plateau_k or len(loss) <= o.plateau_k:
+        raise AnalysisError(f"dev BLEU and eval loss at {o.plateau_k + 1} or more evaluations")
+    b = bleu_rule(run, bleu, o.plateau_k, o)  # by the paired bootstrap: plateaued, rising, falling or cannot tell
+    flat_l, drop = loss_rule(loss, o.plateau_k, o)
+    return {"steps": b["bleu_steps"], "k": o.plateau_k, "bleu_gain": b["bleu_gain"], "loss_drop": drop,
             "trained": bool(b["bleu_verdict"] == "plateaued" and flat_l)}
 
 
@@ -84,16 +81,20 @@ def q4(run: Run, o: Options) -> dict:
                             "(ranks/rank<R>.jsonl, config.json, run.json)")
     flops = float(np.mean([record_flops(r, run.config.model, vocab) for r in st.to_dict("records")]))
     step_s = float(st["step_time"].mean())
+    if flops / step_s > float(peak):  # a peak timed while load held the cores (the kit now re-times such peaks)
+        raise AnalysisError(f"a peak at least what ran: run.json's peak_flops {float(peak) / 1e9:.1f} GFLOP/s is below "
+                            f"the {flops / step_s / 1e9:.1f} GFLOP/s the steps achieved (timed under load)")
     return {"flops_per_step": flops, "tokens_per_s": float(st["tokens"].mean()) / step_s,
             "mfu": flops / step_s / float(peak)}
 
 
-def measured_bytes_per_step(run: Run, o: Options) -> float:
+def exchange(run: Run, o: Options) -> dict:
+    """Questions 5 and 11's one bound and one ratio (judgments.exchange, inside judgments.network)."""
     from nmtkit.course.instructor.judgments import network
-    hosts = network(run, o).get("hosts") or []
-    if not hosts:
-        raise AnalysisError("network counters of a run with two or more nodes")
-    return float(np.mean([h["bytes_per_step"] for h in hosts]))
+    net = network(run, o)
+    if not net.get("counted_bytes_per_step"):
+        raise AnalysisError("network counters of a run with two or more nodes, two step ends inside their samples")
+    return net
 
 
 def q5(run: Run, o: Options) -> dict:
@@ -102,7 +103,7 @@ def q5(run: Run, o: Options) -> dict:
         raise AnalysisError("two or more ranks and the parameter count (run.json)")
     bound = ring_bytes(params, n, bytes_per_param(run))
     return {"bytes_per_param": bytes_per_param(run), "bound_mb": bound / MB,
-            "measured_over_bound": measured_bytes_per_step(run, o) / bound,
+            "measured_over_bound": exchange(run, o)["measured_over_bound"],
             "link_s_1g": bound * 8 / 1e9, "link_s_10g": bound * 8 / 1e10}
 
 
@@ -165,16 +166,20 @@ def q10(run: Run, o: Options) -> dict:
 
 
 def q11(run: Run, o: Options) -> dict:
-    from nmtkit.analysis.machines import link_capacity
+    """The bytes counted per step (question 5's) and the time they need on the link preflight measured, over the
+    mean step; decided from measurements only (no share on an assumed link)."""
     if run.n_ranks < 2:
         raise AnalysisError("two or more ranks")
-    per_step = measured_bytes_per_step(run, o)
-    link_Bps = link_capacity(run, o)[0] * 1e9 / 8
-    return {"bytes_per_step_mb": per_step / MB, "link_share": per_step / link_Bps / step_seconds(run, o)}
+    net = exchange(run, o)
+    if not net["link_measured"]:
+        raise AnalysisError(f"a link measured by preflight (run.json's link_measured_mbit_s); {net['link_source']}")
+    per_step = net["counted_bytes_per_step"]
+    return {"bytes_per_step_mb": per_step / MB, "link_share": per_step / net["link_Bps"] / step_seconds(run, o)}
 
 
 # --- the bottleneck lab (notebook 04): decided on a set of runs, not one --------------------------------------
 
+LAB_PARTS = ("lab_predict", "lab_fit", "lab_fp16", "lab_bursts", "lab_scaling")  # what lab() decides beside lab_nic
 NEAR = 0.8  # a link sample "at the link's rate": within 20% of the rate preflight measured
 
 
@@ -185,8 +190,7 @@ def lab_table(paths, o: Options):
     t = lab_runs(paths, o)
     where = dict(zip(t.index, t.attrs["paths"]))  # run name -> its directory
     t = t.assign(ring_bytes=ring_bytes(t["params"], t["ranks"], t["bytes_per_value"]))
-    t = t.assign(link_s=t["ring_bytes"] * 8 / (t["link_mbit_s"] * 1e6),
-                 counted_bytes=t["link_mean_mbit_s"] * 1e6 / 8 * t["step_s"])
+    t = t.assign(link_s=t["ring_bytes"] * 8 / (t["link_mbit_s"] * 1e6), counted_bytes=t["bytes_per_step"])
     t.attrs["where"] = where
     series = t[(t["ranks"] == t["ranks"].max()) & t["link_s"].notna()]
     ones = t[t["ranks"] == 1]
@@ -203,7 +207,7 @@ def lab(paths, o: Options | None = None) -> dict:
     out, missing = {"table": t}, {}
     _lab_nic(t, o, out, missing)  # one run across hosts is enough: no compute-only run needed
     if compute is None:
-        missing.update({q: "no run with a measured link and a compute-only run" for q in LAB_QUESTIONS
+        missing.update({q: "no run with a measured link and a compute-only run" for q in LAB_PARTS
                         if q not in out and q not in missing})
         return {**out, "missing": missing}
     shaped = series.drop(index=compute.name, errors="ignore")
@@ -219,8 +223,7 @@ def lab(paths, o: Options | None = None) -> dict:
                               "baseline": str(compute.name), "baseline_step_s": float(compute["step_s"]),
                               "baseline_exchange_s": float(compute["exchange_s"]),
                               "baseline_achieved_mbit_s": float(compute["ring_bytes"] * 8e-6 / compute["exchange_s"]),
-                              "baseline_link_mbit_s": float(compute["link_mbit_s"]),
-                              "baseline_peak_mbit_s": float(compute["link_peak_mbit_s"])}
+                              "baseline_link_mbit_s": float(compute["link_mbit_s"])}
     else:
         missing["lab_predict"] = "no run over a shaped link without compression"
     if len(shaped) >= 2 and slowest is not None:
@@ -278,9 +281,9 @@ def _lab_bursts_and_scaling(t, series, plain, o: Options, out: dict, missing: di
 def _lab_nic(t, o: Options, out: dict, missing: dict) -> None:
     """Which interface carried the gradients between hosts, on the table's slowest multi-host run without
     compression: the data link the kit finds (machines.link_iface: cluster.iface, else the busiest apart from
-    loopback), and its bytes per step (its link samples' mean rate while steps ran, the busier direction, times the
-    mean step) over the flat ring's bound. Loopback carries as much (the ring's edge between a host's own ranks)
-    but never leaves the host; a control network carries next to nothing."""
+    loopback), and its bytes per step (the busier direction, counted between step ends: the one estimator, question
+    5's) over the flat ring's bound. Loopback carries as much (the ring's edge between a host's own ranks) but never
+    leaves the host; a control network carries next to nothing."""
     from nmtkit.analysis.lab import link_samples
     across = t[(t["hosts"] > 1) & (t["compression"] == "none") & t["link_mbit_s"].notna()]
     if across.empty:
@@ -292,23 +295,6 @@ def _lab_nic(t, o: Options, out: dict, missing: dict) -> None:
     except AnalysisError as e:
         missing["lab_nic"] = str(e)
         return
-    per_step = float(s["mbit_s"].mean()) * 1e6 / 8 * s.attrs["step_s"]
+    per_step = float(s.attrs["bytes_per_step"])
     out["lab_nic"] = {"iface": s.attrs["iface"], "over_bound": per_step / float(t.loc[name, "ring_bytes"]),
                       "run": str(name)}
-
-
-LAB_QUESTIONS = ("lab_predict", "lab_fit", "lab_fp16", "lab_bursts", "lab_scaling", "lab_nic")
-
-
-DECIDERS = {f"q{i}": f for i, f in enumerate((q1, q2, q3, q4, q5, q6, q7, q8, q9, q10, q11), 1)}
-
-
-def decide(run: Run, options: Options | None = None) -> dict:
-    """q -> {name: value} for every question the logs can decide, and "missing": {q: why} for the others."""
-    o, out, missing = options or Options(), {}, {}
-    for q, f in DECIDERS.items():
-        try:
-            out[q] = f(run, o)
-        except AnalysisError as e:
-            missing[q] = str(e)
-    return {**out, "missing": missing}

@@ -1,14 +1,14 @@
-"""The instructor's half of notebook 05's checks: the student's figures against the kit's own (nmtkit.course.
-decisions) for the same run, with "too high"/"too low" and the hint. A student's release leaves this module out,
-so its checks are formative only (nmtkit.course.exercises); `nmtkit grade`, which runs in the instructor's kit,
-puts these back. TensorFlow-free.
+"""The instructor's half of notebook 05's checks: the student's figures against the kit's own
+(nmtkit.course.instructor.book.decide) for the same run, with "too high"/"too low" and the hint. A student's release
+leaves this module out, so its checks are formative only (nmtkit.course.exercises); `nmtkit grade`, which runs in
+the instructor's kit, puts these back. TensorFlow-free.
 """
 from __future__ import annotations
 
 import math
 
-from nmtkit.course.instructor.decisions import decide
-from nmtkit.course.targets import HAND_GRADED, TARGETS, runs_of, within
+from nmtkit.course.instructor.book import decide, hand_graded
+from nmtkit.course.targets import runs_of, targets, within
 from nmtkit.errors import ExerciseError
 
 
@@ -68,14 +68,14 @@ _LAB: dict = {}  # one computation per set of runs and kernel
 
 def compared(want: dict, question: str, values: dict) -> list[tuple[str, str | None, str]]:
     """(figure, why it is off or None, hint) for each figure of `question`: the comparison, never the value."""
-    return [(name, wrong(values.get(name), want[name], tol), hint) for name, (tol, hint) in TARGETS[question].items()]
+    return [(name, wrong(values.get(name), want[name], tol), hint) for name, (tol, hint) in targets(question).items()]
 
 
 def graded(rep, question: str, run, values: dict) -> None:
     """Compare the student's figures for `question` with the kit's; print ✓ or raise ExerciseError naming the first
     wrong figure, whether it is too high or too low, and a hint. A question graded by hand for now
-    (targets.HAND_GRADED) never raises: it prints the same comparison marked as graded by hand, for the grader."""
-    targets = TARGETS[question]
+    (book.hand_graded) never raises: it prints the same comparison marked as graded by hand, for the grader."""
+    figures = targets(question)
     if question.startswith("lab_"):
         want, why = expected_lab(rep, question)
         name = "these runs"
@@ -85,15 +85,16 @@ def graded(rep, question: str, run, values: dict) -> None:
         print(f"– {question}: the logs of {name} cannot decide it ({why}); say so in your answer")
         return
     found = compared(want, question, values)
-    if question in HAND_GRADED:
-        print(f"✎ {question}: graded by hand for now ({HAND_GRADED[question]}); the check's comparison: "
+    why = hand_graded(question)
+    if why:
+        print(f"✎ {question}: graded by hand for now ({why}); the check's comparison: "
               + ", ".join(f"{n} {w or 'agrees'}" for n, w, _ in found))
         return
     for name, why, hint in found:
         if why:
             raise ExerciseError(f"✗ {question} {name}: {why}. Hint: {hint}")
     # the names, not the values: a value measured on this machine (an MFU's peak) would differ on the grader's
-    print(f"✓ {question}: " + ", ".join(targets) + " agree with the logs")
+    print(f"✓ {question}: " + ", ".join(figures) + " agree with the logs")
 
 
 PLAN_HINT = ("ranks fill a host before the next; local_rank counts within a host, cross_rank counts hosts among the "

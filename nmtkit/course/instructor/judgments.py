@@ -10,7 +10,6 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from nmtkit import monitor
 from nmtkit.analysis.evidence import (
     Options,
     bytes_per_param,
@@ -22,7 +21,14 @@ from nmtkit.analysis.evidence import (
     tokens_per_s,
 )
 from nmtkit.analysis.logs import Run
-from nmtkit.analysis.machines import first_rank_steps, in_window, measure_network, per_host
+from nmtkit.analysis.machines import (
+    bytes_per_step,
+    counted_per_step,
+    first_rank_steps,
+    in_window,
+    measure_network,
+    per_host,
+)
 from nmtkit.errors import AnalysisError
 from nmtkit.ring import ring_bytes
 
@@ -42,18 +48,29 @@ def plateau_rule(values: list[float], k: int, tol: float, higher_is_better: bool
     return gain <= max(tol * abs(best_before), min_abs), gain
 
 
-def bleu_rule(run: Run, bleu: pd.DataFrame, k: int, o: Options) -> dict:
-    """Dev BLEU's plateau, decided by a paired bootstrap over the dev sentences (Koehn 2004): the best evaluation of
-    the last k against the best before them, both scored on the same resampled sentences. "plateaued" when the
-    gain's 95% interval lies within the tolerance (the larger of plateau_tol of the earlier best and
-    plateau_min_bleu), "rising" when it lies above it, else "cannot tell"; also "cannot tell" on fewer than
-    o.bleu_min_sentences dev sentences (too few for the bootstrap to be trusted) or without the translations."""
-    values, steps = bleu["value"].tolist(), bleu["step"].tolist()
-    before, last = int(np.argmax(values[:-k])), len(values) - k + int(np.argmax(values[-k:]))
-    gain, tol = values[last] - values[before], max(o.plateau_tol * abs(values[before]), o.plateau_min_bleu)
-    out = {"bleu_gain": gain, "bleu_tolerance": tol, "bleu_steps": (int(steps[before]), int(steps[last]))}
+def q2_pair(series: pd.DataFrame, k: int, at: int | None = None) -> tuple[int, int]:
+    """Question 2's two evaluations: the last (or the one at step `at`) and the one k evaluations before it, fixed in
+    advance (steps, not the best of a window: two post-hoc maxima would bias the gain upward)."""
+    steps = [int(s) for s in series["step"]]
+    b = len(steps) - 1 if at is None else steps.index(int(at))
+    if b < k:
+        raise AnalysisError(f"{k + 1} evaluations up to step {steps[b]:,} (have {b + 1}): question 2 compares an "
+                            f"evaluation with the one {k} before it")
+    return steps[b - k], steps[b]
+
+
+def bleu_rule(run: Run, bleu: pd.DataFrame, k: int, o: Options, at: int | None = None) -> dict:
+    """Dev BLEU's plateau by equivalence: the evaluation at `at` (default the last) against the one k evaluations
+    earlier, both scored on the same resampled dev sentences (the paired bootstrap, Koehn 2004). "plateaued" when
+    the difference's whole 95% interval lies within +-o.plateau_margin_bleu, "rising" when it lies above zero (and
+    not within the margin), "falling" below zero, else "cannot tell"; also "cannot tell" on fewer than
+    o.bleu_min_sentences dev sentences or without the evaluations' sentence statistics."""
+    a, b = q2_pair(bleu, k, at)
+    value = dict(zip(bleu["step"].astype(int), bleu["value"]))
+    m = o.plateau_margin_bleu
+    out = {"bleu_gain": float(value[b] - value[a]), "bleu_margin": m, "bleu_steps": (a, b), "bleu_k": k}
     try:
-        pb = paired_bleu(run, steps[before], steps[last])
+        pb = paired_bleu(run, a, b)
     except AnalysisError as e:
         return {**out, "bleu_verdict": "cannot tell", "bleu_why": f"no paired bootstrap: {e}"}
     out.update(bleu_gain_low=pb["low"], bleu_gain_high=pb["high"], bleu_p_value=pb["p_value"],
@@ -62,13 +79,24 @@ def bleu_rule(run: Run, bleu: pd.DataFrame, k: int, o: Options) -> dict:
         verdict, why = "cannot tell", (f"{pb['sentences']} dev sentences are too few for a bootstrap to be trusted "
                                        f"(the kit's floor is {o.bleu_min_sentences}; Koehn 2004 validated it on "
                                        f"300 and more)")
-    elif pb["high"] <= tol:
-        verdict, why = "plateaued", "the whole interval lies within the tolerance"
-    elif pb["low"] > tol:
-        verdict, why = "rising", "the whole interval lies above the tolerance"
+    elif -m <= pb["low"] and pb["high"] <= m:
+        verdict, why = "plateaued", f"the whole interval lies within +-{m:g} BLEU"
+    elif pb["low"] > 0:
+        verdict, why = "rising", "the whole interval lies above zero and reaches past the margin"
+    elif pb["high"] < 0:
+        verdict, why = "falling", "the whole interval lies below zero and reaches past the margin"
     else:
-        verdict, why = "cannot tell", "the interval straddles the tolerance"
+        verdict, why = "cannot tell", "the interval straddles zero and reaches past the margin"
     return {**out, "bleu_verdict": verdict, "bleu_why": why}
+
+
+def loss_rule(loss: pd.DataFrame, k: int, o: Options) -> tuple[bool, float]:
+    """(plateaued, drop): eval loss k evaluations before the last minus the last; plateaued when the drop is at most
+    o.plateau_tol of the earlier loss."""
+    a, b = q2_pair(loss, k)
+    value = dict(zip(loss["step"].astype(int), loss["value"]))
+    drop = float(value[a] - value[b])
+    return drop <= o.plateau_tol * abs(value[a]), drop
 
 
 def q2(run: Run, o: Options) -> dict:
@@ -78,11 +106,11 @@ def q2(run: Run, o: Options) -> dict:
     bleu, loss = run.series("Eval_BLEU_Score"), run.series("eval_loss")
     if len(bleu) > k:
         out.update(bleu_rule(run, bleu, k, o))
-        out["bleu_plateau"], out["bleu_gain_last_k"] = out["bleu_verdict"] == "plateaued", out["bleu_gain"]
+        out["bleu_plateau"] = out["bleu_verdict"] == "plateaued"
     if len(loss) > k:
-        out["eval_loss_plateau"], out["eval_loss_drop_last_k"] = plateau_rule(loss["value"].tolist(), k,
-                                                                              o.plateau_tol, False)
-    out["fully_trained"] = all(v for key, v in out.items() if key.endswith("_plateau"))
+        out["eval_loss_plateau"], out["eval_loss_drop"] = loss_rule(loss, k, o)
+    out["fully_trained"] = bool(any(key.endswith("_plateau") for key in out)
+                                and all(v for key, v in out.items() if key.endswith("_plateau")))
     return out
 
 
@@ -146,8 +174,18 @@ def cpu_cores(run: Run, ev: dict, mfu: float | None = None) -> dict:
            "cores_present": present, "ranks_share_of_busy": n * per_rank / busy if busy else float("nan"),
            "idle_cores": present - busy}
     if mfu is not None:
-        out["mfu_all_cores"] = n * mfu / present  # per-rank MFU is against one rank's own peak (its own thread)
+        # each rank's MFU is against the peak timed on the cores that rank ran on (its affinity in the rank logs;
+        # one core where a run's logs do not say): every core's peak is the cores present, not halved again
+        t = peak_cores(run)
+        out.update(peak_cores=t, mfu_all_cores=n * mfu * t / present)
     return out
+
+
+def peak_cores(run: Run) -> float:
+    """The cores one rank's peak was timed on: the mean size of the ranks' affinity (rank logs), else 1."""
+    r = run.ranks
+    sizes = [len(a) for a in r["affinity"] if isinstance(a, list)] if "affinity" in r else []
+    return float(np.mean(sizes)) if sizes else 1.0
 
 
 def network(run: Run, o: Options) -> dict:
@@ -183,38 +221,24 @@ def network(run: Run, o: Options) -> dict:
               allreduce_share_of_step=comm_s / step_s, link_s_1g=at_1g, link_s_10g=at_10g, compute_s=compute_s,
               share_at_1g=at_1g / (compute_s + at_1g), share_at_10g=at_10g / (compute_s + at_10g))
     ev["bottleneck"] = bottleneck(ev)
+    ev.update(exchange(run, ev, mon, o))
     return ev
 
 
-def counted_bytes(mon: pd.DataFrame, iface: str, direction: str, times) -> np.ndarray:
-    """Bytes an interface counted from its first sample to each of `times` (epoch s): a sample's rate covers the
-    interval since the sample before it (the first: one median interval), linear within it."""
-    mon = mon.sort_values("time")
-    t = mon["time"].to_numpy(float)
-    rate = mon[monitor.net_col(iface, direction)].fillna(0).to_numpy(float)
-    dt = np.diff(t, prepend=t[0] - (float(np.median(np.diff(t))) if len(t) > 1 else 1.0))
-    return np.interp(np.asarray(times, float), np.concatenate([[t[0] - dt[0]], t]),
-                     np.concatenate([[0.0], np.cumsum(rate * dt)]))
-
-
-def bytes_per_step(mon: pd.DataFrame, iface: str, steps: pd.DataFrame) -> dict | None:
-    """Bytes the busier direction of `iface` carried per step, counted between the end of the first and of the last
-    of `steps` (one rank's records): evaluation pauses in between add their (small) traffic but no steps.
-    None when the samples do not span two step ends."""
-    if len(mon) < 2:
-        return None
-    # only the steps that ended while this node's sampler counted (it starts and stops beside its rank)
-    steps = steps[steps["wall_time"].between(mon["time"].min(), mon["time"].max())].sort_values("wall_time")
-    if len(steps) < 2:
-        return None
-    ends = steps["wall_time"].to_numpy(float)[[0, -1]]
-    sent, recv = (counted_bytes(mon, iface, d, ends) for d in monitor.NET_DIRECTIONS)
-    total = max(sent[1] - sent[0], recv[1] - recv[0])
-    n = len(steps) - 1
-    first, last = int(steps["step"].iloc[0]), int(steps["step"].iloc[-1])
-    return {"bytes_per_step": float(total / n), "bytes_counted": float(total), "steps_counted": int(n),
-            "bytes_per_step_source": f"the {iface} counters (monitor samples), busier direction, from the end of "
-                                     f"step {first} to the end of step {last}"}
+def exchange(run: Run, net: dict, mon, o: Options) -> dict:
+    """Questions 5 and 11's one bound and one ratio: the flat ring's bound per rank, the bytes the link counted per
+    step (machines.counted_per_step: between step ends, the mean over the hosts), their ratio against what the
+    interface carries (the bound, times the ranks on loopback, which sees every ring edge), and the exchange's share
+    of a step on the link only where preflight measured it (None on an assumed link: an assumption decides
+    nothing)."""
+    edges = net["ranks"] if net["iface"] == "lo" else 1
+    bound = net["allreduce_bytes_per_rank_per_step"]
+    counted = counted_per_step(run, mon, net["iface"], o)
+    measured = not net["link_source"].startswith("assumed")
+    per_step = counted.get("bytes_per_step")
+    return {"bound_bytes": bound, "edges": edges, "counted_bytes_per_step": per_step,
+            "measured_over_bound": per_step / (bound * edges) if per_step else None, "link_measured": measured,
+            "measured_share_of_step": net["allreduce_share_of_step"] if measured else None}
 
 
 def bottleneck(net: dict) -> bool:

@@ -31,7 +31,8 @@ from nmtkit.errors import CourseError
 from nmtkit.files import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json
 
 ROOT = Path(__file__).resolve().parents[3]  # the instructor's kit (its checkout)
-INSTRUCTOR_MODULES = ("decisions", "hidden", "judgments", "verdicts", "rubric", "grade", "classgrade", "release")
+# every module of the instructor's folder (the questions' instructor registry, book.py, with them), read from the folder
+INSTRUCTOR_MODULES = tuple(sorted(p.stem for p in Path(__file__).parent.glob("*.py") if p.stem != "__init__"))
 # What the release leaves out, the one list (tests/instructor/test_release.py reads it too): the instructor's two
 # folders (the modules above; every test that needs them, the instructor's notebooks or tools/), the instructor's
 # docs (the terminal lab's runs on the rehearsal's hosts), tools/ (the rehearsal that makes reference runs), the
@@ -45,7 +46,9 @@ LEFT_OUT = ("nmtkit/course/instructor/", "tests/instructor/", "docs/instructors.
             "hub/", "docs/hub.md", "tests/test_hub_config.py", "tests/test_hub_z2jh.py", "tests/data/",
             "tests/heavy/test_hub.py", "tests/heavy/hubtools.py",
             # the GPU-shaped switch fakes TensorFlow's GPUs in any process that loads it, and the tests that use it
-            "tests/gpushape/", "tests/test_gpushape.py", "tests/test_gpushape_long.py")
+            "tests/gpushape/", "tests/test_gpushape.py", "tests/test_gpushape_long.py",
+            # question 2's long run is made by the instructor (its freeze is in tools/); the run itself ships
+            "scripts/plateau-run.sh")
 MANIFEST_DROPS = ("checks", "bytes_per_step_by_counters")
 # what a shipped reference run's own files lose: its MFU, question 4's graded figure (the steps it was taken over and
 # the peak stay: they are the question's inputs). Every other file of a run ships as the run wrote it.

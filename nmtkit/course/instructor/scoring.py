@@ -63,18 +63,10 @@ def recorder(call: Call) -> str:
             f"_nmtkit_record({call.grade_id!r}, {call.function!r}, {{{thunks}}})")
 
 
-# graded by hand by the grader, beside targets.HAND_GRADED (the students' kit's list): question -> why
-GRADER_HAND = {
-    "lab_nic": "over_bound: every variant's runs measure 0.97-1.02 of the ring's bound, so the bound itself (1.0) "
-               "with the interface named in the shipped variant.json passes without the logs",
-}
-
-
 def hand_graded(call: Call) -> str | None:
-    """Why `call`'s question is graded by hand for now (targets.HAND_GRADED, GRADER_HAND), else None."""
-    from nmtkit.course import targets
-    q = call.question or ""
-    return GRADER_HAND.get(q) or getattr(targets, "HAND_GRADED", {}).get(q)
+    """Why `call`'s question is graded by hand for now (its record: nmtkit.course.instructor.book), else None."""
+    from nmtkit.course.instructor.book import hand_graded as why
+    return why(call.question or "", grader=True)
 
 
 def decide(call: Call, text: str | None, decoder: Decoder, pin=None) -> dict:

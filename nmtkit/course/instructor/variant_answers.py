@@ -9,23 +9,29 @@ from nmtkit.analysis import variants
 from nmtkit.analysis.evidence import Options
 from nmtkit.analysis.logs import load_run
 from nmtkit.course.instructor import decisions
+from nmtkit.course.instructor.book import book, decide
 from nmtkit.errors import AnalysisError
 
-ON_SHIPPED = ("q4", "q5", "q6", "q11", "lab_predict", "lab_fit", "lab_fp16", "lab_bursts", "lab_scaling", "lab_nic")
+
+def on_shipped() -> list[str]:
+    """The questions graded on the shipped runs (their records say so)."""
+    return [k for k, m in book.items() if m.on_shipped]
 
 
 def answers(name: str, o: Options | None = None) -> dict:
-    """q -> the instructor's figures for variant `name` (only the questions of ON_SHIPPED its runs decide)."""
+    """q -> the instructor's figures for variant `name` (the questions graded on shipped runs that its
+    runs decide)."""
     o, meta = o or Options(), variants.info(name)
     ref = load_run(variants.run_dir(meta["reference"], name))
-    got = {q: v for q, v in decisions.decide(ref, o).items() if q in ON_SHIPPED}
+    shipped = on_shipped()
+    got = {q: v for q, v in decide(ref, o).items() if q in shipped}
     short = load_run(variants.run_dir(meta["ablation"][-1], name))
     try:
         got["q6"] = decisions.q6(short, o)
     except AnalysisError:
         pass
     labs = sorted(p for p in variants.directory(name).glob("lab-*") if p.is_dir())
-    got.update({q: v for q, v in decisions.lab(labs, o).items() if q.startswith("lab_") and q != "lab_nic"})
+    got.update({q: v for q, v in decisions.lab(labs, o).items() if q in shipped and q != "lab_nic"})
     nic = decisions.lab([ref.path], o).get("lab_nic")
     if nic:
         got["lab_nic"] = nic

@@ -9,7 +9,7 @@ from nmtkit.analysis import questions
 from nmtkit.analysis.ablation import DEFAULT, EARLY_STEP, warmup_runs
 from nmtkit.analysis.evidence import Options
 from nmtkit.analysis.logs import Run, load_run
-from nmtkit.analysis.questions import TITLES, Answer
+from nmtkit.analysis.questions import Answer, title
 from nmtkit.config import profile
 from nmtkit.course.instructor import decisions
 from nmtkit.errors import AnalysisError
@@ -78,4 +78,4 @@ def q6_learning_rate(run: Run, fig_dir, o: Options) -> Answer:
              f"{lr.lr_for(hw, 8000):.3g} at step 8,000 (the peak) and {lr.lr_for(hw, 300_000):.3g} at step 300,000. ")
     text += ("The shape is the schedule's doing, computed from the step number alone. Adam does not set the "
              "learning rate; it only rescales each parameter's update.")
-    return Answer(6, TITLES[6], text, ev, fig, run=run.name)
+    return Answer(6, title(6), text, ev, fig, run=run.name)
