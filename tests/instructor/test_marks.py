@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-import marking_class as mc  # noqa: E402
+import marking_class as mc
 
-from nmtkit.course.instructor import exchange, marks  # noqa: E402
-from nmtkit.errors import CourseError  # noqa: E402
+from nmtkit.course.instructor import exchange, marks
+from nmtkit.errors import CourseError
 
 
 @pytest.fixture
@@ -35,6 +35,9 @@ def test_every_verdict_and_hand_graded_check_becomes_an_answer_with_its_rubric(o
     assert len(got) == 3 * 5  # three verdicts and two hand-graded checks (q5, q11) each
     assert got[("right", "05-q3-verdict")]["answered"] == 1 and got[("blank", "05-q3-verdict")]["answered"] == 0
     assert got[("wrong", "05-q5-verdict")]["text"].startswith("GPU memory was at 100%")
+    assert {c for c, _ in got[("wrong", "05-q5-verdict")]["flags"]} == {"gpu_memory", "average", "not_in_run"}
+    assert got[("right", "05-q5-verdict")]["flags"] == [] and got[("wrong", "05-q3-verdict")]["flags"][0][0] == \
+        "contradicts"
     assert got[("right", "05-q5-check")]["kind"] == "hand" and ("right", "05-q3-check") not in got
     assert got[("right", "05-q5-verdict")]["figures"] == {"bytes_per_param": 4, "bound_mb": 365.2}
     assert [i["points"] for i in marks.items(db, "05-q5-verdict")] == [2, 1, 1]  # the book's q5 rubric

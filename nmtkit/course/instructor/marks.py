@@ -25,7 +25,7 @@ DB = "marks.sqlite"
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS answers(student TEXT, grade_id TEXT, question TEXT, kind TEXT, notebook TEXT,
     variant TEXT, text TEXT, answered INTEGER, figures TEXT, check_status TEXT, check_message TEXT,
-    check_points REAL, check_max REAL, PRIMARY KEY(student, grade_id));
+    check_points REAL, check_max REAL, flags TEXT, PRIMARY KEY(student, grade_id));
 CREATE TABLE IF NOT EXISTS items(grade_id TEXT, item INTEGER, text TEXT, points REAL, misconception TEXT,
     PRIMARY KEY(grade_id, item));
 CREATE TABLE IF NOT EXISTS overrides(id INTEGER PRIMARY KEY AUTOINCREMENT, grade_id TEXT, item INTEGER,
@@ -137,10 +137,13 @@ def written_text(executed: str | None, grade_id: str) -> str:
 def answers_of(student: str, results: list[dict]) -> list[dict]:
     """Every written verdict and hand-graded check of one student's results, as rows of `answers`."""
     from nmtkit.course.instructor.book import hand_graded
+    from nmtkit.course.instructor.flags import flags
     from nmtkit.course.student import MARKDOWN_STUB
     rows = []
     for nb in results:
         cells = {c["grade_id"]: c for c in nb["cells"]}
+        ran = nb.get("executed")
+        shown = context(json.loads(Path(ran).read_text())) if ran and Path(ran).is_file() else ""
         for gid, c in cells.items():
             question = question_of(nb["notebook"], gid)
             written = gid.endswith("-verdict")
@@ -155,7 +158,9 @@ def answers_of(student: str, results: list[dict]) -> list[dict]:
                              notebook=nb["notebook"], variant=nb.get("variant", ""), text=text,
                              answered=int(bool(answered)), figures=json.dumps(figures, default=str),
                              check_status=check.get("status", ""), check_message=check.get("message", ""),
-                             check_points=check.get("points"), check_max=check.get("max_points", 0)))
+                             check_points=check.get("points"), check_max=check.get("max_points", 0),
+                             flags=json.dumps(flags(text, figures, shown, nb["notebook"]) if answered and written
+                                              else [])))
     return rows
 
 
@@ -241,7 +246,8 @@ def points(db, mark: Mark | None) -> float | None:
 def answer_rows(db, where: str = "1", args=()) -> list[dict]:
     cols = [d[1] for d in db.execute("PRAGMA table_info(answers)")]
     rows = db.execute(f"SELECT {','.join(cols)} FROM answers WHERE {where} ORDER BY student, grade_id", args)
-    return [dict(zip(cols, r)) | {"figures": json.loads(r[cols.index("figures")] or "{}")} for r in rows]
+    return [dict(zip(cols, r)) | {"figures": json.loads(r[cols.index("figures")] or "{}"),
+                                  "flags": json.loads(r[cols.index("flags")] or "[]")} for r in rows]
 
 
 def marked(db, student: str) -> list[dict]:
@@ -262,7 +268,7 @@ def merge(out_dir: str | Path) -> Path:
     now), and class-report.md with the marking's progress; both rewritten atomically, again after each marking."""
     import pandas as pd
 
-    from nmtkit.files import atomic_write_bytes, atomic_write_text
+    from nmtkit.files import atomic_write_bytes
     out_dir = Path(out_dir)
     csv = out_dir / "grades.csv"
     if not csv.is_file():
