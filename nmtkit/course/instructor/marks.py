@@ -25,7 +25,7 @@ DB = "marks.sqlite"
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS answers(student TEXT, grade_id TEXT, question TEXT, kind TEXT, notebook TEXT,
     variant TEXT, text TEXT, answered INTEGER, figures TEXT, check_status TEXT, check_message TEXT,
-    check_points REAL, check_max REAL, flags TEXT, PRIMARY KEY(student, grade_id));
+    check_points REAL, check_max REAL, flags TEXT, model TEXT, PRIMARY KEY(student, grade_id));
 CREATE TABLE IF NOT EXISTS items(grade_id TEXT, item INTEGER, text TEXT, points REAL, misconception TEXT,
     PRIMARY KEY(grade_id, item));
 CREATE TABLE IF NOT EXISTS overrides(id INTEGER PRIMARY KEY AUTOINCREMENT, grade_id TEXT, item INTEGER,
@@ -160,7 +160,7 @@ def answers_of(student: str, results: list[dict]) -> list[dict]:
                              check_status=check.get("status", ""), check_message=check.get("message", ""),
                              check_points=check.get("points"), check_max=check.get("max_points", 0),
                              flags=json.dumps(flags(text, figures, shown, nb["notebook"]) if answered and written
-                                              else [])))
+                                              else []), model=model_answer(nb["notebook"], gid)))
     return rows
 
 
@@ -258,8 +258,7 @@ def marked(db, student: str) -> list[dict]:
         its = items(db, a["grade_id"])
         out.append(a | {"mark": m, "points": points(db, m), "max_points": sum(i["points"] for i in its if i["item"] == 0
                                                                                 or a["kind"] == "written"),
-                        "given": [i for i in its if m is not None and i["item"] in m.items],
-                        "model": model_answer(a["notebook"], a["grade_id"])})
+                        "given": [i for i in its if m is not None and i["item"] in m.items]})
     return out
 
 
