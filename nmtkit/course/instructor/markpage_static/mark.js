@@ -62,8 +62,8 @@ async function save(students, items, comment) {
   const d = state.data, seen = {};
   for (const s of students) { const a = d.answers.find((x) => x.student === s); seen[s] = a.mark ? a.mark.id : null; }
   const j = await api("mark", { grade_id: state.q, students, items, comment, seen });
-  for (const [s, m] of Object.entries(j.marks)) d.answers.find((x) => x.student === s).mark = m;
-  d.progress = j.progress;
+  // the whole question again: the other graders' marks since this page loaded show too
+  state.data = await api("question/" + encodeURIComponent(state.q));
   const c = Object.entries(j.conflicts);
   $("conflict").hidden = !c.length;
   $("conflict").textContent = c.map(([s, m]) => `${s}: ${m.grader} had marked this at ${m.time} `
