@@ -20,6 +20,7 @@ import json
 import os
 from pathlib import Path
 
+import tornado.httputil
 import tornado.ioloop
 import tornado.web
 
@@ -172,8 +173,9 @@ def hub_app(out_dir: Path) -> tornado.web.Application:
 
     def who(h):
         user = auth.get_user(h)
-        if user is None:
-            h.redirect(auth.login_url + "?next=" + tornado.escape.url_escape(h.request.uri))
+        if user is None:  # to the hub's login, back here after (HubOAuthenticated's way: a state cookie)
+            state = auth.set_state_cookie(h, next_url=h.request.uri)
+            h.redirect(tornado.httputil.url_concat(auth.login_url, {"state": state}))
             raise tornado.web.Finish()
         return user["name"] if user["name"] in staff else None
 
