@@ -19,9 +19,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "instructor"))
-from test_browser import CHROMIUM, Chromium  # noqa: E402
-
 import marking_class as mc  # noqa: E402
+from test_browser import CHROMIUM, Chromium  # noqa: E402
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium not installed: apt-get install chromium")
 NMTKIT = str(Path(sys.executable).with_name("nmtkit"))

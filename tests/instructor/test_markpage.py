@@ -8,9 +8,9 @@ from pathlib import Path
 from tornado.testing import AsyncHTTPTestCase
 
 sys.path.insert(0, str(Path(__file__).parent))
-import marking_class as mc  # noqa: E402
+import marking_class as mc
 
-from nmtkit.course.instructor import markpage, marks  # noqa: E402
+from nmtkit.course.instructor import markpage, marks
 
 
 class PageTest(AsyncHTTPTestCase):
