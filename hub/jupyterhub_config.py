@@ -145,3 +145,17 @@ c.JupyterHub.services = [{
     "command": [sys.executable, "-m", "jupyterhub_idle_culler", f"--timeout={CULL}",
                 f"--cull-every={max(10, min(300, CULL // 4))}"],
 }]
+
+# The marking page (nmtkit.course.instructor.markpage, docs/hub.md "Marking the written answers"): the grading's
+# --out in NMTKIT_HUB_GRADES, served at /services/marking/ behind the hub's login; instructors only (admins hold
+# access:services, and the page itself refuses anyone not in NMTKIT_HUB_INSTRUCTORS). It runs on the hub's Python
+# (tornado, jupyterhub's service auth) with the kit's checkout on its path: the page needs only SQLite from the kit.
+GRADES = os.environ.get("NMTKIT_HUB_GRADES")
+if GRADES:
+    KIT = os.environ.get("NMTKIT_HUB_KIT", str(Path(__file__).resolve().parents[1]))
+    c.JupyterHub.services.append({
+        "name": "marking", "url": f"http://127.0.0.1:{os.environ.get('NMTKIT_HUB_MARKING_PORT', '10101')}",
+        "command": [sys.executable, "-m", "nmtkit.course.instructor.markpage", "--hub", "--out", GRADES],
+        "environment": {"PYTHONPATH": KIT, "NMTKIT_HUB_INSTRUCTORS": ",".join(sorted(INSTRUCTORS))},
+        "oauth_no_confirm": True,
+    })

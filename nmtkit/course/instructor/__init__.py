@@ -9,6 +9,9 @@ whether it is here):
     classgrade.py `nmtkit grade --class`: every submission of a class, one grades.csv and a class report
     exchange.py   the hub's exchange: an assignment released, each student's own box collected, nbgrader's layout read
     hub_commands.py `nmtkit hub release|collect|feedback`: the hub's exchange driven from the host
+    marks.py      the marks of the written answers and hand-graded checks: a SQLite store, merged into grades.csv
+    flags.py      hints for the grader, never points: the misconceptions the kit can see in a written answer
+    markpage.py   `nmtkit grade serve` and the hub's marking service: grading by question (markpage_static/)
     hidden.py     the graded comparison against decisions.py
     judgments.py  the yes/no rules on the evidence: plateau, overfitting, busy, the network's bound and bottleneck
     decisions.py  the deciding figures of each question (what the kit's answer rests on)

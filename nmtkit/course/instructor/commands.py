@@ -15,6 +15,8 @@ def sandbox_of(args):
 
 def cmd_grade(args) -> int:
     from nmtkit.course.instructor.grade import grade, summary
+    if args.action == "serve":  # `nmtkit grade serve`: the marking page (markpage.py)
+        return __import__("nmtkit.course.instructor.markpage", fromlist=["x"]).cmd_serve(args)
     if args.jobs is not None and args.jobs < 1:
         raise CourseError(f"--jobs {args.jobs}: give 1 or more")
     sandbox = sandbox_of(args)
@@ -71,6 +73,7 @@ def add(sub) -> None:
     p.add_argument("--trust-submissions", action="store_true",
                    help="no sandbox: run the notebooks in this kit's own kernel (no Docker needed); a student's code "
                         "then runs with your rights, beside the answers. Marked in grades.csv and the class report")
+    __import__("nmtkit.course.instructor.markpage", fromlist=["x"]).add_args(p)  # serve, --port, --grader, --merge
     p.set_defaults(func=cmd_grade)
 
     p = sub.add_parser("release", help="course staff: the kit students install, with student notebooks and no "

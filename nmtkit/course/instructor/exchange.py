@@ -135,18 +135,39 @@ def view_dir(out_dir: Path, assignment: str) -> Path:
     return Path(out_dir) / ".submissions" / assignment
 
 
-def feedback_html(notebook: dict) -> str:
-    """One notebook's feedback: this student's own points and message per check, nothing of anyone else's."""
+def feedback_html(notebook: dict, marks: list[dict] = ()) -> str:
+    """One notebook's feedback: this student's own points and message per check and, when marked, their written
+    answers' and hand-graded checks' marks (nmtkit.course.instructor.marks.marked), nothing of anyone else's."""
     rows = "".join(
         f"<tr><td>{html.escape(c['grade_id'])}</td><td>{c['points']}</td><td>{html.escape(c['status'])}</td>"
         f"<td>{html.escape(c.get('message') or '')}</td></tr>" for c in notebook["cells"])
     return (f"<html><body><h1>{html.escape(notebook['notebook'])}: {notebook['points']} / {notebook['max_points']}"
             f"</h1><table><tr><th>check</th><th>points</th><th>status</th><th>message</th></tr>{rows}</table>"
-            "</body></html>\n")
+            f"{marks_html(marks)}</body></html>\n")
+
+
+def marks_html(marks: list[dict]) -> str:
+    """The marks section: per answer the rubric items given, the comment, the student's own figures and the model
+    verdict for their figures (the kit's check on them, the instructor's model answer)."""
+    if not marks:
+        return ""
+    out = ["<h2>Written answers and hand-graded parts</h2>"]
+    for a in marks:
+        m, e = a["mark"], html.escape
+        got = "not marked yet" if m is None else f"{a['points']:g} / {a['max_points']:g}"
+        if not a["answered"]:
+            got = "unanswered" + ("" if m is None else f": {a['points']:g} / {a['max_points']:g}")
+        given = "".join(f"<li>{e(i['text'])} ({i['points']:g})</li>" for i in a["given"]) or "<li>none</li>"
+        figures = ", ".join(f"{e(str(k))} = {e(str(v))}" for k, v in a["figures"].items()) or "none recorded"
+        out.append(f"<h3>{e(a['grade_id'])}: {got}</h3><p>Rubric items given:</p><ul>{given}</ul>"
+                   f"<p>Comment: {e(m.comment) if m is not None and m.comment else '(none)'}</p>"
+                   f"<p>Your figures: {figures}</p><p>The kit on your figures: {e(a['check_status'] or '-')}"
+                   f" {e(a['check_message'] or '')}</p><p>Model verdict: {e(a['model'] or '-')}</p>")
+    return "".join(out)
 
 
 def return_feedback(course_dir: Path, exchange_course: Path, student: str, assignment: str,
-                    results: list[dict]) -> list[Path]:
+                    results: list[dict], marks: list[dict] = ()) -> list[Path]:
     """The kit's feedback where nbgrader's `fetch_feedback` looks for it, in this student's own feedback box:
     `feedback/<student>/<md5(submission secret + notebook id)>.html` (nbgrader 0.9's naming), one per notebook."""
     secret_file = Path(course_dir) / SUBMITTED / student / assignment / "submission_secret.txt"
@@ -159,7 +180,8 @@ def return_feedback(course_dir: Path, exchange_course: Path, student: str, assig
     for nb in results:
         notebook_id = Path(nb["notebook"]).stem
         name = hashlib.md5((secret + notebook_id).encode()).hexdigest()
-        written.append(atomic_write_text(box / f"{name}.html", feedback_html(nb)))
+        own = [a for a in marks if a["notebook"] == nb["notebook"]]
+        written.append(atomic_write_text(box / f"{name}.html", feedback_html(nb, own)))
         os.chmod(written[-1], 0o644)  # the student's uid reads it, whatever the instructor's umask
     return written
 

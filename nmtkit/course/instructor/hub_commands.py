@@ -99,6 +99,18 @@ def cmd_collect(args) -> int:
     return 0
 
 
+def marks_of(grades: Path, student: str) -> list[dict]:
+    """The student's marks of their written answers (nmtkit grade serve's store), if the class was marked."""
+    from nmtkit.course.instructor import marks
+    if not (grades / marks.DB).is_file():
+        return []
+    db = marks.connect(grades)
+    try:
+        return marks.marked(db, student)
+    finally:
+        db.close()
+
+
 def cmd_feedback(args) -> int:
     from nmtkit.course.instructor.classgrade import results_file, results_of
     exchange.check_name(args.assignment)
@@ -123,7 +135,8 @@ def cmd_feedback(args) -> int:
         elif graded.stat().st_mtime < (collected / exchange.TIMESTAMP).stat().st_mtime:
             missing.append(f"{s}: {graded} is older than their collected submission; grade the class again")
         else:
-            written = exchange.return_feedback(course, ex, s, args.assignment, results_of(grades, s))
+            written = exchange.return_feedback(course, ex, s, args.assignment, results_of(grades, s),
+                                               marks_of(grades, s))
             returned += 1
             print(f"  {s}: {len(written)} notebooks' feedback in {ex / 'feedback' / s}")
     print(f"feedback returned to {returned} of {len(students)} students of {args.assignment!r}")
