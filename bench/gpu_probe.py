@@ -18,7 +18,6 @@ on a CPU: no memory figures, a check of this script).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
