@@ -85,9 +85,8 @@ class TrainConfig(Settled):
     xla: bool = rule(False, doc="compile the step with XLA, one program per length bucket: one process on a GPU "
                                 "(Horovod's ops have no XLA kernel; refused on a CPU, where it measured slower: "
                                 "bench/README.md)")
-    grad_accum: int = rule(0, ge=0, doc="equal micro-batches the per-device batch is split into (the batch rounded "
-                                        "up to their multiple: 3 x 86 = 258 for 256); 0: auto, the fewest that fit "
-                                        "the GPU's memory (1 on a CPU)")
+    grad_accum: int = rule(0, ge=0, doc="equal micro-batches the per-device batch is split into (rounded up: 3 x 86 "
+                                        "for 256); 0: auto, the fewest that fit the GPU's memory (1 on a CPU)")
     compression: str = rule("none", choices=("none", "fp16"),
                             doc="gradient allreduce on the wire: none (float32) or fp16 (Horovod's, half the bytes)")
     seed: int = rule(42, doc="initial weights, dropout and the batch order")
