@@ -71,3 +71,17 @@ def test_a_lab_table_carries_each_runs_files(tmp_path, monkeypatch):
     assert Pin(own, tmp_path).problem(call, {"rep": frame}) is None
     frame.attrs["files"][0] = {**frame.attrs["files"][0], "run.json": "0" * 64}
     assert "its files differ" in Pin(own, tmp_path).problem(call, {"rep": frame})
+
+
+def test_a_shipped_run_is_accepted_as_this_kit_holds_it_or_as_the_release_ships_it(tmp_path):
+    """The students' image holds the release's copy of each shipped run (run.json, scalars and manifest reduced,
+    nmtkit.course.instructor.release): a figure read there carries those files' checksums."""
+    from nmtkit.course.instructor.pinning import changed, released
+    own = variants.graded()[0]
+    run = variants.run_dir(variants.info(own)["reference"], own)
+    raw, shipped = digests(run), released(run)
+    assert set(raw) == set(shipped) and {f for f in raw if raw[f] != shipped[f]} >= {"run.json", "manifest.json"}
+    assert changed(raw, run, shipped=True) is None and changed(shipped, run, shipped=True) is None
+    assert "differ" in changed(shipped, run, shipped=False)  # a workspace run: only as the grader holds it
+    mixed = {**shipped, "run.json": raw["run.json"]}
+    assert "its files differ from the grader's copy (run.json)" in changed(mixed, run, shipped=True)

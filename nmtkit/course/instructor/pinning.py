@@ -49,14 +49,36 @@ def run_paths(value) -> list[Path]:
     return [p for p, _ in run_claims(value)]
 
 
-def changed(claimed: dict | None, path: Path) -> str | None:
-    """How the files a figure says it was computed from differ from the grader's copy of run `path`, else None."""
+def released(path: Path) -> dict:
+    """digests(path) of a shipped run as the release ships it (its run.json, scalars and manifest reduced,
+    nmtkit.course.instructor.release): what a notebook in the students' image reads of it."""
+    import hashlib
+    import json
+
+    from nmtkit.analysis.logs import digests
+    from nmtkit.course.instructor.release import reduced_manifest, shipped_run
+    from nmtkit.errors import CourseError
+    from nmtkit.files import read_json
+    path, ours = Path(path), digests(path)
+    shipped = shipped_run(path)
+    if (path / "manifest.json").is_file():  # as release.build writes it (nmtkit.files.atomic_write_json)
+        shipped["manifest.json"] = (json.dumps(reduced_manifest(read_json(path / "manifest.json", CourseError),
+                                                                shipped_run(path)), indent=2, sort_keys=True)
+                                    + "\n").encode()
+    return {f: hashlib.sha256(shipped[f]).hexdigest() if f in shipped else h for f, h in ours.items()}
+
+
+def changed(claimed: dict | None, path: Path, shipped: bool = False) -> str | None:
+    """How the files a figure says it was computed from differ from the grader's copy of run `path` (a shipped run:
+    as this kit holds it, or as the release ships it), else None."""
     from nmtkit.analysis.logs import digests
     if claimed is None:
         return "no record of the files it was read from (a figure the kit's run reader did not make)"
     ours = digests(path)
-    if claimed == ours:
+    if claimed == ours or (shipped and claimed == released(path)):
         return None
+    if shipped:
+        ours = released(path)
     diff = sorted(set(claimed) ^ set(ours) | {f for f in set(claimed) & set(ours) if claimed[f] != ours[f]})
     return f"its files differ from the grader's copy ({', '.join(diff[:4])}{', ...' if len(diff) > 4 else ''})"
 
@@ -95,7 +117,7 @@ class Pin:
                 if not self.owns(p):
                     return (f"{name}: about the run {label(p)}, not one of your variant's ({self.variant}) or your "
                             f"workspace's; a figure scores only on your own runs")
-                why = changed(claimed, p)
+                why = changed(claimed, p, Path(p).resolve() in self.shipped())
                 if why:
                     return f"{name}: the run {label(p)}: {why}; a figure scores only on the runs as handed out"
         want = self.want(call.question or "")
