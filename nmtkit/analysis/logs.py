@@ -36,6 +36,7 @@ class Run:
     scalars_source: str = ""                    # "scalars.jsonl", "event files" or ""
     ranks: pd.DataFrame = field(default_factory=pd.DataFrame)    # step, wall_time, step_time, loss, tokens, rank, host
     monitor: pd.DataFrame = field(default_factory=pd.DataFrame)  # sampler records: time, host, rank, ...
+    files: dict = field(default_factory=dict)   # what this reader read: file (relative to path) -> its sha256
 
     def series(self, tag: str) -> pd.DataFrame:
         """step, wall_time, value of one scalar tag, by step; a step logged twice (a resumed run) keeps the last."""
@@ -110,6 +111,7 @@ def load_run(path: str | Path, name: str | None = None) -> Run:
     run.scalars, run.scalars_source = load_scalars(path)
     run.ranks = load_rank_logs(path)
     run.monitor = load_monitor(path)
+    run.files = digests(path)
     if run.scalars.empty and run.ranks.empty and run.monitor.empty:
         raise AnalysisError(f"{path}: a run directory with no logs yet (no {runs.SCALARS}, event files, "
                             f"{runs.RANKS_DIR}/ or {runs.MONITOR_DIR}/ records); let training run a few steps first")
@@ -132,6 +134,22 @@ def load_runs(paths) -> list[Run]:
     if not loaded:
         raise AnalysisError("no run directories given")
     return loaded
+
+
+def digests(path: str | Path) -> dict:
+    """file (relative to the run directory) -> sha256 of every file the kit's readers read of run `path`: its
+    config, run.json, data_stats.json, manifest.json (the lab's and reference's readers), scalars (scalars.jsonl,
+    else its event files), rank logs and monitor logs. A run's identity: a graded figure carries it (nmtkit.course.
+    figures), and the grader compares it with its own copy of the run (nmtkit.course.instructor.pinning)."""
+    import hashlib
+    path = Path(path)
+    jsonl = path / runs.SCALARS
+    found = [path / n for n in (runs.CONFIG, runs.STATUS, runs.DATA_STATS, "manifest.json", runs.SCALARS)]
+    if not jsonl.is_file() or jsonl.stat().st_size == 0:  # load_scalars then reads the event files
+        found += [p for p in path.rglob(EVENTS_GLOB) if runs.MONITOR_DIR not in p.relative_to(path).parts]
+    found += sorted((path / runs.RANKS_DIR).glob("rank*.jsonl")) + sorted((path / runs.MONITOR_DIR).glob("*.jsonl"))
+    return {str(f.relative_to(path)): hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(set(found))
+            if f.is_file()}
 
 
 # --- pieces ------------------------------------------------------------------------------------------

@@ -9,9 +9,12 @@ $NMTKIT_FIGURES_DIR/<grade id>.json and the cell prints no verdict, no score and
 notebook's process decides anything. Whatever a file says is the student's claim; the grader checks it.
 
 Forms: JSON's own values; numpy scalars and arrays as numbers and lists; tuples and sets as lists; and tagged
-objects: {"path": p}, {"frame": ..., "attrs": ...} (a pandas table), {"series": ...}, {"run": p, "name": n} (a run
-of nmtkit.analysis), {"runs": [...]} (an analysis), {"config": {...}}; {"error": "NameError: ..."} for an argument
-that could not be evaluated, {"unsupported": type} for a value of no form a check reads. TensorFlow-free.
+objects: {"path": p}, {"frame": ..., "attrs": ...} (a pandas table), {"series": ...}, {"run": p, "name": n, "files":
+{file: sha256}} (a run of nmtkit.analysis, with what its reader read: nmtkit.analysis.logs.digests), {"runs": [...]}
+(an analysis), {"config": {...}}; {"error": "NameError: ..."} for an argument that could not be evaluated,
+{"unsupported": type} for a value of no form a check reads. A run's files (and a lab table's attrs["files"]) are
+its identity, the kit's reader's record: the grader compares them with its own copy (nmtkit.course.instructor.
+pinning). TensorFlow-free.
 """
 from __future__ import annotations
 
@@ -45,7 +48,7 @@ def encode(value, depth: int = 0):
         return {"frame": json.loads(value.to_json(orient="split", default_handler=str)),
                 "index_name": value.index.name,
                 "attrs": {k: [{"path": str(Path(p).resolve())} for p in v] if k == "paths" else encode(v, depth + 1)
-                          for k, v in value.attrs.items() if k in ("paths",)}}
+                          for k, v in value.attrs.items() if k in ("paths", "files")}}
     if isinstance(value, pd.Series):
         return {"series": {"index": [encode(i, depth + 1) for i in value.index],
                            "data": [encode(v, depth + 1) for v in value.tolist()], "name": encode(value.name)}}
@@ -57,7 +60,8 @@ def encode(value, depth: int = 0):
         return sorted((encode(v, depth + 1) for v in value), key=str)
     kind = type(value).__name__
     if kind == "Run" and hasattr(value, "path"):
-        return {"run": str(Path(value.path).resolve()), "name": str(value.name)}
+        return {"run": str(Path(value.path).resolve()), "name": str(value.name),
+                "files": encode(getattr(value, "files", None), depth + 1)}
     if hasattr(value, "runs") and hasattr(value, "found"):  # nmtkit.notebook.Analysis
         return {"runs": [encode(r, depth + 1) for r in value.runs]}
     if hasattr(value, "to_dict") and kind == "Config":
@@ -122,12 +126,17 @@ class Decoder:
                 return host
         raise CourseError(f"{p}: outside the files grading gave the notebook")
 
-    def run(self, p, name: str):
+    def run(self, p, name: str, files=None):
+        """The run from the grader's copy; `files` (what the notebook's reader read of it) kept as its `claimed`."""
+        import dataclasses
+
         from nmtkit.analysis import load_run
         key = (str(self.path(p)), name)
         if key not in self._runs:
             self._runs[key] = load_run(key[0], name=name)
-        return self._runs[key]
+        run = dataclasses.replace(self._runs[key])
+        run.claimed = files if isinstance(files, dict) else None
+        return run
 
     def __call__(self, v):
         import pandas as pd
@@ -141,8 +150,8 @@ class Decoder:
             raise CourseError(f"a {v['unsupported']}, not a figure a check reads")
         if set(v) == {"path"}:
             return self.path(v["path"])
-        if set(v) == {"run", "name"}:
-            return self.run(v["run"], str(v["name"]))
+        if {"run", "name"} <= set(v) <= {"run", "name", "files"}:
+            return self.run(v["run"], str(v["name"]), v.get("files"))
         if set(v) == {"runs"}:
             from types import SimpleNamespace
             return SimpleNamespace(runs=[self(r) for r in v["runs"]])
@@ -155,6 +164,8 @@ class Decoder:
             frame.index.name = v["index_name"]
             if "paths" in v["attrs"]:
                 frame.attrs["paths"] = [str(self(p)) for p in v["attrs"]["paths"]]
+            if isinstance(v["attrs"].get("files"), list):
+                frame.attrs["files"] = v["attrs"]["files"]
             return frame
         if set(v) == {"series"}:
             s = v["series"]

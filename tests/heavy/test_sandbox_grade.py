@@ -11,9 +11,13 @@ a class of notebook 05 submissions graded as an instructor grades one, `--class`
 - One submission per sandbox limit (time, scratch, processes, output): stopped there, the reason in grades.csv, the
   checks recorded before it graded.
 - Grading the same submissions twice gives the same grades.csv.
-- Issue #68's routes, on notebook 04 (and 05's practice answers): each scores exactly the blank's score (a
-  half-done notebook with a grade-skip tag its honest score), and a copy of another student's figures with the
-  one-line id spoof scores as the copy without it (tests/heavy/routes68.py builds them).
+- Issue #68's routes (tests/heavy/routes68.py builds them), on notebooks 04 and 05: the practice variant's answers
+  (practice-expected.json, shipped for feedback) typed in after setting NMTKIT_VARIANT=practice, written as figures
+  files (naming the practice runs, or the student's own runs with their checksums, racing the recorder), or added
+  by a wrapped recorder, each score exactly the blank's score; so do text for numbers, lab_nic from theory, the
+  kernel writing the driver's report, and edited points. A half-done notebook with a grade-skip tag keeps its honest
+  maximum, and so does notebook 03's plan check. A copy of another student's notebooks with one line setting
+  NMTKIT_STUDENT_ID or NMTKIT_VARIANT to theirs scores as the copy without it, on notebooks 04 and 05.
 """
 from __future__ import annotations
 
@@ -24,7 +28,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from dockertools import TAG, why_not
-from routes68 import NB04, blank04, routes04
+from routes68 import NB04, blank04, ids, routes
 from solutions import ROOT
 
 from nmtkit.course import INSTRUCTOR_KIT, student
@@ -116,9 +120,10 @@ def graded(image, tmp_path_factory):
     for name, nb in subs.items():
         (cls / name).mkdir()
         nbformat.write(nb, cls / name / NB05)
-    for name, nb in {"blank04": blank04(image), **routes04(image)}.items():
+    for name, files in {"blank04": {NB04: blank04(image)}, **routes(image)}.items():
         (cls / name).mkdir(exist_ok=True)
-        nbformat.write(nb, cls / name / (NB05 if name == "route68-practice05" else NB04))
+        for file, nb in files.items():
+            nbformat.write(nb, cls / name / file)
     out = cls.parent / f"{cls.name}-out"
     sandbox = Sandbox(image=TAG, seconds=90, scratch_mb=128)
     frame, report = grade_class(cls, out, jobs=2, sandbox=sandbox)
@@ -196,8 +201,9 @@ def test_an_image_of_another_commit_is_refused_in_one_line():
 
 
 def test_68_each_route_scores_the_blanks_score(graded):
-    """Issue #68's routes: the practice answers (environment, figures files, a wrapped recorder), text for numbers,
-    lab_nic from theory, forged reports and points: each scores what the blank scores, out of the same maximum."""
+    """Issue #68's routes on notebook 04: the practice answers (environment, figures files, a wrapped recorder), text
+    for numbers, lab_nic from theory, forged reports and points: each scores what the blank scores, out of the same
+    maximum."""
     from routes68 import AS_BLANK
     rows = graded[0]
     blank = rows["blank04"]
@@ -207,11 +213,26 @@ def test_68_each_route_scores_the_blanks_score(graded):
         assert (row["points"], row["max_points"], row["manual"]) == (
             blank["points"], blank["max_points"], blank["manual"]), (name, row)
         assert not row["stopped"] and not row["error"], (name, row)
-    practice05 = rows["route68-practice05"]
-    assert float(practice05["points"]) == 0 == float(rows["blank"]["points"]), practice05
-    assert practice05["max_points"] == rows["blank"]["max_points"]
-    assert "not one of your variant's" in practice05["notes"] and "not one of your variant's" in \
-        rows["route68-practice-env"]["notes"]
+
+
+PRACTICE = {  # route 1: the practice variant's answers (nmtkit/reference/practice-expected.json) on a graded variant
+    "route68-practice-env": ("blank04", "os.environ['NMTKIT_VARIANT'] = 'practice', then the practice answers typed"),
+    "route68-files": ("blank04", "figures files written with the practice answers and the practice runs' paths"),
+    "route68-files-race": ("blank04", "figures files with the practice answers on the student's own runs and their "
+                                      "checksums, rewritten by a thread while the recorder runs"),
+    "route68-wrapped": ("blank04", "NMTKIT_VARIANT=practice, nmtkit.course.figures.record wrapped to add them"),
+    "route68-practice05": ("blank", "notebook 05: NMTKIT_VARIANT=practice, the practice q4 and q6 typed"),
+}
+
+
+@pytest.mark.parametrize("route", sorted(PRACTICE))
+def test_68_the_practice_answers_earn_nothing_on_a_graded_variant(graded, route):
+    rows = graded[0]
+    row, blank = rows[route], rows[PRACTICE[route][0]]
+    assert float(row["points"]) == float(blank["points"]) == 0, (PRACTICE[route][1], row)
+    assert float(row["max_points"]) == float(blank["max_points"]) > 0 and not row["error"], row
+    if route in ("route68-practice-env", "route68-practice05"):
+        assert "not one of your variant's" in row["notes"], row["notes"]
 
 
 def test_68_a_grade_skip_tag_leaves_the_honest_maximum(graded):
@@ -220,15 +241,35 @@ def test_68_a_grade_skip_tag_leaves_the_honest_maximum(graded):
     assert (float(half["points"]), float(half["max_points"])) == (2, 6), half
 
 
-def test_68_a_spoofed_id_scores_as_the_plain_copy_and_the_id_is_the_submissions(graded):
-    from routes68 import ids
+def test_68_notebook_03s_plan_check_counts_answered_or_not(graded):
+    """Without any tag, notebook 03's plan check (after the skipped cluster cells) is in the maximum: 0 unanswered."""
     rows = graded[0]
-    a, b1, b2 = ids()
-    assert float(rows[a]["points"]) == float(rows[a]["max_points"]) == 6, rows[a]  # the typed figures are right
-    copy, spoof = rows[b1], rows[b2]
-    assert copy["variant"] == spoof["variant"] != rows[a]["variant"]
-    assert checks(spoof) == checks(copy) and float(spoof["points"]) == float(copy["points"]) == 0, (copy, spoof)
-    assert "not one of your variant's" in spoof["notes"], spoof  # the spoof named A's runs: about no run of B's
+    blank, plan = rows["route68-nb03-blank"], rows["route68-nb03-plan"]
+    assert (blank["03-plan"], plan["03-plan"]) == ("0.0", "2.0"), (blank, plan)
+    assert float(blank["max_points"]) == float(plan["max_points"]) >= 2 and float(plan["points"]) == 2, plan
+    assert float(blank["points"]) == 0, blank
+
+
+ON_SHIPPED = {"04": {"04-lab1", "04-lab4", "04-lab5"}, "05": {"05-q4", "05-q6"}}  # the automatic, variant-graded checks
+
+
+@pytest.mark.parametrize("spoof", ["NMTKIT_STUDENT_ID", "NMTKIT_VARIANT"])
+@pytest.mark.parametrize("nb", sorted(ON_SHIPPED))
+def test_68_a_one_line_spoof_scores_as_the_plain_copy(graded, nb, spoof):
+    """A's figures handed in as B: without the line (the copy) and with `os.environ[spoof] = A's` (the spoof), B's
+    variant decides; the spoof scores exactly as the copy, and grades.csv says B's variant."""
+    rows, who = graded[0], ids()
+    a, copy, spoofed = rows[who["a"]], rows[who["copy"]], rows[who[spoof]]
+    mine = {k for k, v in checks(a).items() if k.startswith(nb) and v > 0}
+    assert mine == ON_SHIPPED[nb], a  # the typed figures are right for A
+    assert copy["variant"] == spoofed["variant"] != a["variant"]
+
+    def of(row):
+        return {k: v for k, v in checks(row).items() if k.startswith(nb)}
+    assert of(spoofed) == of(copy) and all(of(copy)[k] == 0 for k in mine), (copy, spoofed)
+    assert float(spoofed["points"]) == float(copy["points"]) == 0, spoofed
+    if spoof == "NMTKIT_VARIANT":  # the kit then read A's variant's runs: about no run of B's
+        assert "not one of your variant's" in spoofed["notes"], spoofed
 
 
 def test_68_the_kernel_cannot_write_the_drivers_report(graded):

@@ -98,8 +98,11 @@ def test_lab_nic_is_graded_by_hand_with_its_reason():
 
 
 def frame_of(paths) -> pd.DataFrame:
+    """A lab table as nk.lab_runs makes it: the runs' paths, and what its reader read of each."""
+    from nmtkit.analysis.logs import digests
     t = pd.DataFrame({"x": range(len(paths))})
     t.attrs["paths"] = [str(p) for p in paths]
+    t.attrs["files"] = [digests(p) for p in paths]
     return t
 
 
@@ -117,9 +120,10 @@ def test_a_figure_about_runs_other_than_the_students_variants_scores_nothing(tmp
     assert "not one of your variant's" in pin.problem(call, {"rep": frame_of(sorted(other))})
     q4 = scoring.Call("05-q4-check", "check", {"question": "q4"}, {"rep": "rep", "run": "ref"})
     ref_dir = variants.run_dir(variants.info(own)["reference"], own)
-    ws_run = SimpleNamespace(path=tmp_path / "runs" / "horovod", name="horovod")
-    assert pin.problem(q4, {"rep": SimpleNamespace(runs=[ws_run]), "run": SimpleNamespace(path=ref_dir,
-                                                                                            name="ref")}) is None
+    from nmtkit.analysis.logs import digests
+    ws_run = SimpleNamespace(path=tmp_path / "runs" / "horovod", name="horovod", claimed={})
+    assert pin.problem(q4, {"rep": SimpleNamespace(runs=[ws_run]), "run": SimpleNamespace(
+        path=ref_dir, name="ref", claimed=digests(ref_dir))}) is None
     practice_ref = variants.run_dir("rehearsal-200mbit", "practice")
     assert "not one of your variant's" in pin.problem(q4, {"run": SimpleNamespace(path=practice_ref, name="r")})
     assert "this question is asked on" in pin.problem(q4, {"run": ws_run})

@@ -7,6 +7,7 @@ whether it is here):
     scoring.py    each check decided here, in the grader's process, on the figures the notebook recorded
     pinning.py    which runs a figure may be about: the student's variant's and workspace's, the grader's decision
     classgrade.py `nmtkit grade --class`: every submission of a class, one grades.csv and a class report
+    roster.py     `nmtkit grade --roster`: the class's student ids; a submission id not on it is refused
     exchange.py   the hub's exchange: an assignment released, each student's own box collected, nbgrader's layout read
     hub_commands.py `nmtkit hub release|collect|feedback`: the hub's exchange driven from the host
     marks.py      the marks of the written answers and hand-graded checks: a SQLite store, merged into grades.csv

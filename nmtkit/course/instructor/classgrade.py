@@ -43,14 +43,14 @@ def results_of(out_dir: Path, student: str) -> list[dict]:
                      hint=f"grade the class first: nmtkit grade --class DIR --out {out_dir}")
 
 
-def grade_one(sub: Path, out_dir: Path, only: tuple = (), sandbox=None) -> dict:
+def grade_one(sub: Path, out_dir: Path, only: tuple = (), sandbox=None, roster=None) -> dict:
     """One student's grades, or the one line that says why there are none (the traceback goes to a log)."""
     from nmtkit.course.instructor.grade import grade
     students = out_dir / "students"
     ws = sub / WORKSPACE if (sub / WORKSPACE / "runs").is_dir() else None
     try:
         results = grade(sub, workspace=ws, only=only, out=results_file(out_dir, sub.name), sandbox=sandbox,
-                        student=sub.name)
+                        student=sub.name, roster=roster)
         return {"student": sub.name, "variant": variants.variant_of(sub.name), "results": results, "error": ""}
     except Exception as e:  # noqa: BLE001  one student's broken hand-in must not stop the class
         log = students / f"{sub.name}.error.log"
@@ -165,20 +165,24 @@ def expected_figures() -> dict:
     return out
 
 
-def grade_class(class_dir, out_dir, jobs: int | None = None, only=(), sandbox=None) -> tuple:
-    """Grade every submission under `class_dir` with `jobs` processes; write grades.csv and class-report.md into
+def grade_class(class_dir, out_dir, jobs: int | None = None, only=(), sandbox=None, roster=None) -> tuple:
+    """Grade every submission under `class_dir` with `jobs` processes (each folder's name its student's id, which
+    must be on `roster` if one is given: else that row's error); write grades.csv and class-report.md into
     `out_dir`. Returns (the frame, class-report.md's path)."""
+    from nmtkit.course.instructor.roster import read
     from nmtkit.course.instructor.container import Sandbox, ready
     from nmtkit.files import atomic_write_bytes
     sandbox = sandbox or Sandbox()
     # nbgrader's collected layout (submitted/<student>/<assignment>/) is read as a view of one folder per student
     subs, out_dir = submissions(exchange.class_view(Path(class_dir), out_dir)), Path(out_dir)
     ready(sandbox)  # once, before any student: no Docker or a stale image is one line, not a column of errors
+    if roster is not None:
+        read(roster)  # a broken roster is one line, not a column of errors
     (out_dir / "students").mkdir(parents=True, exist_ok=True)
     jobs = max(1, jobs or os.cpu_count() or 1)
     with ProcessPoolExecutor(max_workers=min(jobs, len(subs))) as pool:
         rows = list(pool.map(grade_one, subs, [out_dir] * len(subs), [tuple(only)] * len(subs),
-                             [sandbox] * len(subs)))
+                             [sandbox] * len(subs), [roster] * len(subs)))
     frame = table(rows)
     atomic_write_bytes(out_dir / "grades.csv", frame.to_csv().encode())
     return frame, report(rows, frame, out_dir, expected_figures())

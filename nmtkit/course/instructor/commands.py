@@ -24,7 +24,8 @@ def cmd_grade(args) -> int:
         from nmtkit.course.instructor.classgrade import grade_class
         if not args.out:
             raise CourseError("--class needs --out DIR: the directory for grades.csv and class-report.md")
-        frame, report = grade_class(args.class_dir, args.out, jobs=args.jobs, only=args.only or (), sandbox=sandbox)
+        frame, report = grade_class(args.class_dir, args.out, jobs=args.jobs, only=args.only or (), sandbox=sandbox,
+                                    roster=args.roster)
         bad = frame[frame["error"] != ""]
         print(f"{len(frame)} submissions, {len(frame) - len(bad)} graded: {Path(args.out) / 'grades.csv'}, {report}"
               + (" (TRUSTED: graded in this kit, no sandbox)" if sandbox.trusted else ""))
@@ -32,7 +33,8 @@ def cmd_grade(args) -> int:
             print(f"  {student}: {err}")
         return 0 if bad.empty else 1
     results = grade(args.submission, workspace=args.workspace, only=args.only or (), out=args.out,
-                    jobs=args.jobs or os.cpu_count() or 1, sandbox=sandbox, student=args.student)
+                    jobs=args.jobs or os.cpu_count() or 1, sandbox=sandbox, student=args.student,
+                    roster=args.roster)
     print(summary(results))
     return 0 if all(r["points"] == r["max_points"] for r in results) else 1
 
@@ -58,6 +60,9 @@ def add(sub) -> None:
                           "class-report.md")
     p.add_argument("--student", default=None,
                    help="the student id of --submission (default: its folder's name): it picks the student's variant")
+    p.add_argument("--roster", default=None, metavar="FILE",
+                   help="the class's student ids (the hub's roster CSV with a `username` column, or one id a line): "
+                        "a submission whose id is not on it is refused")
     p.add_argument("--jobs", type=int, default=None,
                    help="submissions graded at once with --class, else the submission's notebooks (default: the cores)")
     p.add_argument("--workspace", default=None,

@@ -262,10 +262,11 @@ def executed(nb: dict, ran: dict) -> dict:
 
 def grade(submission: str | os.PathLike, workspace=None, only=(), out: str | os.PathLike | None = None,
           instructor_dir: str | os.PathLike = NOTEBOOKS_DIR, jobs: int = 1,
-          sandbox: Sandbox | None = None, student: str | None = None) -> list[dict]:
+          sandbox: Sandbox | None = None, student: str | None = None, roster=None) -> list[dict]:
     """Grade every notebook of `submission` (or those whose NN is in `only`), `jobs` notebooks at once (each in its
-    own sandbox), as student `student` (default: the submission folder's name), whose variant the notebooks read;
-    write `out` (JSON) if given, and the executed notebooks beside it (<out's stem>-executed/)."""
+    own sandbox), as student `student` (default: the submission folder's name; on `roster` if one is given), whose
+    variant the notebooks read; write `out` (JSON) if given, and the executed notebooks beside it (<out's
+    stem>-executed/)."""
     sandbox = sandbox or Sandbox()
     submission, instructor_dir = Path(submission), Path(instructor_dir)
     if not submission.is_dir():
@@ -276,6 +277,8 @@ def grade(submission: str | os.PathLike, workspace=None, only=(), out: str | os.
     except AnalysisError:
         raise CourseError(f"{submission}: {student!r} is no student id (letters, digits and . _ @ + -); name the "
                           f"folder by the student's id, or give --student ID") from None
+    from nmtkit.course.instructor.roster import check
+    check(student, roster, submission)
     paths = sorted(p for p in submission.glob("[0-9][0-9]_*.ipynb") if not only or p.name[:2] in only)
     if not paths:
         raise CourseError(f"{submission}: no notebooks NN_name.ipynb" + (f" numbered {', '.join(only)}" if only
