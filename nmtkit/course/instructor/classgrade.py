@@ -169,8 +169,8 @@ def grade_class(class_dir, out_dir, jobs: int | None = None, only=(), sandbox=No
     """Grade every submission under `class_dir` with `jobs` processes (each folder's name its student's id, which
     must be on `roster` if one is given: else that row's error); write grades.csv and class-report.md into
     `out_dir`. Returns (the frame, class-report.md's path)."""
-    from nmtkit.course.instructor.roster import read
     from nmtkit.course.instructor.container import Sandbox, ready
+    from nmtkit.course.instructor.roster import read
     from nmtkit.files import atomic_write_bytes
     sandbox = sandbox or Sandbox()
     # nbgrader's collected layout (submitted/<student>/<assignment>/) is read as a view of one folder per student
