@@ -7,6 +7,13 @@ at the sentence's rounding, after converting units of one dimension (MB/MiB/Mbit
 allow-list names it with its source (the seeds' figures, a card's 16 GB, fp16's 65,504). Inline code, LaTeX and link
 targets are not prose.
 
+A *judgement* of size or direction about a run ("far below the rate", "a small share", "negligible", "comes close",
+"the rest is ...", "bound by ...") must carry in its own sentence the figure it rests on, which the first rule then
+holds against the outputs: a judgement with no figure cannot be checked, and it is where prose drifted from the
+numbers beside it; a share is stated as a share (a %, a ratio, a time), not by the link rate it assumes, and an MFU
+names the peak it is against. Questions, quoted answers and general rules (a sentence with when/where/mean/say) judge
+no run and are left alone.
+
 `nmtkit.course.numbercheck.findings(notebooks, allow)` lists what fails; `quoted(text, values)` is the matcher alone
 (a student's verdict against their own figures). TensorFlow-free.
 """
@@ -47,6 +54,15 @@ NOT_PROSE = re.compile(r"```.*?```|`[^`]*`|\$\$.*?\$\$|\$[^$]*\$|\]\([^)]*\)|<[^
 # "about 698" states a quantity even without its unit
 APPROX = re.compile(r"(?:about|around|nearly|almost|roughly|≈|~)\s*$", re.I)
 HEADING = re.compile(r"^#{1,6} ", re.M)
+# a comparison rests on any figure; a share is stated as a share (%, x, a time), not as the link rate it assumes
+COMPARISON = re.compile(r"\b(far (?:below|above|short|slower|faster|less|more)|well (?:below|above|short|under|over)|"
+                        r"comes? close|came close|close to|trains? stably|stands? in for|stayed (?:far )?below|"
+                        r"bound by)\b", re.I)
+SHARE = re.compile(r"\b(negligible|(?:a )?(?:small|modest|tiny|large) share|the rest is|hardly|barely|most of the|"
+                   r"nearly all)\b", re.I)
+SHARE_DIMENSIONS = ("fraction", "ratio", "time")
+GENERAL = re.compile(r"\?|\b(when|whenever|where|means?|says?)\b", re.I)
+QUOTED = re.compile(r'"[^"]*"|“[^”]*”')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -203,7 +219,27 @@ def notebook_findings(path: Path, allow: list[Allowed] = ()) -> list[Finding]:
             for fig in quoted(text, values):
                 if not _allowed(allow, Path(path).name, fig):
                     found.append(Finding(Path(path).name, i, fig.text, _sentence(text, fig)))
+            found += [Finding(Path(path).name, i, said, sentence, why) for said, sentence, why in judgements(text)]
     return found
+
+
+def judgements(text: str) -> list[tuple[str, str, str]]:
+    """(judgement, sentence, why) for each sentence of a prose text that judges a size without the figure it rests
+    on."""
+    out = []
+    for sentence in re.split(r"(?<=[.!?:;])\s+", " ".join(QUOTED.sub(" ", text).split())):
+        if GENERAL.search(sentence):
+            continue
+        found = figures(sentence)
+        m = COMPARISON.search(sentence)
+        if m and not found:
+            out.append((m.group(0), sentence, "judges a size with no figure in its sentence"))
+        m = SHARE.search(sentence)
+        if m and not any(f.base is None or f.base[0] in SHARE_DIMENSIONS for f in found):
+            out.append((m.group(0), sentence, "states a share without the share (a %, a ratio or a time)"))
+        if re.search(r"\bMFU\b", sentence) and any(f.unit == "%" for f in found) and "peak" not in sentence:
+            out.append(("MFU", sentence, "gives an MFU without the peak it is against"))
+    return out
 
 
 def findings(notebooks: list[Path], allow: list[Allowed] = ()) -> list[Finding]:
@@ -220,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     found = findings(a.notebooks, load_allow(a.allow) if a.allow else [])
     for f in found:
         print(f)
-    print(f"{len(found)} figure(s) in the prose match no output beside them")
+    print(f"{len(found)} finding(s): figures that match no output beside them, judgements with no figure")
     return 1 if found else 0
 
 

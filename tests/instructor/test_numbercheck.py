@@ -96,3 +96,61 @@ def test_the_checker_flags_an_old_sentence_put_back_beside_todays_outputs(tmp_pa
     path.write_text(json.dumps(nb))
     figures = {f.figure for f in nc.notebook_findings(path) if f.cell == at}
     assert {"731 MB", "12 MB"} <= figures and printed[0].text not in figures
+
+
+# Issue 71's items 1-3: each old sentence (verbatim at 0dab664), where it stood (a grade id, else its heading), and
+# what the checker must name in it. The Q9 answer's old figures are the test above.
+OLD_SENTENCES = [
+    ("04_bottleneck_lab.ipynb", "### A link's rate is not the allreduce's",
+     "Its busiest 0.1 s sample (`link_peak_mbit_s`) stayed far below the rate. On these hosts the allreduce is bound "
+     "by the ranks' own CPUs: Gloo reduces and copies over TCP on the core the ranks compute on.", "bound by"),
+    ("03_horovod_multinode.ipynb", "Was the network the bottleneck?",
+     "Here no link is crossed, but the exchange is not free. Gloo copies and reduces the gradients on the ranks' own "
+     "cores, so the step time measured here stands in for $t_{\\text{compute}}$.", "stands in for"),
+    ("03_horovod_multinode.ipynb", "The ring allreduce, and fewer bytes on the wire",
+     "`measured / model` near 1 says the bytes are the gradients. The rest is headers, coordination messages and "
+     "whatever else crossed loopback in those seconds.", "The rest is"),
+    ("04_bottleneck_lab.ipynb", "04-lab1-verdict",
+     "The baseline's compute plus the ring's bytes at each run's measured rate comes close for the runs of the "
+     "baseline's shape.", "comes close"),
+    ("04_bottleneck_lab.ipynb", "04-lab5-verdict",
+     "Part of it is the exchange (timed alone, the link a small share of the step).", "a small share"),
+    ("05_monitoring_analysis.ipynb", "05-q5-verdict",
+     "On 1 Gbit/s the exchange would be a modest share of a step (printed), on 10 Gbit/s a negligible one, if it ran "
+     "at the link's rate.", "a modest share"),
+    ("02_single_gpu_baseline.ipynb", "The model",
+     "OpenSeq2Seq's transformer, which the homework used, is a port of the TensorFlow official model and is pre-norm "
+     "too; pre-norm trains stably at high learning rates without a long warmup.", "trains stably"),
+    ("02_single_gpu_baseline.ipynb", "The model", "Against float32 the run reached an MFU of 33.1%.", "MFU"),
+]
+
+
+def _cell_of(cells, where):
+    for i, c in enumerate(cells):
+        source = "".join(c["source"])
+        if c["metadata"].get("nbgrader", {}).get("grade_id") == where or (
+                c["cell_type"] == "markdown" and source.lstrip().startswith("#")
+                and where in source.lstrip().splitlines()[0]):
+            return i
+    raise AssertionError(f"no cell with grade id or heading {where!r}")
+
+
+@pytest.mark.parametrize("notebook, where, old, flagged", OLD_SENTENCES, ids=[s[3] for s in OLD_SENTENCES])
+def test_each_old_sentence_put_back_is_flagged(tmp_path, notebook, where, old, flagged):
+    """Mutation: the sentence issue 71 found drifting, put back where it stood beside today's outputs, is a finding."""
+    nb = json.loads((ROOT / "notebooks" / notebook).read_text())
+    at = _cell_of(nb["cells"], where)
+    before = [f.figure for f in nc.notebook_findings(ROOT / "notebooks" / notebook) if f.cell == at]
+    nb["cells"][at]["source"] = "".join(nb["cells"][at]["source"]) + "\n\n" + old + "\n"
+    path = tmp_path / notebook
+    path.write_text(json.dumps(nb))
+    after = [f.figure for f in nc.notebook_findings(path) if f.cell == at]
+    assert after.count(flagged) > before.count(flagged), after
+
+
+def test_a_share_is_stated_as_a_share_and_a_judgement_carries_its_figure():
+    said = [j for j, _, _ in nc.judgements(
+        "The exchange is a small share of the step. The exchange is 62% of the shortfall, a large share. "
+        "On 10 Gbit/s it is negligible. At 38 ms it is not negligible. It came close. It came within 0.073 s, close. "
+        "Where the rate is far below the link's, a faster link buys nothing. Is it bound by the CPU?")]
+    assert said == ["a small share", "negligible", "came close"]
