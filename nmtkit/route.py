@@ -9,12 +9,15 @@ from pathlib import Path
 
 from nmtkit.config import Config
 
-ONE_PROCESS = ("auto", "local")  # with --np 1 and no --hosts: this process alone, no nmtkit.cluster import
+# Each launcher's own answer (its class's `one_process`: nmtkit/cluster/launchers.py, slurm.py; "auto" is local
+# without --hosts): with --np 1 and no --hosts, is the run this process alone? Repeated here because that decision
+# comes before any nmtkit.cluster import; tests/test_route.py proves each entry is its class's answer.
+ONE_PROCESS = {"auto": True, "local": True, "ssh": False, "manual": False, "slurm": False}
 
 
 def needs_ranks(args) -> bool:
-    """More than this process: --np other than 1, --hosts, or a launcher that starts engines."""
-    return args.np != 1 or bool(args.hosts) or args.launcher not in ONE_PROCESS
+    """More than this process: --np other than 1, --hosts, or a launcher whose one engine is not this process."""
+    return args.np != 1 or bool(args.hosts) or not ONE_PROCESS[args.launcher]
 
 
 def settled(cfg: Config, args, distributed: bool) -> Config:

@@ -4,7 +4,7 @@ step waited forever: refused in one line instead. Slurm's commands faked on PATH
 import pytest
 
 from nmtkit import config
-from nmtkit.cluster.slurm import SlurmJob
+from nmtkit.cluster.slurm import SlurmLauncher
 from nmtkit.errors import ClusterError
 
 STEP = {"SLURM_JOB_ID": "4242", "SLURM_STEP_ID": "0", "SLURM_STEP_GPUS": "0,1"}  # srun --pty with the job's GPUs
@@ -19,7 +19,7 @@ def slurm_on_path(tmp_path, monkeypatch, version: str) -> None:
 
 def engine_cmd(gpus: int, env: dict, tmp_path) -> list:
     cfg = config.load("tiny", {"cluster.launcher": "slurm", "cluster.slurm_gpus_per_node": gpus})
-    return SlurmJob(cfg.cluster, env=env).engine_set(2, str(tmp_path))[2]["engine_cmd"]
+    return SlurmLauncher([], cfg.cluster, env=env).engine_set(2, str(tmp_path))[2]["engine_cmd"]
 
 
 def test_an_old_slurm_refuses_instead_of_waiting_for_the_drivers_gpus_a_new_one_overlaps(tmp_path, monkeypatch):

@@ -107,6 +107,35 @@ def test_the_factory_makes_one_object_per_launcher_and_refuses_bad_choices():
         make_launcher("ssh", [])
     with pytest.raises(ClusterError, match="choose auto, local, ssh, manual, slurm"):
         make_launcher("pbs", [])
+    with pytest.raises(ClusterError, match="Slurm picks the nodes"):  # refused before Slurm's commands are sought
+        make_launcher("slurm", hosts)
+
+
+def route_disagreements() -> list[str]:
+    """Each --launcher choice where route.py's answer (one process, or ranks) is not its launcher class's."""
+    import argparse
+
+    from nmtkit import config, route
+    from nmtkit.cluster.launchers import launcher_class
+    bad = [] if set(route.ONE_PROCESS) == set(config.choices("cluster.launcher")) else [
+        f"route.ONE_PROCESS names {sorted(route.ONE_PROCESS)}, the choices are {config.choices('cluster.launcher')}"]
+    for name in config.choices("cluster.launcher"):
+        cls = launcher_class(name, [])
+        alone = not route.needs_ranks(argparse.Namespace(np=1, hosts="", launcher=name))
+        if alone != cls.one_process:
+            bad.append(f"--launcher {name}: route says one process={alone}, "
+                       f"{cls.__name__}.one_process={cls.one_process}")
+    return bad
+
+
+def test_the_route_and_each_launcher_class_agree_on_a_one_process_run(monkeypatch):
+    """route.py decides before importing nmtkit.cluster, from a table; the answer is each launcher class's own."""
+    from nmtkit.cluster.launchers import LAUNCHERS, LocalLauncher, SshLauncher
+    from nmtkit.cluster.slurm import SlurmLauncher
+    assert LAUNCHERS["slurm"] is SlurmLauncher and LocalLauncher.one_process and not SlurmLauncher.one_process
+    assert route_disagreements() == []
+    monkeypatch.setattr(SshLauncher, "one_process", True)  # a class that changes its answer: the check says so
+    assert route_disagreements() == ["--launcher ssh: route says one process=False, SshLauncher.one_process=True"]
 
 
 LOCK_CALLS = {"take", "release", "session"}

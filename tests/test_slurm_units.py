@@ -15,7 +15,7 @@ import pytest
 from nmtkit import config
 from nmtkit.allocation import parse_time_left
 from nmtkit.cluster.plan import device_indices
-from nmtkit.cluster.slurm import SlurmEngineSet, SlurmJob
+from nmtkit.cluster.slurm import SlurmEngineSet, SlurmLauncher
 from nmtkit.errors import ClusterError, ConfigError
 from nmtkit.training.budget import DEADLINE_MARGIN_S, outlives
 
@@ -106,8 +106,8 @@ def test_the_batch_script_carries_partition_account_time_gpus_and_extra_lines(tm
     cfg = config.load("tiny", {"cluster.launcher": "slurm", "cluster.slurm_partition": "gpu",
                                "cluster.slurm_account": "nlp101", "cluster.slurm_minutes": 90,
                                "cluster.slurm_gpus_per_node": 2, "cluster.slurm_sbatch": "--qos=short;--comment={x}"})
-    job = SlurmJob.__new__(SlurmJob)  # what the Cluster builds, without asking for sbatch on PATH
-    job.cc, job.inside, job.in_step, job.job_id, job.deadline = cfg.cluster, None, False, None, None
+    job = SlurmLauncher.__new__(SlurmLauncher)  # what the Cluster builds, without asking for sbatch on PATH
+    job.hosts, job.cc, job.inside, job.in_step, job.job_id, job.deadline = [], cfg.cluster, None, False, None, None
     cls, count, kwargs = job.engine_set(4, str(tmp_path))
     assert cls is SlurmEngineSet and count == 4
     launcher = cls(profile_dir=str(tmp_path), cluster_id="c1", **kwargs)  # ipyparallel's own, plus the extras
@@ -134,14 +134,15 @@ def test_inside_an_allocation_the_engines_are_one_srun_step_of_it(tmp_path, monk
     if shutil.which("srun") is None:
         pytest.skip("srun is not installed (apt-get install slurm-client)")
     cfg = config.load("tiny", {"cluster.launcher": "slurm"})
-    job = SlurmJob(cfg.cluster, env={"SLURM_JOB_ID": "4242"})
+    job = SlurmLauncher([], cfg.cluster, env={"SLURM_JOB_ID": "4242"})
     cls, count, kwargs = job.engine_set(3, str(tmp_path))
     assert (cls, count, job.job_id) == ("local", 1, "4242")
     assert kwargs["engine_cmd"][:2] == ["srun", "--ntasks=3"] and kwargs["engine_cmd"][-2:] == ["-m",
                                                                                                 "ipyparallel.engine"]
     assert job.cancel_command() is None  # the user's allocation is never scancel'ed: the srun step ends by its pid
     assert "--overlap" not in kwargs["engine_cmd"]
-    in_step = SlurmJob(cfg.cluster, env={"SLURM_JOB_ID": "4242", "SLURM_STEP_ID": "0"})  # srun --pty jupyter lab
+    step = {"SLURM_JOB_ID": "4242", "SLURM_STEP_ID": "0"}  # the driver in `srun --pty jupyter lab`
+    in_step = SlurmLauncher([], cfg.cluster, env=step)
     assert "--overlap" in in_step.engine_set(3, str(tmp_path))[2]["engine_cmd"]
 
 
@@ -161,6 +162,25 @@ def test_slurm_config_rules_and_one_line_errors(monkeypatch, tmp_path):
         Cluster(cfg)
 
 
+def test_the_factory_makes_one_slurm_launcher_that_is_its_job(tmp_path, monkeypatch):
+    """One object: the launcher the Cluster asks is the job (its id, end, time limit), not a wrapper of another."""
+    from nmtkit.cluster.launchers import make_launcher
+    from nmtkit.cluster.seam import RemoteLauncher
+    for tool in ("sbatch", "squeue", "scancel", "scontrol"):
+        (tmp_path / tool).write_text("#!/bin/sh\nexit 1\n")
+        (tmp_path / tool).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    cc = config.load("tiny", {"cluster.launcher": "slurm", "cluster.slurm_partition": "gpu"}).cluster
+    slurm = make_launcher("slurm", [], cc)
+    assert type(slurm) is SlurmLauncher and isinstance(slurm, RemoteLauncher) and not hasattr(slurm, "job")
+    assert slurm.cc is cc and slurm.engine_count(3) == 3 and slurm.logical_hosts is False
+    assert slurm.engine_set(3, str(tmp_path))[2]["queue"] == "gpu" and slurm.interrupted() == ""
+    slurm.job_id = "31"  # sbatch answered
+    assert slurm.interrupted() == "Slurm job 31 cancelled" and slurm.time_limit_note().startswith("Slurm job 31's")
+    assert slurm.cancel_command() == ["scancel", "31"] and "PYTHONPATH" in slurm.engine_env(3)
+
+
 def test_the_lifeline_runs_its_command_when_the_driver_dies_and_not_after_a_clean_stop(tmp_path):
     def reaper(stdin: bytes, mark):
         subprocess.run([sys.executable, "-m", "nmtkit.cluster.lifeline", "1", "--", "touch", str(mark)],
@@ -170,7 +190,7 @@ def test_the_lifeline_runs_its_command_when_the_driver_dies_and_not_after_a_clea
     assert (tmp_path / "died").exists() and not (tmp_path / "clean").exists()
 
 
-def _fake_slurm(tmp_path, monkeypatch, state: str, nodes: str = "idle") -> SlurmJob:
+def _fake_slurm(tmp_path, monkeypatch, state: str, nodes: str = "idle") -> SlurmLauncher:
     """scontrol and sinfo that answer from files (the job's state, the nodes' state), for the lines a fault gives."""
     (tmp_path / "state").write_text(state)
     (tmp_path / "nodes").write_text(nodes)
@@ -180,8 +200,8 @@ def _fake_slurm(tmp_path, monkeypatch, state: str, nodes: str = "idle") -> Slurm
         (tmp_path / tool).write_text(f"#!/bin/sh\n{body}\n")
         (tmp_path / tool).chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
-    job = SlurmJob.__new__(SlurmJob)
-    job.cc, job.inside, job.job_id, job.deadline = config.ClusterConfig(), None, "7", None
+    job = SlurmLauncher.__new__(SlurmLauncher)
+    job.hosts, job.cc, job.inside, job.job_id, job.deadline = [], config.ClusterConfig(), None, "7", None
     return job
 
 

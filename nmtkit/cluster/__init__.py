@@ -29,10 +29,11 @@ Modules:
     engines.py     Cluster: controller + engines, preflight, submit, launch; the EngineControl its Jobs use
     jobs.py        Job (results, stop, failures, progress) and RankResult; knows engines only via EngineControl
     lifeline.py    no orphans: engines and controller end when the driver dies, however it dies
-    launchers.py   one object per launcher behind one neutral seam (Launcher): LocalLauncher, and on other nodes
-                   (RemoteLauncher) SshLauncher, ManualLauncher, SlurmLauncher, made by make_launcher (the one place
-                   that reads cluster.launcher)
-    slurm.py       SlurmJob: the engines as a Slurm job (sbatch, or srun in an allocation), its end and time limit
+    seam.py        Launcher, the neutral seam every launcher sits behind (no SSH, no host by default), and
+                   RemoteLauncher, the host list of engines on other nodes
+    launchers.py   one object per launcher: LocalLauncher, SshLauncher, ManualLauncher, and slurm.py's
+                   SlurmLauncher, made by make_launcher (the one place that reads cluster.launcher)
+    slurm.py       SlurmLauncher: the engines as a Slurm job (sbatch, or srun in an allocation), its end and time limit
     driver.py      `nmtkit train --np N`: the same path in the foreground, for nohup and days-long runs
 """
 from nmtkit.cluster.engines import Cluster

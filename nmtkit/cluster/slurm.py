@@ -2,9 +2,10 @@
 (sbatch; scancel to stop), or, when the driver already runs inside an allocation (SLURM_JOB_ID set), as one `srun`
 step of it. One engine per task: `cluster.engines` tasks, or one per GPU with `cluster.slurm_gpus_per_node`.
 
-Only what Slurm alone knows lives here: the job's id, whether it waits in the queue, why it ended (scancel, a lost
-node, its time limit), and when its time runs out. The rank plan, pinning, rendezvous, lifeline and fault handling
-are the Cluster's, as for the local and SSH launchers. Two hooks reach the rest of the kit:
+`SlurmLauncher` is that launcher, one object behind the seam (seam.py) as the local and SSH ones are (launchers.py,
+whose make_launcher makes it). Only what Slurm alone knows lives here: the job's id, whether it waits in the queue,
+why it ended (scancel, a lost node, its time limit), and when its time runs out. The rank plan, pinning, rendezvous,
+lifeline and fault handling are the Cluster's, as for the other launchers. Two hooks reach the rest of the kit:
 - `rank_env()` gives each rank NMTKIT_DEADLINE (the allocation's end, epoch seconds): rank 0's budget stops the run at
   a checkpoint before it (nmtkit.allocation holds the question; the loop's stop rule gets a plain deadline);
 - `cause()` and `ended()` name the job and its state in the one line a fault gives (Job's RankFailedError, and the
@@ -25,6 +26,7 @@ from traitlets import List, Unicode
 
 from nmtkit.allocation import DEADLINE_ENV, job_end
 from nmtkit.cluster.plan import controller_ip
+from nmtkit.cluster.seam import RemoteLauncher, kit_path
 from nmtkit.config import ClusterConfig
 from nmtkit.errors import ClusterError
 
@@ -97,12 +99,19 @@ def job_fields(job_id: str, strict: bool = False) -> dict[str, str]:
     return dict(item.split("=", 1) for item in out.split() if "=" in item)
 
 
-class SlurmJob:
-    """The engines' Slurm job as the Cluster sees it: submitted by it (sbatch) or the allocation it runs in."""
+class SlurmLauncher(RemoteLauncher):
+    """The engines as a Slurm job: one submitted by sbatch, or a step of the allocation the driver runs in."""
 
-    def __init__(self, cc: ClusterConfig, env: dict | None = None):
+    name = "slurm"
+    logical_hosts = False  # Slurm's nodes are real hosts: their engines share a host and pin its GPUs
+
+    def __init__(self, hosts: list, cc: ClusterConfig | None = None, env: dict | None = None):
+        if hosts:
+            raise ClusterError("cluster.launcher=slurm: Slurm picks the nodes; leave cluster.hosts (--hosts) empty "
+                               "and give the number of engines (--np, cluster.engines)")
+        super().__init__(hosts, cc)
         env = os.environ if env is None else env
-        self.cc = cc
+        self.cc = cc or ClusterConfig()
         self.inside = env.get("SLURM_JOB_ID") or None   # the driver's own allocation: engines as an srun step
         # the driver itself runs in a step (`srun --pty jupyter lab`), which holds the allocation's CPUs: the
         # engines' step must share them (the batch script's step, 4294967294, holds none)
@@ -166,14 +175,18 @@ class SlurmJob:
                 "the engines' step would wait for those GPUs forever; start the driver's step without GPUs "
                 "(`srun --pty --gres=none jupyter lab ...`), or run the driver in the batch script or salloc shell")
 
-    def started(self, launcher, lifeline, controller_pid: int) -> list[int]:
+    def engine_env(self, n: int) -> dict[str, str]:
+        """This checkout too (a shared filesystem); the cores are Slurm's to give."""
+        return {**kit_path(), "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
+
+    def started(self, engine_set, lifeline, controller_pid: int) -> list[int]:
         """The job is submitted: learn its id from ipyparallel's launcher (sbatch's output), arm the driver's
         lifeline to scancel it (or to end the srun step, by its local pid), then wait while it is queued. Returns
         the srun step's local pids (none for a job of our own)."""
         if not self.inside:
-            self.job_id = str(launcher.job_id)
+            self.job_id = str(engine_set.job_id)
         lifeline.on_death = self.cancel_command() or []
-        steps = [el.pid for el in getattr(launcher, "launchers", {}).values() if getattr(el, "pid", None)]
+        steps = [el.pid for el in getattr(engine_set, "launchers", {}).values() if getattr(el, "pid", None)]
         lifeline.reap([controller_pid] + steps)
         self.wait_running()
         return steps
@@ -202,9 +215,8 @@ class SlurmJob:
             time.sleep(0.5)
         self.refresh_deadline()
 
-    def refresh_deadline(self) -> float | None:
+    def refresh_deadline(self) -> None:
         self.deadline = job_end(self.job_id, ask=run)  # squeue failing names itself (ClusterError)
-        return self.deadline
 
     def rank_env(self) -> dict[str, str]:
         """What every rank adds to its environment: the allocation's end, when it has one."""
@@ -218,6 +230,13 @@ class SlurmJob:
                 f"`scancel {self.job_id}` stops it (the ranks checkpoint first)")
 
     # how it ended
+
+    def interrupted(self) -> str:
+        return f"Slurm job {self.job_id} cancelled" if self.job_id else ""
+
+    def time_limit_note(self) -> str:
+        return (f"Slurm job {self.job_id}'s time limit was near: stopped at a checkpoint before it; run the same "
+                f"command again (a new job) to resume")
 
     def ended(self, hasten=None, wait: float = 60) -> str | None:
         """'Slurm job N was cancelled (...)' when the job is ending or ended, else None (it still runs).
