@@ -141,7 +141,8 @@ class Points(Base):
 class Merge(Base):
     def post(self):
         self.grader()
-        self.send({"report": str(marks.merge(self.out_dir))})
+        report = marks.merge(self.out_dir)
+        self.send({"grades": str(self.out_dir / "grades.csv"), "report": str(report)})
 
 
 def app(out_dir: str | Path, who, prefix: str = "/", **settings) -> tornado.web.Application:
