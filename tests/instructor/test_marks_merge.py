@@ -15,7 +15,8 @@ from nmtkit.course.instructor import marks
 
 ROOT = Path(__file__).resolve().parents[2]
 # pandas made unimportable, as on the hub's Python
-NO_PANDAS = "import sys; sys.modules['pandas'] = None; from nmtkit.course.instructor import marks; marks.merge(sys.argv[1])"
+NO_PANDAS = ("import sys; sys.modules['pandas'] = None; from nmtkit.course.instructor import marks; "
+             "marks.merge(sys.argv[1])")
 
 
 def test_merge_runs_without_pandas_and_keeps_the_columns_and_figures(tmp_path):
