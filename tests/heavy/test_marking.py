@@ -3,8 +3,8 @@ headless Chromiums (the kit's DevTools harness, tests/test_browser.py), two grad
 of three (one right, one with a seed's misconception, one unanswered): a rubric item applied to two at once with the
 keyboard, a conflict shown, a comment; then the marks merged into grades.csv (rows printed before and after) and each
 student's feedback returned by `nmtkit hub feedback` into the hub's exchange: their own marks and comment, nobody
-else's. The screenshot goes to .test-logs/marking.png. Not yet through a running hub's `marking` service (the page
-behind the hub's login): that path is hub/jupyterhub_config.py's, tested by hand (docs/hub.md)."""
+else's. The screenshot goes to .test-logs/marking.png. The same steps through a running hub's `marking` service
+(the page behind the hub's login): tests/heavy/test_marking_hub.py, which reuses this file's helpers."""
 from __future__ import annotations
 
 import json
