@@ -25,9 +25,10 @@ from test_browser import CHROMIUM, Chromium  # noqa: E402
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium not installed: apt-get install chromium")
 NMTKIT = str(Path(sys.executable).with_name("nmtkit"))
 GID = "05-q5-verdict"
-ANSWERS_JS = """JSON.stringify(state.data ? {q: state.data.grade_id, cur: state.cur, progress: document.getElementById('progress')
-  .textContent, conflict: document.getElementById('conflict').hidden ? '' : document.getElementById('conflict')
-  .textContent, marks: Object.fromEntries(state.data.answers.map(a => [a.student, a.mark]))} : null)"""
+ANSWERS_JS = """JSON.stringify(state.data ? {q: state.data.grade_id, cur: state.cur,
+  progress: document.getElementById('progress').textContent,
+  conflict: document.getElementById('conflict').hidden ? '' : document.getElementById('conflict').textContent,
+  marks: Object.fromEntries(state.data.answers.map(a => [a.student, a.mark]))} : null)"""
 
 
 def free_port() -> int:
