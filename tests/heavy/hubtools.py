@@ -39,6 +39,8 @@ class Hub:
         self.state, self.log, self.image, self.instructor_image = state, log, image, instructor_image
         self.course, self.network = f"c{sfx}", f"nmtkit-hub-test-{sfx}"
         self.instructor, self.students = f"prof{sfx}", [f"alice{sfx}", f"bob{sfx}"]
+        self.instructors = [self.instructor]  # NMTKIT_HUB_INSTRUCTORS (the marking test adds a second grader)
+        self.extra_env: dict[str, str] = {}  # more NMTKIT_HUB_* settings (the marking service's)
         self.port, self.proxy_api = free_port(), free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
@@ -57,9 +59,9 @@ class Hub:
         return {**os.environ, "NMTKIT_HUB_STATE": str(self.state), "NMTKIT_HUB_COURSE": self.course,
                 "NMTKIT_HUB_PORT": str(self.port), "NMTKIT_HUB_PROXY_API_PORT": str(self.proxy_api),
                 "NMTKIT_HUB_IMAGE": self.image, "NMTKIT_HUB_INSTRUCTOR_IMAGE": self.instructor_image,
-                "NMTKIT_HUB_NETWORK": self.network, "NMTKIT_HUB_INSTRUCTORS": self.instructor,
+                "NMTKIT_HUB_NETWORK": self.network, "NMTKIT_HUB_INSTRUCTORS": ",".join(self.instructors),
                 "NMTKIT_HUB_CULL_TIMEOUT": str(cull),
-                "NMTKIT_HUB_SERVER_ARGS": "--LabApp.expose_app_in_browser=True", "DOCKER": DOCKER}
+                "NMTKIT_HUB_SERVER_ARGS": "--LabApp.expose_app_in_browser=True", "DOCKER": DOCKER, **self.extra_env}
 
     def start(self, cull: int = 3600, timeout: float = 900) -> str:
         """`make hub` in the background; what it printed once the hub answers (the first start sets up hub/.venv)."""
@@ -96,7 +98,7 @@ class Hub:
         with open(path, "w", newline="") as f:
             w = csv.writer(f)
             w.writerow(["username", "email"])
-            w.writerows([u, f"{u}@example.edu"] for u in [self.instructor, *self.students])
+            w.writerows([u, f"{u}@example.edu"] for u in [*self.instructors, *self.students])
         out = subprocess.run(["make", "-C", str(ROOT), "hub-roster", f"ROSTER={path}"], env=self.env(),
                              capture_output=True, text=True, timeout=300)
         assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
@@ -161,7 +163,7 @@ class Hub:
     def remove_all(self) -> None:
         """What the hub's tests made: the hub, its containers, the users' volumes and the network (also on failure)."""
         self.stop()
-        for user in [self.instructor, *self.students]:
+        for user in [*self.instructors, *self.students]:
             docker("rm", "-f", self.container(user), check=False)
             docker("volume", "rm", "-f", f"nmtkit-hub-user-{user}", check=False)
         docker("network", "rm", self.network, check=False)

@@ -141,7 +141,8 @@ class Points(Base):
 class Merge(Base):
     def post(self):
         self.grader()
-        self.send({"report": str(marks.merge(self.out_dir))})
+        report = marks.merge(self.out_dir)
+        self.send({"grades": str(self.out_dir / "grades.csv"), "report": str(report)})
 
 
 def app(out_dir: str | Path, who, prefix: str = "/", **settings) -> tornado.web.Application:
@@ -173,6 +174,8 @@ def hub_app(out_dir: Path) -> tornado.web.Application:
 
     def who(h):
         user = auth.get_user(h)
+        if user is None and "/api/" in h.request.path:  # a fetch is not redirected to a login page
+            raise tornado.web.HTTPError(403, "not logged in to the hub (or the login expired): reload the page")
         if user is None:  # to the hub's login, back here after (HubOAuthenticated's way: a state cookie)
             state = auth.set_state_cookie(h, next_url=h.request.uri)
             h.redirect(tornado.httputil.url_concat(auth.login_url, {"state": state}))

@@ -262,51 +262,72 @@ def marked(db, student: str) -> list[dict]:
     return out
 
 
+DERIVED = ("written_points", "to_grade", "total_points")
+
+
+def _num(value) -> float:
+    """A grades.csv cell as points: empty, "manual" or missing count 0."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def _cell(value) -> str:
+    return value if isinstance(value, str) else "" if value is None else f"{float(value):.10g}"
+
+
 def merge(out_dir: str | Path) -> Path:
     """grades.csv with per question the check points, the written points and their total (marks as they stand
-    now), and class-report.md with the marking's progress; both rewritten atomically, again after each marking."""
-    import pandas as pd
+    now), and class-report.md with the marking's progress; both rewritten atomically, again after each marking.
+    Plain csv, no pandas: the hub's `marking` service merges on the hub's own Python (hub/requirements.txt)."""
+    import csv
+    import io
 
-    from nmtkit.files import atomic_write_bytes
+    from nmtkit.files import atomic_write_text
     out_dir = Path(out_dir)
-    csv = out_dir / "grades.csv"
-    if not csv.is_file():
-        raise CourseError(f"{csv}: missing; grade the class first: nmtkit grade --class DIR --out {out_dir}")
-    frame = pd.read_csv(csv, index_col="student", keep_default_na=True)
-    frame = frame[[c for c in frame.columns if not c.endswith(("-written", "-total"))
-                   and c not in ("written_points", "total_points", "to_grade")]]
+    path = out_dir / "grades.csv"
+    if not path.is_file():
+        raise CourseError(f"{path}: missing; grade the class first: nmtkit grade --class DIR --out {out_dir}")
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        kept = [c for c in reader.fieldnames or [] if not c.endswith(("-written", "-total")) and c not in DERIVED]
+        rows = [{c: r[c] for c in kept} for r in reader]
+    if "student" not in kept or "variant" not in kept:
+        raise CourseError(f"{path}: no 'student' or 'variant' column; grade the class again: nmtkit grade --class "
+                          f"DIR --out {out_dir}")
     db = connect(out_dir)
     progress: dict[str, list[int]] = {}
-    for student in frame.index:
-        written = 0.0
+    for row in rows:
+        written = hand = 0.0
         left = 0
-        for a in marked(db, str(student)):
+        for a in marked(db, row["student"]):
             q = a["grade_id"].rsplit("-", 1)[0]
-            got = a["points"] or 0.0
             if a["kind"] == "hand":
-                frame.loc[student, q] = a["points"]  # the grader's points replace "manual"
+                row[q] = a["points"]  # the grader's points replace the check's empty "manual" cell
+                hand += a["points"] or 0.0
             else:
-                frame.loc[student, f"{q}-written"] = a["points"]
-                written += got
+                row[f"{q}-written"] = a["points"]
+                written += a["points"] or 0.0
             left += int(bool(a["answered"]) and a["mark"] is None)
             p = progress.setdefault(a["grade_id"], [0, 0, 0])
             p[0 if a["mark"] is not None else 1 if a["answered"] else 2] += 1
-        frame.loc[student, "written_points"] = written
-        frame.loc[student, "to_grade"] = left
-    frame = frame.apply(lambda c: pd.to_numeric(c) if c.name.endswith("-written") or c.name in progress_prefixes(
-        progress) else c)
-    for col in [c for c in frame.columns if c.endswith("-written")]:
-        q = col[: -len("-written")]
-        frame[f"{q}-total"] = (frame[q].fillna(0) if q in frame else 0) + frame[col].fillna(0)
-    hand = [q for q in progress_prefixes(progress, "-check") if q in frame]
-    frame["total_points"] = frame["points"].fillna(0) + frame["written_points"] + sum(frame[q].fillna(0) for q in hand)
-    from nmtkit.course.instructor.classgrade import TAIL
-    qs = sorted({c.rsplit("-", 1)[0] if c.endswith(("-written", "-total")) else c for c in frame.columns
-                 if c not in TAIL and c not in ("written_points", "total_points", "to_grade")})
-    cols = [c for q in qs for c in (q, f"{q}-written", f"{q}-total") if c in frame]
-    frame = frame[cols + list(TAIL) + ["written_points", "to_grade", "total_points"]]
+        for col in [c for c in row if c.endswith("-written")]:
+            q = col[: -len("-written")]
+            row[f"{q}-total"] = _num(row.get(q)) + _num(row[col])
+        row.update(written_points=written, to_grade=left, total_points=_num(row["points"]) + written + hand)
     db.close()
-    atomic_write_bytes(csv, frame.to_csv().encode())
+    # classgrade.table writes the questions (<nb>-<q>) first, then its tail from `variant` on
+    tail = kept[kept.index("variant"):]
+    present = {c for r in rows for c in r} | set(kept)
+    qs = sorted({c.rsplit("-", 1)[0] if c.endswith(("-written", "-total")) else c for c in present
+                 if c not in tail and c not in DERIVED and c != "student"})
+    cols = ["student"] + [c for q in qs for c in (q, f"{q}-written", f"{q}-total") if c in present] + tail
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(cols + list(DERIVED))
+    w.writerows([_cell(r.get(c)) for c in cols + list(DERIVED)] for r in rows)
+    atomic_write_text(path, buf.getvalue())
     return _report(out_dir, progress)
 
 

@@ -45,7 +45,7 @@ LEFT_OUT = ("nmtkit/course/instructor/", "tests/instructor/", "docs/instructors.
             # the class's hub: the instructor's to run (its config, roster, exchange; its tests and their schema)
             "hub/", "docs/hub.md", "tests/test_hub_config.py", "tests/test_hub_z2jh.py", "tests/data/",
             "tests/heavy/test_hub.py", "tests/heavy/hubtools.py",
-            "tests/heavy/test_marking.py", "bench/marking.py",  # marking the written answers (the grader's page)
+            "tests/heavy/test_marking.py", "tests/heavy/test_marking_hub.py", "bench/marking.py",  # the grader's page
             # the GPU-shaped switch fakes TensorFlow's GPUs in any process that loads it, and the tests that use it
             "tests/gpushape/", "tests/test_gpushape.py", "tests/test_gpushape_long.py",
             # question 2's long run is made by the instructor (its freeze is in tools/); the run itself ships

@@ -5,9 +5,14 @@ const state = { q: null, data: null, cur: 0, selected: new Set() };
 const $ = (id) => document.getElementById(id);
 const esc = (s) => String(s ?? "").replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" }[c]));
 
+// behind the hub, every fetch carries the XSRF token the hub's OAuth left in the _xsrf cookie (JupyterHub refuses
+// cookie-authenticated fetches without it); standalone there is no such cookie and none is needed
+const xsrf = (document.cookie.match(/(?:^|; )_xsrf=([^;]*)/) || [])[1];
+
 async function api(path, body) {
-  const r = await fetch(base + "api/" + path + location.search, body === undefined ? {} :
-    { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+  const headers = xsrf ? { "X-XSRFToken": decodeURIComponent(xsrf) } : {};
+  const r = await fetch(base + "api/" + path + location.search, body === undefined ? { headers } :
+    { method: "POST", headers: { ...headers, "Content-Type": "application/json" }, body: JSON.stringify(body) });
   const j = await r.json();
   if (!r.ok) throw new Error(j.error || r.statusText);
   return j;
@@ -118,5 +123,10 @@ document.addEventListener("click", (e) => {
   toggle(Number(it.dataset.item), s ? (state.selected.has(s) ? [...state.selected] : [s]) : targets());
 });
 
+$("merge").addEventListener("click", () => {
+  $("merged").textContent = "merging";
+  api("merge", {}).then((j) => { $("merged").textContent = "merged: " + j.grades; })
+    .catch((e) => { $("merged").textContent = "merge failed: " + e.message; });
+});
 $("question").addEventListener("change", (e) => { location.hash = "q=" + e.target.value; loadQuestion(e.target.value); });
 loadQuestions().catch((e) => { $("progress").textContent = "error: " + e.message; });
