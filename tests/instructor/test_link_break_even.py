@@ -35,6 +35,15 @@ def test_the_reference_figures_say_network_or_cannot_tell_and_a_10x_link_says_co
         assert prose.pace(prose.link_figures(reference_trials(alone, alone / 2), 10 * LINK), 10 * LINK) == "compute"
 
 
+def test_the_figures_published_with_this_change_say_network_and_a_10x_link_says_compute():
+    """Notebook 03 as re-published here (none 102.1 ms, its exchange alone 10.9 ms; fp16 90.9 ms, 20.5 ms)."""
+    t = reference_trials(10.9, 20.5)
+    t["bytes/step sent"] = [4_757_323, 2_366_189]
+    t["step time (ms)"] = [102.1, 90.9]
+    assert prose.pace(prose.link_figures(t, LINK), LINK) == "network"
+    assert prose.pace(prose.link_figures(t, 10 * LINK), 10 * LINK) == "compute"
+
+
 def test_the_compute_is_the_mean_of_the_two_estimates_and_the_error_half_their_gap():
     table = prose.link_figures(reference_trials(10.0, 6.0), LINK)
     timed, implied = 98.6 - 10.0, 98.6 - 2 * 20.5   # fp16 saved 20.5 ms: half of none's exchange
