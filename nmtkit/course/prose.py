@@ -118,7 +118,9 @@ def link_table(trials, gbps: float):
         raise CourseError("nk.link_table is the instructor's (its table and verdict answer exercise 03-link): work out "
                           "the break-even rates from `trials` yourself and check them with nk.check_link_share")
     from nmtkit.course.instructor.linkverdict import with_verdict
-    return with_verdict(link_figures(trials, gbps))
+    figures = link_figures(trials, gbps)
+    figures.attrs["pace"] = pace(figures, gbps)
+    return with_verdict(figures)
 
 
 SHARE = "exchange's share of a step"

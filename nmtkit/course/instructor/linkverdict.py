@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 
-from nmtkit.course.prose import pace  # prose imports this module only inside link_table
 from nmtkit.errors import CourseError
 
 SHARE = "exchange's share of a step"  # prose.SHARE, named again: prose imports this module, so it cannot import prose
@@ -30,13 +29,15 @@ PACE = {"network": "the exchange would take longer than the compute at either en
 def link_verdict(table) -> str:
     """link_table's result in words; every figure in the text is read from `table`."""
     col, gbps = _link_col(table)
+    if table.attrs.get("pace") not in PACE:  # prose.pace's, set by link_table (this module cannot import prose)
+        raise CourseError("the table has no pace in its attrs: build it with nk.link_table")
     rows = [f"{comp}: {r['bytes per rank (MB)']:.2f} MB per rank per step; of its {r['step time here (ms)']:.1f} ms "
             f"step, the compute is {r['compute (ms)']:.1f} ± {r['error (ms)']:.1f} ms; sending the bytes takes as "
             f"long as that on a {r['break-even link (Gbit/s)']:.3g} Gbit/s link ({r['break-even, low (Gbit/s)']:.3g}"
             f" to {r['break-even, high (Gbit/s)']:.3g} within the error); on {gbps:g} Gbit/s they take "
             f"{r[col]:.1f} ms, {r[SHARE]:.0%} of a step of compute + exchange" for comp, r in table.iterrows()]
     none = table.loc["none"]
-    out = rows + [f"With no compression, on {gbps:g} Gbit/s {PACE[pace(table, gbps)]}.",
+    out = rows + [f"With no compression, on {gbps:g} Gbit/s {PACE[table.attrs['pace']]}.",
                   "This run cannot show it: its ranks share one machine, so no link was crossed; the rate above is "
                   "the reference run's, measured between its hosts."]
     if "fp16" in table.index:
