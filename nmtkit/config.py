@@ -22,9 +22,8 @@ DEFAULT_PROFILE = "tiny"
 
 @dataclass
 class DataConfig(Settled):
-    source: str = rule("synthetic", choices=("synthetic", "wmt16", "files"),
-                       doc="synthetic: the embedded grammar; wmt16: the homework's corpus; files: your own "
-                           "parallel text (data.train_src ...)")
+    source: str = rule("synthetic", choices=("synthetic", "wmt16", "files"), doc="synthetic: the embedded grammar; "
+                       "wmt16: the homework's corpus; files: your own parallel text (data.train_src ...)")
     dir: str = rule("data/tiny", doc="where prepared data lives (relative to the working directory)")
     train_size: int = rule(50_000, ge=1, doc="synthetic only: training sentence pairs")
     dev_size: int = rule(1_000, ge=1, doc="synthetic only: dev sentence pairs")
@@ -82,13 +81,14 @@ class TrainConfig(Settled):
                           doc="auto: mixed_float16 on GPUs with tensor cores, mixed_bfloat16 on CPUs with "
                               "avx512_bf16/amx_bf16 while training/bf16_quality.json allows it and training/bf16_speed"
                               ".json measured it faster at the nearest shape on such a CPU, else float32")
-    xla: bool = rule(False, doc="compile the step with XLA, one program per length bucket: one process on a GPU "
-                                "(Horovod's ops have no XLA kernel; refused on a CPU, where it measured slower: "
-                                "bench/README.md)")
+    xla: bool = rule(False, doc="compile the step with XLA, one program per length bucket: one process on a GPU (no "
+                                "Horovod: its ops have no XLA kernel); refused on a CPU (slower: bench/README.md)")
     grad_accum: int = rule(0, ge=0, doc="equal micro-batches the per-device batch is split into (rounded up: 3 x 86 "
                                         "for 256); 0: auto, the fewest that fit the GPU's memory (1 on a CPU)")
-    compression: str = rule("none", choices=("none", "fp16"),
-                            doc="gradient allreduce on the wire: none (float32) or fp16 (Horovod's, half the bytes)")
+    compression: str = rule("none", choices=("none", "fp16"), doc="gradient allreduce on the wire: none (float32) "
+                                                                  "or fp16 (Horovod's, half the bytes)")
+    loss_scale_start: float = rule(2.0**15, gt=0, doc="mixed_float16: the dynamic loss scale's first value (Keras')")
+    loss_scale_growth: int = rule(2000, ge=1, doc="mixed_float16: steps in a row without overflow before it doubles")
     seed: int = rule(42, doc="initial weights, dropout and the batch order")
     log_every: int = rule(20, ge=1, doc="steps between log lines")
     ckpt_every: int = rule(200, ge=0, doc="steps between checkpoints (0: only at the end)")

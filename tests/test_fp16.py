@@ -60,7 +60,7 @@ def test_notebook_02_shows_the_loss_scale_before_its_code_and_leaves_q8_q9_to_no
     [eq] = [i for i, s in enumerate(src) if kinds[i] == "markdown" and re.search(r"\$\$.*\\nabla_w.*\$\$", s)]
     assert "where $L$" in src[eq].split("$$")[-1]
     uses = [i for i, s in enumerate(src) if kinds[i] == "code" and ("fp16_gradients(" in s or "loss_scale" in s)]
-    assert len(uses) == 2 and eq < min(uses)
+    assert len(uses) >= 2 and eq < min(uses)  # the gradients table, the run, its trace and figure
     prose = " ".join(" ".join(s.split()) for k, s in zip(kinds, src) if k == "markdown")
     assert "train.compression=fp16" in prose and "fp32 master" in prose
     for answer in ("three times", "moving averages", "data file / weights", "ckpt-N.index", "weights alone"):

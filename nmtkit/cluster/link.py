@@ -198,10 +198,11 @@ def compression_trials(cluster, cfg, run_root, compressions=("none", "fp16"), *,
     """Train `cfg` once per train.compression on the running cluster (fresh runs <run_root>/<compression>-<time>)
     while sampling `iface` on this machine (default: the one that carries the cluster's traffic to the other
     nodes, plan.link_iface: cluster.iface, else the route to a peer, lo for local engines), and tabulate per
-    compression: the bytes that crossed it per step in steady state, the ring-allreduce model for them, and the step
-    time. On `lo` (engines of one machine) the NIC sees every rank's sends, N x 2(N-1)/N x gradient bytes, and
-    anything else this machine sends over loopback in the window; on a node's own NIC it sees one ring edge: one
-    rank's share (questions 5 and 11 explain why).
+    compression: the bytes that crossed it per step in steady state, the ring-allreduce model for them, the step
+    time, and the exchange alone (allreduce_seconds after the trial, on the idle ranks). On `lo` (engines of one
+    machine) the NIC sees every rank's sends, N x 2(N-1)/N x gradient bytes, and anything else this machine sends
+    over loopback in the window; on a node's own NIC it sees one ring edge: one rank's share (questions 5 and 11
+    explain why).
 
     Introduced in notebook 03_horovod_multinode."""
     import pandas as pd
@@ -228,6 +229,7 @@ def compression_trials(cluster, cfg, run_root, compressions=("none", "fp16"), *,
                      "measured / model": round(t["bytes_per_step"] / model, 2),
                      "bytes/step per rank (model)": round(per_rank),
                      "step time (ms)": round(1000 * t["step_time_s"], 1),
+                     "exchange alone (ms)": round(1000 * allreduce_seconds(cluster, params, 15, comp), 1),
                      "same weights": len({r.value["weights_checksum"] for r in results}) == 1})
     return pd.DataFrame(rows).set_index("compression")
 

@@ -6,8 +6,9 @@ A grader re-running a check cell against the student's variables gets the same v
     check_file_size(name, mb, mib, data_dir)               01: the largest text file of the data, in MB and MiB
     check_schedule(peak, last, kept, cfg)                  02: the homework's lr at its peak and at its last step,
                                                            and the share of its peak this profile keeps at its end
-    check_link_share(share, network_bound, trials, gbps)   03: the exchange's share of a step on the link; the
-                                                           decision whether the network sets the pace
+    check_link_share(trials, gbps, compute_ms=, error_ms=, break_even=, sets_pace=)
+                                                           03: the compute without the exchange, two ways, and its
+                                                           error; the break-even rates; what sets the pace
     check_batching(speedup, batch_ms, lat)                 05: what batching buys per sentence, and what one call
                                                            with a full batch costs its caller
 TensorFlow-free.
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nmtkit.course.prose import link_figures
+from nmtkit.course.prose import link_figures, pace
 from nmtkit.course.targets import within
 from nmtkit.errors import ExerciseError
 
@@ -65,23 +66,32 @@ def check_schedule(peak: float, last: float, kept: float, cfg) -> None:
           f"{cfg.profile} keeps, agree with the schedule")
 
 
-def check_link_share(break_even, network_bound: bool, trials, gbps: float) -> None:
-    """break_even: per compression, the link rate (Gbit/s) at which sending the bytes each rank sent per step takes
-    as long as the step measured here (its compute: loopback costs next to nothing); network_bound: whether, with no
-    compression, a `gbps` link would make the exchange take at least as long as the compute.
+def check_link_share(trials, gbps: float, *, compute_ms: float, error_ms: float, break_even, sets_pace: str) -> None:
+    """compute_ms, error_ms: the compute of a step without compression, the mean of two estimates (the step less its
+    exchange timed alone; the step less the exchange fp16's saving implies), and half their gap; break_even: per
+    compression, the link rate (Gbit/s) at which sending the bytes each rank sent per step takes as long as that
+    compute; sets_pace: on a `gbps` link with no compression, "network", "compute" or "cannot tell" (the link's rate
+    within the break-even rates of the compute's two ends).
 
     Introduced in notebook 03_horovod_multinode."""
-    want = link_figures(trials, gbps)["break-even link (Gbit/s)"]
+    figures = link_figures(trials, gbps)
+    none = figures.loc["none"]
+    _require(within(compute_ms, none["compute (ms)"], 0.02, 0.1), f"compute_ms = {compute_ms}",
+             "two estimates of the compute: the step less its exchange timed alone, and the step less the exchange "
+             "that fp16's saving implies (fp16 halves the bytes, so it saves half the exchange); take their mean")
+    _require(within(error_ms, none["error (ms)"], 0.02, 0.1), f"error_ms = {error_ms}",
+             "the method's error: half the gap between the two estimates of the compute")
     got = dict(break_even.items()) if hasattr(break_even, "items") else {}
-    for comp, ref in want.items():
+    for comp, ref in figures["break-even link (Gbit/s)"].items():
         _require(comp in got and within(got[comp], ref, 0.02, 1e-4), f"the break-even rate for {comp}: you have "
                  f"{got.get(comp)}", "the bytes one rank sends per step (loopback counts every rank's), in bits, over "
-                 "the step time in seconds, in Gbit/s")
-    bound = bool(gbps <= want["none"])
-    _require(bool(network_bound) == bound, f"network_bound = {network_bound}",
-             "a step is compute + exchange: the network sets the pace when the exchange alone takes at least as "
-             "long as the compute, that is when the link is no faster than the break-even rate")
-    print(f"✓ break-even rates and your decision for a {gbps:g} Gbit/s link agree with the measurements")
+                 "the compute in seconds, in Gbit/s")
+    _require(sets_pace == pace(figures, gbps), f"sets_pace = {sets_pace!r}",
+             "the network sets the pace when the exchange takes at least as long as the compute; with the compute "
+             "known only to within its error, a link whose rate lies between the break-even rates of the compute's "
+             "two ends cannot tell the two apart")
+    print(f"✓ the compute, its error, the break-even rates and your decision for a {gbps:g} Gbit/s link agree with "
+          "the measurements")
 
 
 def check_batching(speedup: float, batch_ms: float, lat) -> None:

@@ -2,8 +2,10 @@
 
     wmt16_facts()                    notebook 01: the download, the disk need and the BPE size of wmt16-base
     measured_link()                  notebook 03: the link preflight measured between the reference run's hosts
-    link_figures(trials, gbps)       per compression, the measured bytes and step, the break-even link rate, and the
-                                     exchange on `gbps` (exercise 03-link's check compares with it)
+    compute_estimates(trials)        notebook 03: the step's compute two ways (exchange timed alone, fp16's saving)
+    link_figures(trials, gbps)       per compression, the measured bytes and step, the compute and its error, the
+                                     break-even link rate with its band, and the exchange on `gbps`; pace(): the
+                                     verdict, network / compute / cannot tell (exercise 03-link's check uses both)
     link_table(trials, gbps)         notebook 03's instructor cell: link_figures with the verdict, the frame in
                                      words (nmtkit.course.instructor.linkverdict); the instructor's kit only
     homework_exchange(params, ...)   the flat ring's bound for transformer-base per step (fp32, fp16), at 1, 10 Gbit/s
@@ -57,24 +59,53 @@ def rank_share(trials):
     return trials[SENT] / trials["ranks"].where(trials["interface"] == "lo", 1)
 
 
-def link_figures(trials, gbps: float):
-    """compression_trials' table -> per compression: the step time measured here, the bytes each rank sent
-    (measured), the link rate at which sending them would take as long as the step's compute, and on a `gbps` link
-    the exchange's time and its share of a step of compute + exchange. Exercise 03-link's answer: the check's
-    reference (nmtkit.course.practice), not on the front door."""
+ALONE = "exchange alone (ms)"  # compression_trials' column: an allreduce of the gradient timed on the idle ranks
+
+
+def compute_estimates(trials):
+    """Per compression, the step's compute (ms) two ways, both from the trials: (i) the step less its exchange timed
+    alone (ALONE, as notebook 04's lab does), (ii) the step less the exchange fp16's saving implies (fp16 halves the
+    bytes, so it saves half of none's exchange; no saving: the whole step). Their mean is the compute, half their
+    gap the method's error."""
     import pandas as pd
-    for col in (SENT, "interface", "step time (ms)", "ranks"):
+    for col in (SENT, "interface", "step time (ms)", "ranks", ALONE):
         if col not in trials:
             raise CourseError(f"the trials table has no column {col!r}: pass what nk.compression_trials returned")
-    per_rank = rank_share(trials)
-    # on loopback no link is crossed, but the step still holds a CPU-bound exchange (notebook 04's lab times one
-    # alone): taken for the compute it is an upper bound, so the break-even rate is a lower one
-    compute_s = trials["step time (ms)"] / 1000
-    exchange_ms = per_rank * 8 / (gbps * 1e9) * 1000
-    return pd.DataFrame({"step time here (ms)": trials["step time (ms)"], "bytes per rank (MB)": per_rank / 1e6,
-                         "break-even link (Gbit/s)": per_rank * 8 / compute_s / 1e9,
+    step = trials["step time (ms)"]
+    saved = max(step["none"] - step["fp16"], 0.0) if {"none", "fp16"} <= set(trials.index) else 0.0
+    halves = pd.Series({c: (2 if c == "none" else 1) for c in trials.index})  # none's exchange = 2 x the saving
+    # floored at 1% of the step: a saving above half the step would leave no compute, which no step has
+    timed, saving = (step - trials[ALONE]).clip(lower=0.01 * step), (step - halves * saved).clip(lower=0.01 * step)
+    return pd.DataFrame({"compute, exchange timed (ms)": timed, "compute, fp16's saving (ms)": saving,
+                         "compute (ms)": (timed + saving) / 2, "error (ms)": (timed - saving).abs() / 2})
+
+
+def link_figures(trials, gbps: float):
+    """compression_trials' table -> per compression: the step time measured here, its compute estimated two ways
+    (compute_estimates) and that error, the bytes each rank sent (measured), the link rate at which sending them
+    takes as long as the compute (at the estimate, and at its two ends), and on a `gbps` link the exchange's time and
+    its share of a step of compute + exchange. Exercise 03-link's answer: the check's reference
+    (nmtkit.course.practice), not on the front door."""
+    import pandas as pd
+    est = compute_estimates(trials)
+    bits = rank_share(trials) * 8
+    exchange_ms = bits / (gbps * 1e9) * 1000
+    return pd.DataFrame({"step time here (ms)": trials["step time (ms)"], "compute (ms)": est["compute (ms)"],
+                         "error (ms)": est["error (ms)"], "bytes per rank (MB)": bits / 8e6,
+                         "break-even link (Gbit/s)": bits / est["compute (ms)"] / 1e6,
+                         "break-even, low (Gbit/s)": bits / (est["compute (ms)"] + est["error (ms)"]) / 1e6,
+                         "break-even, high (Gbit/s)": bits / (est["compute (ms)"] - est["error (ms)"]) / 1e6,
                          f"exchange on {gbps:g} Gbit/s (ms)": exchange_ms,
-                         SHARE: exchange_ms / (trials["step time (ms)"] + exchange_ms)}).round(3)
+                         SHARE: exchange_ms / (est["compute (ms)"] + exchange_ms)}).round(3)
+
+
+def pace(figures, gbps: float) -> str:
+    """What sets the pace with no compression on a `gbps` link: "network" below the break-even band, "compute"
+    above it, "cannot tell" inside it (the link rate within the method's error)."""
+    none = figures.loc["none"]
+    if gbps < none["break-even, low (Gbit/s)"]:
+        return "network"
+    return "compute" if gbps > none["break-even, high (Gbit/s)"] else "cannot tell"
 
 
 def link_table(trials, gbps: float):
@@ -87,7 +118,9 @@ def link_table(trials, gbps: float):
         raise CourseError("nk.link_table is the instructor's (its table and verdict answer exercise 03-link): work out "
                           "the break-even rates from `trials` yourself and check them with nk.check_link_share")
     from nmtkit.course.instructor.linkverdict import with_verdict
-    return with_verdict(link_figures(trials, gbps))
+    figures = link_figures(trials, gbps)
+    figures.attrs["pace"] = pace(figures, gbps)
+    return with_verdict(figures)
 
 
 SHARE = "exchange's share of a step"

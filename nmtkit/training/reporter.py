@@ -17,6 +17,7 @@ from nmtkit.files import append_jsonl
 from nmtkit.model.flops import SKIP_STEPS, train_flops
 from nmtkit.training.dist import pool_sizes
 from nmtkit.training.metrics import Scalars, Window, peak_at_least
+from nmtkit.training.peaks import COMPUTE_DTYPE
 from nmtkit.training.trainer import Trainer, tf
 
 
@@ -84,6 +85,10 @@ class Reporter:
                 self.steady = (self.steady[0] or step, step, self.steady[2] + flops, self.steady[3] + seconds)
         self.pending = []
 
+    @property
+    def peak_dtype(self) -> str:
+        return COMPUTE_DTYPE.get(self.trainer.precision, self.trainer.precision)
+
     def log(self, step: int) -> None:
         self.flush()
         w, total = self.window.record(self.dist, self.peak[0]), self.cfg.train.steps
@@ -102,7 +107,7 @@ class Reporter:
             self.scalars.write(step, values)
             line = (f"step {step}/{total} | loss {rec['loss']:.3f} | lr {rec['lr']:.1e} | "
                     f"{rec['step_time'] * 1000:.1f} ms/step | {rec['tokens_per_sec']:,.0f} tok/s | "
-                    f"MFU {rec['mfu'] * 100:.1f}%")
+                    f"MFU {rec['mfu'] * 100:.1f}% of the {self.peak_dtype} peak")  # each precision against its own
             if self.bar is not None:
                 self.bar.set_postfix(loss=f"{rec['loss']:.3f}", refresh=False)
             (self.bar.write if self.bar is not None else print)(line)

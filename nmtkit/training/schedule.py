@@ -110,5 +110,6 @@ def make_optimizer(schedule, train_cfg, precision: str):
     opt = FusedAdam(learning_rate=schedule, beta_1=train_cfg.beta1, beta_2=train_cfg.beta2,
                     epsilon=train_cfg.epsilon, jit_compile=OPTIMIZER_JIT)
     if precision == "mixed_float16":
-        opt = tf.keras.mixed_precision.LossScaleOptimizer(opt)
+        opt = tf.keras.mixed_precision.LossScaleOptimizer(opt, initial_scale=train_cfg.loss_scale_start,
+                                                          dynamic_growth_steps=train_cfg.loss_scale_growth)
     return opt

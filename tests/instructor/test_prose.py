@@ -144,8 +144,9 @@ def test_the_link_verdict_states_the_figures_of_the_table_it_is_printed_with():
     table = "".join("".join(o["data"]["text/plain"]) for o in cell["outputs"] if "data" in o)
     numbers = [float(x) for x in re.findall(r"\d+\.\d+", table)]
     step_times = [float(x) for x in re.findall(r"\d+\.\d+", printed(trials))]
-    rows = re.findall(r"(\w+): ([\d.]+) MB per rank per step; sending them takes as long as the ([\d.]+) ms step "
-                      r"on a ([\d.]+) Gbit/s link; on [\d.]+ Gbit/s they take ([\d.]+) ms, (\d+)% of a step", stream)
+    rows = re.findall(r"(\w+): ([\d.]+) MB per rank per step; of its ([\d.]+) ms step, the compute is [\d.]+ ± "
+                      r"[\d.]+ ms; sending the bytes takes as long as that on a ([\d.]+) Gbit/s link \([\d.]+ to "
+                      r"[\d.]+ within the error\); on [\d.]+ Gbit/s they take ([\d.]+) ms, (\d+)% of a step", stream)
     assert {r[0] for r in rows} == {"none", "fp16"}, stream
     def near(x, pool, tol):
         return any(abs(x - y) <= max(tol, 0.001 * abs(x)) for y in pool)
@@ -213,11 +214,15 @@ def test_link_verdict_states_the_tables_figures_and_counts_the_exchange_once():
         col = f"exchange on {gbps:g} Gbit/s (ms)"
         for comp, r in table.iterrows():  # every figure the table shows is the text's
             assert f"{comp}: {r['bytes per rank (MB)']:.2f} MB per rank per step" in text
-            step, link = r["step time here (ms)"], r["break-even link (Gbit/s)"]
-            assert f"{step:.1f} ms step on a {link:.3g} Gbit/s link" in text
+            assert f"of its {r['step time here (ms)']:.1f} ms step, the compute is {r['compute (ms)']:.1f} ± " \
+                   f"{r['error (ms)']:.1f} ms" in text
+            assert f"on a {r['break-even link (Gbit/s)']:.3g} Gbit/s link ({r['break-even, low (Gbit/s)']:.3g} to " \
+                   f"{r['break-even, high (Gbit/s)']:.3g} within the error)" in text
             assert f"take {r[col]:.1f} ms, {r[prose.SHARE]:.0%} of a step" in text
-        bound = gbps <= table.loc["none", "break-even link (Gbit/s)"]
-        assert ("the network would set the pace" in text) == bound
+        verdict = prose.pace(table, gbps)
+        assert ("the network would set the pace" in text) == (verdict == "network")
+        assert ("the compute would set the pace" in text) == (verdict == "compute")
+        assert ("cannot tell" in text) == (verdict == "cannot tell")
         assert ("slower" in text) == (step_fp16 > step_none)
         assert "cannot show it" in text and "assumed" not in text
     with pytest.raises(NmtkitError, match="link_table"):

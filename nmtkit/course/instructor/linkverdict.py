@@ -18,22 +18,28 @@ def _link_col(table) -> tuple[str, float]:
     raise CourseError("the table has no 'exchange on <rate> Gbit/s (ms)' column: build it with nk.link_table")
 
 
+PACE = {"network": "the exchange would take longer than the compute at either end of its error: the network would "
+                   "set the pace",
+        "compute": "the exchange would take less than the compute at either end of its error: the compute would set "
+                   "the pace",
+        "cannot tell": "the rate lies inside the break-even band the compute's error spans: these trials cannot tell "
+                       "whether the network or the compute would set the pace"}
+
+
 def link_verdict(table) -> str:
     """link_table's result in words; every figure in the text is read from `table`."""
     col, gbps = _link_col(table)
-    rows = [f"{comp}: {r['bytes per rank (MB)']:.2f} MB per rank per step; sending them takes as long as the "
-            f"{r['step time here (ms)']:.1f} ms step on a {r['break-even link (Gbit/s)']:.3g} Gbit/s link; on "
-            f"{gbps:g} Gbit/s they take {r[col]:.1f} ms, {r[SHARE]:.0%} of a step of compute "
-            f"+ exchange" for comp, r in table.iterrows()]
+    if table.attrs.get("pace") not in PACE:  # prose.pace's, set by link_table (this module cannot import prose)
+        raise CourseError("the table has no pace in its attrs: build it with nk.link_table")
+    rows = [f"{comp}: {r['bytes per rank (MB)']:.2f} MB per rank per step; of its {r['step time here (ms)']:.1f} ms "
+            f"step, the compute is {r['compute (ms)']:.1f} ± {r['error (ms)']:.1f} ms; sending the bytes takes as "
+            f"long as that on a {r['break-even link (Gbit/s)']:.3g} Gbit/s link ({r['break-even, low (Gbit/s)']:.3g}"
+            f" to {r['break-even, high (Gbit/s)']:.3g} within the error); on {gbps:g} Gbit/s they take "
+            f"{r[col]:.1f} ms, {r[SHARE]:.0%} of a step of compute + exchange" for comp, r in table.iterrows()]
     none = table.loc["none"]
-    if gbps <= none["break-even link (Gbit/s)"]:
-        pace = (f"With no compression, on {gbps:g} Gbit/s the exchange would take at least as long as the compute: "
-                f"the network would set the pace.")
-    else:
-        pace = (f"With no compression, on {gbps:g} Gbit/s the exchange would take less than the compute: the "
-                f"compute would set the pace.")
-    out = rows + [pace, "This run cannot show it: its ranks share one machine, so no link was crossed; the rate "
-                        "above is the reference run's, measured between its hosts."]
+    out = rows + [f"With no compression, on {gbps:g} Gbit/s {PACE[table.attrs['pace']]}.",
+                  "This run cannot show it: its ranks share one machine, so no link was crossed; the rate above is "
+                  "the reference run's, measured between its hosts."]
     if "fp16" in table.index:
         fp16 = table.loc["fp16"]
         saved = none[col] - fp16[col]
