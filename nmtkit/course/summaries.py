@@ -54,7 +54,8 @@ def lab_summary(lab, interval_s: float = 0.1) -> str:
         f"- A sample is a ceiling, not a rate (the same heading; the check of the relation). Measured: "
         f"{fast.name}'s busiest {interval_s} s sample read {fast.link_peak_mbit_s:,.0f} Mbit/s, against 8B over the "
         f"interval = {ring * 8 / interval_s / 1e6:,.0f} Mbit/s. Showed: a peak sample reads one step's bytes over "
-        "the sample's own length (a little under the interval, hence a peak a little over), whatever the link. Would change it: a shorter interval or a larger model, not the link.",
+        "the sample's own length (a little under the interval, hence a peak a little over), whatever the link. "
+        "Would change it: a shorter interval or a larger model, not the link.",
         f"- Utilisation shows a wait as idle (Busy or waiting; the CPU table). Measured: the machine's CPU "
         f"{fast.cpu_percent:.0f}% on the fastest link, {slow.cpu_percent:.0f}% on the slowest, for the same work. "
         "Showed: utilisation says how long a processor ran, not what held the step. Would change it: GPUs under "
