@@ -82,8 +82,8 @@ def monitoring_summary(run, ref, step_s=None, hours_to_target=None, mfu=None, me
         f"{run.n_ranks} rank(s). Showed: 300,000 such steps take {num(hours_to_target, '.1f')} h, at this model, "
         "batch and hardware only. Would change it: another model, batch or machine: measure a few hundred steps there.",
         f"- Busy is not useful (Q4). Measured: MFU {num(mfu, '.1%')} per rank, against one rank's float32 matmul "
-        "peak timed on its own core. Showed: cores can look busy while the arithmetic is a small share of the "
-        "peak. Would change it: GPUs, where NVML's utilisation counts NCCL's wait as busy.",
+        "peak timed on its own core. Showed: how much of that peak the busy cores turned into the model's "
+        "arithmetic. Would change it: GPUs, where NVML's utilisation counts NCCL's wait as busy.",
         f"- The link carries the gradients (Q5). Measured: {ref.name}'s bytes per step on its data link, "
         f"{num(measured_over_bound, '.3f')} of the ring's bound. Showed: the traffic is the gradient exchange, the "
         "same every step. Would change it: fp16 compression halves it; a hierarchical allreduce sends less between "
