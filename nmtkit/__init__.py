@@ -19,6 +19,8 @@ Students reach the kit through one name, `import nmtkit as nk`:
     exercises    nk.check_file_size (01), nk.check_schedule (02), nk.check_link_share (03), nk.check_batching (05)
     prose        nk.wmt16_facts(), nk.measured_link(), nk.homework_exchange(), nk.draw_ring(trials): the figures
                  the notebooks' text states, computed; nk.link_table(trials, gbps) (the instructor's kit)
+    summaries    nk.lab_summary(lab) (04), nk.monitoring_summary(run, ref, ...) (05): the closing bullets;
+                 nk.memory_readings(device_mib) (05): a GPU's projected memory against its card's
     serving      nk.export(run) -> path, nk.load_export(path), nk.translate_in_fresh_process(path, sentences),
                  nk.latency(fn, sentences), nk.translation_box(fn)
     errors       nk.NmtkitError: the root of every error the kit raises on purpose
@@ -74,6 +76,10 @@ _FRONT = {
     "measured_link": ("nmtkit.course.prose", "measured_link"),
     "homework_exchange": ("nmtkit.course.prose", "homework_exchange"),
     "draw_ring": ("nmtkit.course.prose", "draw_ring"),
+    # notebooks 04, 05: their closing summaries, worded from the figures the notebook computed
+    "lab_summary": ("nmtkit.course.summaries", "lab_summary"),
+    "monitoring_summary": ("nmtkit.course.summaries", "monitoring_summary"),
+    "memory_readings": ("nmtkit.course.summaries", "memory_readings"),
 }
 __all__ = sorted(_FRONT)
 # Each name's docstring, in its source, says which notebook introduces it (as d2l's "Defined in");

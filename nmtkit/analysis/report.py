@@ -134,15 +134,16 @@ def summary_table(summary: dict) -> pd.DataFrame:
 
 
 def comparison(runs: list[Run], answers: dict[str, list[Answer]]) -> pd.DataFrame:
-    """One row per run. Quality at one step every run reached (the runs differ in length: a best BLEU at step 600
-    beside one at step 200 compares nothing)."""
+    """One row per run. Quality at each run's last evaluation at or before a step every run reached, with that
+    evaluation's step (the runs differ in length and in how often they evaluate: a best BLEU at step 600 beside one
+    at step 200 compares nothing)."""
     lasts = [int(r.series("eval_loss")["step"].max()) for r in runs if r.has("eval_loss")]
     common = min(lasts) if lasts else None
 
-    def at(run, tag):
+    def at(run, tag):  # (value, step) of the run's last evaluation at or before `common`: steps differ by run
         s = run.series(tag)
         s = s[s["step"] <= common] if common is not None else s.iloc[0:0]
-        return float(s["value"].iloc[-1]) if not s.empty else float("nan")
+        return (float(s["value"].iloc[-1]), int(s["step"].iloc[-1])) if not s.empty else (float("nan"), None)
     rows = []
     for run in runs:
         a = {x.number: x for x in answers[run.name]}
@@ -153,8 +154,8 @@ def comparison(runs: list[Run], answers: dict[str, list[Answer]]) -> pd.DataFram
             "status": run.status.get("status", "unknown"), "steps": run.last_step,
             "elapsed (s)": a[1].evidence.get("elapsed_s", float("nan")),
             "steps/s": a[1].evidence.get("steps_per_s", float("nan")), "tokens/s total": tok * run.n_ranks,
-            f"dev BLEU at step {common}": at(run, "Eval_BLEU_Score"),
-            f"eval loss at step {common}": at(run, "eval_loss"),
+            f"last eval <= step {common}": at(run, "eval_loss")[1],
+            "dev BLEU there": at(run, "Eval_BLEU_Score")[0], "eval loss there": at(run, "eval_loss")[0],
         })
     return pd.DataFrame(rows)
 

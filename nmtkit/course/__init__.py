@@ -7,6 +7,7 @@
     exercises.py  `nk.check(rep, "qN", ...)`: graded by instructor/hidden.py in the instructor's kit, else its form only
     practice.py   the checks of notebooks 01, 02, 03 and 05
     prose.py      the figures the notebooks' prose states, computed
+    summaries.py  notebooks 04 and 05's closing bullets and Q4's memory readings, worded from the run's figures
     numbercheck.py every figure the prose states held against the outputs beside it (a test; later the grader's hints)
     expected.py   the practice variant's expected figures: its checks say right or wrong in a student's kit
     variant.py    `nk.variant()`: the student's variant, said in the notebook; the id asked for once and stored
