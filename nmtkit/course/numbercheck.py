@@ -2,7 +2,8 @@
 
 A *figure* is a number written with a decimal point, a thousands separator or a unit (MB, MiB, Mbit/s, ms, %, x,
 ...), or said to be approximate ("about 698"); bare counts ("2 ranks", "step 100") are words, not figures. A figure
-passes when some output of the same section (the code cells between the headings around it) shows the same quantity
+passes when some output of the same section (the code cells between the headings around it), or of a section the
+text names (`Q5`, "the section below"), shows the same quantity
 at the sentence's rounding, after converting units of one dimension (MB/MiB/Mbit/GB, s/ms, %/fraction); or when the
 allow-list names it with its source (the seeds' figures, a card's 16 GB, fp16's 65,504). Inline code, LaTeX and link
 targets are not prose.
@@ -206,16 +207,32 @@ def _allowed(allow: list[Allowed], notebook: str, fig: Figure) -> bool:
     return any(a.notebook in ("*", notebook) and " ".join(a.figure.split()) == fig.text for a in allow)
 
 
+def _values(cells: list[dict], section: list[int]) -> list[tuple[float, str]]:
+    return [(f.value, f.unit) for i in section if cells[i]["cell_type"] == "code"
+            for f in figures(_output_text(cells[i]), counts=True)]
+
+
+def named(text: str, cells: list[dict], parts: list[list[int]], at: int) -> list[list[int]]:
+    """The other sections a text names as its figures' source: a question (`Q5`, `Q5's figures`), or the section
+    below or after its own."""
+    out = []
+    for q in set(re.findall(r"\bQ(\d+)\b", text)):
+        out += [s for s in parts if re.match(rf"#+\s+Q{q}\b", "".join(cells[s[0]]["source"]).lstrip())]
+    if re.search(r"\bthe (?:section|heading) (?:below|after)|\bthe next section\b", text) and at + 1 < len(parts):
+        out.append(parts[at + 1])
+    return out
+
+
 def notebook_findings(path: Path, allow: list[Allowed] = ()) -> list[Finding]:
     cells = json.loads(Path(path).read_text())["cells"]
     found = misnumbered(path)
-    for section in sections(cells):
-        values = [(f.value, f.unit) for i in section if cells[i]["cell_type"] == "code"
-                  for f in figures(_output_text(cells[i]), counts=True)]
+    parts = sections(cells)
+    for n, section in enumerate(parts):
         for i in section:
             if cells[i]["cell_type"] != "markdown":
                 continue
             text = prose("".join(cells[i]["source"]))
+            values = _values(cells, section) + [v for s in named(text, cells, parts, n) for v in _values(cells, s)]
             for fig in quoted(text, values):
                 if not _allowed(allow, Path(path).name, fig):
                     found.append(Finding(Path(path).name, i, fig.text, _sentence(text, fig)))
@@ -227,7 +244,7 @@ def judgements(text: str) -> list[tuple[str, str, str]]:
     """(judgement, sentence, why) for each sentence of a prose text that judges a size without the figure it rests
     on."""
     out = []
-    for sentence in re.split(r"(?<=[.!?:;])\s+", " ".join(QUOTED.sub(" ", text).split())):
+    for sentence in re.split(r"(?<=[.!?])\s+", " ".join(QUOTED.sub(" ", text).split())):
         if GENERAL.search(sentence):
             continue
         found = figures(sentence)

@@ -154,3 +154,17 @@ def test_a_share_is_stated_as_a_share_and_a_judgement_carries_its_figure():
         "On 10 Gbit/s it is negligible. At 38 ms it is not negligible. It came close. It came within 0.073 s, close. "
         "Where the rate is far below the link's, a faster link buys nothing. Is it bound by the CPU?")]
     assert said == ["a small share", "negligible", "came close"]
+
+
+def test_a_text_may_draw_its_figures_from_the_sections_it_names(tmp_path):
+    cells = [{"cell_type": "markdown", "metadata": {}, "source": "## Q5 · The network"},
+             {"cell_type": "code", "metadata": {}, "source": "", "outputs": [{"output_type": "stream",
+                                                                            "text": "exchange 349 ms"}]},
+             {"cell_type": "markdown", "metadata": {}, "source": "## Q11 · Throughput"},
+             {"cell_type": "markdown", "metadata": {}, "source": "It takes 349 ms (Q5's figures). Then 351 ms."}]
+    path = tmp_path / "05_x.ipynb"
+    path.write_text(json.dumps({"cells": cells}))
+    assert [f.figure for f in nc.notebook_findings(path)] == ["351 ms"]
+    cells[3]["source"] = "It takes 349 ms."
+    path.write_text(json.dumps({"cells": cells}))
+    assert [f.figure for f in nc.notebook_findings(path)] == ["349 ms"]
