@@ -16,7 +16,8 @@ Students reach the kit through one name, `import nmtkit as nk`:
                  (a link's samples; notebook 04)
     ablation     nk.warmup_runs(): the two shipped runs that differ only in their warm-up (notebook 05, question 6)
     variant      nk.variant([student_id=]): which shipped runs this student's graded figures come from (04, 05)
-    exercises    nk.check_file_size (01), nk.check_schedule (02), nk.check_link_share (03), nk.check_batching (05)
+    exercises    nk.check_file_size (01), nk.check_schedule (02), nk.check_link_share (03),
+                 nk.check_sample_ceiling (04), nk.check_batching (06)
     prose        nk.wmt16_facts(), nk.measured_link(), nk.homework_exchange(), nk.draw_ring(trials): the figures
                  the notebooks' text states, computed; nk.link_table(trials, gbps) (the instructor's kit)
     summaries    nk.lab_summary(lab) (04), nk.monitoring_summary(run, ref, ...) (05): the closing bullets;
@@ -72,6 +73,7 @@ _FRONT = {
     "check_schedule": ("nmtkit.course.practice", "check_schedule"),
     "check_link_share": ("nmtkit.course.practice", "check_link_share"),
     "check_batching": ("nmtkit.course.practice", "check_batching"),
+    "check_sample_ceiling": ("nmtkit.course.practice", "check_sample_ceiling"),
     "wmt16_facts": ("nmtkit.course.prose", "wmt16_facts"), "link_table": ("nmtkit.course.prose", "link_table"),
     "measured_link": ("nmtkit.course.prose", "measured_link"),
     "homework_exchange": ("nmtkit.course.prose", "homework_exchange"),

@@ -9,6 +9,9 @@ A grader re-running a check cell against the student's variables gets the same v
     check_link_share(trials, gbps, compute_ms=, error_ms=, break_even=, sets_pace=)
                                                            03: the compute without the exchange, two ways, and its
                                                            error; the break-even rates; what sets the pace
+    check_sample_ceiling(lab, ceiling_mbit_s=, held_over_b=)
+                                                           04: the most one link sample can read (8B/Delta) on the
+                                                           fastest link, and what its busiest sample held, in B
     check_batching(speedup, batch_ms, lat)                 05: what batching buys per sentence, and what one call
                                                            with a full batch costs its caller
 TensorFlow-free.
@@ -92,6 +95,28 @@ def check_link_share(trials, gbps: float, *, compute_ms: float, error_ms: float,
              "two ends cannot tell the two apart")
     print(f"✓ the compute, its error, the break-even rates and your decision for a {gbps:g} Gbit/s link agree with "
           "the measurements")
+
+
+def check_sample_ceiling(lab, *, ceiling_mbit_s: float, held_over_b: float) -> None:
+    """On the lab's fastest link (lab: nk.lab_runs()): ceiling_mbit_s, the most one monitor sample of the nominal
+    interval Delta can read when a step's exchange is one burst of the ring's B bytes (8B/Delta, in Mbit/s); and
+    held_over_b, the bytes its busiest sample holds (its rate times its own length, the gap since that host's sample
+    before it) over B.
+
+    Introduced in notebook 04_bottleneck_lab."""
+    from nmtkit.analysis.lab import link_samples
+    fastest = lab.link_mbit_s.idxmax()
+    row = lab.loc[fastest]
+    b = 2 * (row.ranks - 1) / row.ranks * row.params * row.bytes_per_value
+    s = link_samples(fastest)
+    length = s.groupby("host").t_s.diff()
+    top = s.mbit_s.idxmax()
+    _require(within(ceiling_mbit_s, b * 8 / s.attrs["interval_s"] / 1e6, 0.01), f"ceiling_mbit_s = {ceiling_mbit_s}",
+             f"the ring's B of {fastest} (bytes), in bits, over the sampling interval Delta in seconds, in Mbit/s")
+    _require(within(held_over_b, s.mbit_s[top] * 1e6 / 8 * length[top] / b, 0.01), f"held_over_b = {held_over_b}",
+             "a sample's bytes are its rate times its own length (the time since the same host's sample before it); "
+             "take the busiest sample's, over B")
+    print(f"✓ the ceiling 8B/Delta and the busiest sample's bytes on {fastest} agree with its samples")
 
 
 def check_batching(speedup: float, batch_ms: float, lat) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import nbformat
+import pytest
 
 from nmtkit.analysis.lab import lab_runs, link_samples
 from nmtkit.course.student import NOTEBOOKS_DIR
@@ -23,8 +24,8 @@ def test_the_relation_is_displayed_under_the_allreduce_heading():
     at = next(i for i, c in enumerate(cells) if c.source.startswith("### A link's rate is not the allreduce's"))
     assert re.search(r"\$\$\s*r_\{\\text\{sample\}\}\s*\\le\s*\\frac\{8\\,B_\{\\text\{burst\}\}\}\{\\Delta\}",
                      cells[at].source)
-    # the check right after the table: a code cell that reads the busiest sample's own length
-    check = next(c for c in cells[at + 1:] if c.cell_type == "code" and "length_s" in c.source)
+    # after the exercise: a code cell that prints the student's two figures beside the busiest sample's own length
+    check = next(c for c in cells[at + 1:] if c.cell_type == "code" and "length_s" in c.source and "print" in c.source)
     assert "busiest sample" in "".join(o.get("text", "") for o in check.outputs)
 
 
@@ -48,3 +49,31 @@ def test_on_the_unshaped_run_every_sample_holds_at_most_one_steps_bytes():
     top = s.loc[s.mbit_s.idxmax()]
     assert top.mbit_s > ceiling and top.length_s < s.attrs["interval_s"]
     assert top.mbit_s <= 1.02 * per_step * 8 / top.length_s / 1e6
+
+
+def test_the_ceiling_exercise_passes_the_right_figures_and_refuses_the_trap(capsys):
+    """04-ceiling: the ceiling 8B/Delta and the busiest sample's bytes in B, on the shipped lab's fastest link. The
+    trap the exercise teaches is refused: the busiest sample's bytes taken over the nominal interval, not its own
+    length (about 5% more than it holds)."""
+    from nmtkit.course import practice
+    from nmtkit.errors import ExerciseError
+    lab = lab_runs()
+    fastest = lab.link_mbit_s.idxmax()
+    row = lab.loc[fastest]
+    b = 2 * (row.ranks - 1) / row.ranks * row.params * row.bytes_per_value
+    s = link_samples(fastest)
+    top = s.mbit_s.idxmax()
+    own = s.groupby("host").t_s.diff()[top]
+    ceiling, held = b * 8 / s.attrs["interval_s"] / 1e6, s.mbit_s[top] * 1e6 / 8 * own / b
+    practice.check_sample_ceiling(lab, ceiling_mbit_s=ceiling, held_over_b=held)
+    assert "✓" in capsys.readouterr().out
+    nominal = s.mbit_s[top] * 1e6 / 8 * s.attrs["interval_s"] / b
+    assert abs(nominal / held - 1) > 0.02
+    for wrong in ({"ceiling_mbit_s": ceiling / 8, "held_over_b": held},   # bytes, not bits
+                  {"ceiling_mbit_s": ceiling, "held_over_b": nominal}):
+        with pytest.raises(ExerciseError):
+            practice.check_sample_ceiling(lab, **wrong)
+    cells = nbformat.read(NB04, as_version=4).cells
+    ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in cells]
+    at = ids.index("04-ceiling-check")
+    assert ids[at - 1] == "04-ceiling-work" and "nk.check_sample_ceiling(lab," in cells[at].source

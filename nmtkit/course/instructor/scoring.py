@@ -22,7 +22,8 @@ from nmtkit.course.figures import Decoder
 from nmtkit.errors import CourseError
 
 FUNCTIONS = {f.__name__: f for f in (exercises.check, exercises.check_plan, practice.check_file_size,
-                                     practice.check_schedule, practice.check_link_share, practice.check_batching)}
+                                     practice.check_schedule, practice.check_link_share, practice.check_batching,
+                                     practice.check_sample_ceiling)}
 
 
 @dataclasses.dataclass
