@@ -128,25 +128,20 @@ IMAGE_BUILD = DOCKER_BUILDKIT=1 $(DOCKER) build $(1) --network host --platform l
 	--build-arg WHEELHOUSE=nmtkit-wheelhouse$(FOREIGN):latest --build-arg KIT_COMMIT=$(KIT_COMMIT) \
 	--build-arg KIT_KIND=$(KIND) -t $(IMAGE) .
 
-# The image as one file per architecture to hand out (USB stick, course page): `docker load -i FILE` on the laptop.
-# One file holding both would double every student's download: nmtkit-image.tar.gz is the host's architecture
-# (IMAGE), nmtkit-image-arm64.tar.gz the arm64 image (Apple Silicon; `make image ARCH=arm64` builds it), where built
-IMAGE_FILE ?= nmtkit-image.tar.gz
+# The image as one file to hand out (USB stick, course page): `docker load -i nmtkit-image.tar.gz` on the laptop. One
+# file per architecture (a file of both would double every student's download): `make image-save ARCH=arm64` writes
+# the Apple Silicon one, nmtkit-image-arm64.tar.gz
+IMAGE_FILE ?= nmtkit-image$(FOREIGN).tar.gz
 # (pigz, where installed, gzips on every core: the same format)
 GZIP_TOOL := $(shell command -v pigz 2>/dev/null || echo gzip)
-ARM64_IMAGE ?= nmtkit-$(KIND)-arm64:latest
-AMD64_IMAGE ?= nmtkit-$(KIND):latest
-SAVE = $(DOCKER) save $(1) | $(GZIP_TOOL) -1 > $(2).tmp && mv $(2).tmp $(2) && echo "[image-save] $(1) -> $(2)"
 image-save:
-	$(call SAVE,$(IMAGE),$(IMAGE_FILE))
-	@if [ "$(HOST_ARCH)" != arm64 ] && $(DOCKER) image inspect $(ARM64_IMAGE) >/dev/null 2>&1; then \
-		$(call SAVE,$(ARM64_IMAGE),$(IMAGE_FILE:.tar.gz=-arm64.tar.gz)); \
-	else echo "[image-save] no $(ARM64_IMAGE): \`make image ARCH=arm64\` first for the Apple Silicon file"; fi
+	$(DOCKER) save $(IMAGE) | $(GZIP_TOOL) -1 > $(IMAGE_FILE).tmp && mv $(IMAGE_FILE).tmp $(IMAGE_FILE)
 
 # One name for both architectures (an OCI index: `docker pull NAME` gives each laptop its own): both images pushed
 # to the registry NAME names, e.g. `make image-index NAME=registry.example.org/course/nmtkit:2026` (scripts/image-index.sh)
 image-index:
-	NAME='$(NAME)' AMD64='$(AMD64_IMAGE)' ARM64='$(ARM64_IMAGE)' DOCKER=$(DOCKER) bash scripts/image-index.sh
+	NAME='$(NAME)' AMD64='nmtkit-$(KIND):latest' ARM64='nmtkit-$(KIND)-arm64:latest' DOCKER=$(DOCKER) \
+		bash scripts/image-index.sh
 
 # The arm64 image under QEMU: CI's suite (uname, imports, doctor, 3 steps, the library's ELF, one name for both), then
 # notebook 01 to its first exercise and two Horovod ranks over Gloo (tests/heavy/test_arm64_course.py; ~N min)

@@ -17,7 +17,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from dockertools import docker  # (this file also runs as a script)
 
-
 ARM64_TAG = "nmtkit-students-arm64:latest"
 
 

@@ -12,6 +12,7 @@ import re
 import shutil
 import socket
 import subprocess
+import tarfile
 import time
 
 import imagebuild
@@ -59,7 +60,7 @@ def test_three_tiny_steps_lower_the_loss(arm64):
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     steps = re.findall(r"^step (\d)/3 \| loss ([0-9.]+) \|.*?\| ([0-9.,]+) ms/step", out.stdout, re.M)
     prepared = re.search(r"^prepared (\d+)", out.stdout, re.M).group(1)
-    print(f"\n[arm64] prepare {prepared} s; " + "; ".join(f"step {s}: loss {l}, {ms} ms" for s, l, ms in steps) +
+    print(f"\n[arm64] prepare {prepared} s; " + "; ".join(f"step {s}: loss {loss}, {ms} ms" for s, loss, ms in steps) +
           f"; {took:.0f} s in all")
     losses = [float(loss) for _, loss, _ in steps]
     assert len(losses) == 3 and losses[0] > losses[1] > losses[2], out.stdout[-2000:]
@@ -148,3 +149,22 @@ def test_one_name_for_both_architectures(arm64, image, registry):
                 assert got["Config"][key] == json.loads(docker("image", "inspect", TAG).stdout)[0]["Config"][key], key
     finally:
         docker("rmi", name, *pulled, check=False)  # the pulled copies (new config digests), never the local images
+
+
+def test_image_save_writes_the_arm64_file_alone(arm64, tmp_path):
+    """`make image-save ARCH=arm64`: its own file (a file of both would double every download), holding the arm64
+    image only (the docker-save archive's manifest.json and the config it names)."""
+    out = tmp_path / "nmtkit-image-arm64.tar.gz"
+    t0 = time.time()
+    r = subprocess.run(["make", "-C", arm64[1], "image-save", "ARCH=arm64", f"IMAGE={arm64[0]}", f"IMAGE_FILE={out}"],
+                       capture_output=True, text=True, timeout=1800)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    print(f"\n[arm64] make image-save ARCH=arm64: {out.stat().st_size / 1e9:.2f} GB in {time.time() - t0:.0f} s")
+    files = {}
+    with tarfile.open(out, "r|gz") as tar:  # streamed: the archive's JSON files only
+        for m in tar:
+            if m.isfile() and m.name.endswith(".json"):
+                files[m.name] = json.load(tar.extractfile(m))
+    manifest = files["manifest.json"]
+    assert len(manifest) == 1 and manifest[0]["RepoTags"] == [arm64[0]], manifest
+    assert files[manifest[0]["Config"]]["architecture"] == "arm64"
