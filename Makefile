@@ -126,7 +126,7 @@ WHEELHOUSE_BUILD = printf 'FROM scratch\nCOPY . /\n' | DOCKER_BUILDKIT=1 $(DOCKE
 	--platform linux/$(ARCH) -t nmtkit-wheelhouse$(FOREIGN):latest -f - '$(WHEELHOUSE)'
 IMAGE_BUILD = DOCKER_BUILDKIT=1 $(DOCKER) build $(1) --network host --platform linux/$(ARCH) --build-arg BASE=$(BASE) \
 	--build-arg WHEELHOUSE=nmtkit-wheelhouse$(FOREIGN):latest --build-arg KIT_COMMIT=$(KIT_COMMIT) \
-	--build-arg KIT_KIND=$(KIND) -t $(IMAGE) .
+	--build-arg KIT_KIND=$(KIND) $(if $(FOREIGN),--build-arg HOROVOD_PREBUILT=1) -t $(IMAGE) .
 
 # The image as one file to hand out (USB stick, course page): `docker load -i nmtkit-image.tar.gz` on the laptop. One
 # file per architecture (a file of both would double every student's download): `make image-save ARCH=arm64` writes

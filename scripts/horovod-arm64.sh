@@ -37,6 +37,7 @@ DOCKER=$DOCKER BASE=$BASE ARCH=arm64 bash scripts/base-image.sh
 
 # distccd for this build only, on the loopback (the container shares the host's network), stopped at the end
 pidfile=$(mktemp /tmp/nmtkit-distccd.XXXXXX); logf=$pidfile.log
+chmod 666 "$pidfile"; : > "$logf"; chmod 666 "$logf"   # distccd writes both after dropping root (user distcc)
 distccd --daemon --listen 127.0.0.1 --port "$PORT" --allow 127.0.0.1 --jobs "$(nproc)" --pid-file "$pidfile" \
   --log-file "$logf" || die "distccd did not start (log: $logf)"
 trap 'kill "$(cat "$pidfile" 2>/dev/null)" 2>/dev/null || true; rm -f "$pidfile"' EXIT
