@@ -1,7 +1,7 @@
-"""`make test-arm64`: the longer runs of the students' linux/arm64 image under QEMU (tests/heavy/test_arm64.py's
-image and fixture): notebook 01 up to its first unanswered exercise, and two local Horovod ranks over Gloo whose
-weights are equal bit for bit after their steps. Not in CI's arm64 tier (scripts/test-all.sh leaves this file out):
-each takes minutes under emulation. Figures printed (pytest -s) for bench/README.md."""
+"""`make test-arm64`: the longer runs of the students' linux/arm64 image (aarch64) under QEMU (the image and fixture of
+tests/heavy/test_arm64.py): notebook 01 up to its first unanswered exercise, and two local Horovod ranks over Gloo
+whose weights are equal bit for bit after their steps. Not in CI's arm64 tier (scripts/test-all.sh leaves this file
+out): each takes minutes under emulation. Figures printed (pytest -s) for bench/README.md."""
 from __future__ import annotations
 
 import re
