@@ -144,7 +144,8 @@ image-index:
 		bash scripts/image-index.sh
 
 # The arm64 image under QEMU: CI's suite (uname, imports, doctor, 3 steps, the library's ELF, one name for both), then
-# notebook 01 to its first exercise and two Horovod ranks over Gloo (tests/heavy/test_arm64_course.py; ~N min)
+# notebook 01 to its first exercise and two Horovod ranks over Gloo (tests/heavy/test_arm64_course.py): ~10 min with
+# the images built (bench/README.md, issue 73)
 test-arm64: setup
 	$(PY) -m pytest tests/heavy/test_arm64.py tests/heavy/test_arm64_course.py -q -s -rs -p no:cacheprovider
 
