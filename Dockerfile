@@ -20,11 +20,20 @@ COPY scripts/setup.sh scripts/
 # set-up's Horovod wheel cache, filled on the host (wheelhouse/nmtkit-wheels/), and Horovod's source: a wheel built for
 # the same configuration (Horovod, Python, the TensorFlow build, the system: a Debian 12 host's) is reused, else
 # set-up compiles it here (2-4 minutes)
+# A foreign architecture (HOROVOD_PREBUILT=1: `make image ARCH=arm64` on x86-64) takes the wheel
+# scripts/horovod-arm64.sh built in this base under QEMU with set-up's own build (compiled natively over distcc):
+# compiled here it would take hours of emulation, and set-up's key would cost a second emulated TensorFlow install.
+# The final stage's set-up imports it with TensorFlow, which fails loudly on a wrong build.
+ARG HOROVOD_PREBUILT=0
 RUN --mount=type=bind,from=wheelhouse,target=/wheelhouse \
     { cp -r /wheelhouse/nmtkit-wheels /tmp/wheels 2>/dev/null || mkdir -p /tmp/wheels; } && \
-    mkdir -p /tmp/wheels/sdist && cp /wheelhouse/horovod-*.tar.gz /tmp/wheels/sdist/ && \
-    PIP_NO_INDEX=1 PIP_FIND_LINKS=/wheelhouse NMTKIT_WHEEL_CACHE=/tmp/wheels NMTKIT_GPU=0 VENV=/opt/venv \
-      bash scripts/setup.sh --horovod-wheel-only /horovod
+    if [ "$HOROVOD_PREBUILT" = 1 ]; then \
+      w=$(ls /tmp/wheels/horovod-*-cp311-*/horovod-*-linux_$(uname -m).whl | head -1) && mkdir /horovod && \
+      cp "$w" /horovod/ && echo "[image] Horovod: $w" || \
+      { echo "[image] no cached $(uname -m) Horovod wheel: scripts/horovod-arm64.sh builds it" >&2; exit 1; }; \
+    else mkdir -p /tmp/wheels/sdist && cp /wheelhouse/horovod-*.tar.gz /tmp/wheels/sdist/ && \
+      PIP_NO_INDEX=1 PIP_FIND_LINKS=/wheelhouse NMTKIT_WHEEL_CACHE=/tmp/wheels NMTKIT_GPU=0 VENV=/opt/venv \
+        bash scripts/setup.sh --horovod-wheel-only /horovod; fi
 
 # --- the image students get: no compiler, Horovod's wheel only ------------------------------------------------------
 FROM ${BASE}
@@ -36,7 +45,12 @@ RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-ins
 ENV NB_USER=${NB_USER} NB_UID=${NB_UID} HOME=/home/${NB_USER} VENV=/opt/venv PATH=/opt/venv/bin:${PATH} \
     TF_USE_LEGACY_KERAS=1 NMTKIT_PROFILE=tiny NMTKIT_COPY_NOTEBOOKS=1
 WORKDIR /opt/nmtkit
-# the install layers first (the package and its pins): a notebook change rebuilds only the layers after them
+# the install layers first: the pinned packages (the wheelhouse's requirements.txt, from pyproject.toml) before the
+# package itself, so a change to nmtkit/ reinstalls only the kit, not TensorFlow (206-225 s a build on amd64; ~10 min
+# for the arm64 image under QEMU); a notebook change rebuilds only the layers after them
+RUN --mount=type=bind,from=wheelhouse,target=/wheelhouse \
+    python3 -m venv /opt/venv && HOME=/root /opt/venv/bin/python -m pip install -q --no-cache-dir --no-index \
+      --find-links /wheelhouse -r /wheelhouse/requirements.txt
 COPY pyproject.toml ./
 COPY scripts/setup.sh scripts/
 COPY nmtkit/ nmtkit/

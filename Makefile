@@ -29,7 +29,8 @@ UNIT_WORKERS ?= 3
 # the venv's tools (tensorboard, ipengine, jupyter) for kernels and engines, without activating it
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: setup demo test test-all unit long notebooks lab trust student doctor bench clean rehearsal gpu-check image image-save hub hub-roster
+.PHONY: setup demo test test-all unit long notebooks lab trust student doctor bench clean rehearsal gpu-check image image-save \
+	image-index test-arm64 hub hub-roster
 
 # Records a non-default env for the next make (atomically: temp file + rename); the default .venv clears the record.
 setup:
@@ -125,14 +126,28 @@ WHEELHOUSE_BUILD = printf 'FROM scratch\nCOPY . /\n' | DOCKER_BUILDKIT=1 $(DOCKE
 	--platform linux/$(ARCH) -t nmtkit-wheelhouse$(FOREIGN):latest -f - '$(WHEELHOUSE)'
 IMAGE_BUILD = DOCKER_BUILDKIT=1 $(DOCKER) build $(1) --network host --platform linux/$(ARCH) --build-arg BASE=$(BASE) \
 	--build-arg WHEELHOUSE=nmtkit-wheelhouse$(FOREIGN):latest --build-arg KIT_COMMIT=$(KIT_COMMIT) \
-	--build-arg KIT_KIND=$(KIND) -t $(IMAGE) .
+	--build-arg KIT_KIND=$(KIND) $(if $(FOREIGN),--build-arg HOROVOD_PREBUILT=1) -t $(IMAGE) .
 
-# The image as one file to hand out (USB stick, course page): `docker load -i nmtkit-image.tar.gz` on the laptop
-IMAGE_FILE ?= nmtkit-image.tar.gz
+# The image as one file to hand out (USB stick, course page): `docker load -i nmtkit-image.tar.gz` on the laptop. One
+# file per architecture (a file of both would double every student's download): `make image-save ARCH=arm64` writes
+# the Apple Silicon one, nmtkit-image-arm64.tar.gz
+IMAGE_FILE ?= nmtkit-image$(FOREIGN).tar.gz
 # (pigz, where installed, gzips on every core: the same format)
 GZIP_TOOL := $(shell command -v pigz 2>/dev/null || echo gzip)
 image-save:
 	$(DOCKER) save $(IMAGE) | $(GZIP_TOOL) -1 > $(IMAGE_FILE).tmp && mv $(IMAGE_FILE).tmp $(IMAGE_FILE)
+
+# One name for both architectures (an OCI index: `docker pull NAME` gives each laptop its own): both images pushed
+# to the registry NAME names, e.g. `make image-index NAME=registry.example.org/course/nmtkit:2026` (scripts/image-index.sh)
+image-index:
+	NAME='$(NAME)' AMD64='nmtkit-$(KIND):latest' ARM64='nmtkit-$(KIND)-arm64:latest' DOCKER=$(DOCKER) \
+		bash scripts/image-index.sh
+
+# The arm64 image under QEMU: CI's suite (uname, imports, doctor, 3 steps, the library's ELF, one name for both), then
+# notebook 01 to its first exercise and two Horovod ranks over Gloo (tests/heavy/test_arm64_course.py): ~10 min with
+# the images built (bench/README.md, issue 73)
+test-arm64: setup
+	$(PY) -m pytest tests/heavy/test_arm64.py tests/heavy/test_arm64_course.py -q -s -rs -p no:cacheprovider
 
 clean:
 	rm -rf notebooks/workspace runs .pytest_cache student

@@ -32,12 +32,16 @@ HVD=$(grep -o '"horovod==[^"]*"' pyproject.toml | tr -d '"')
 "${PIP[@]}" download -d "$WH" --only-binary :all: --python-version 3.11 cloudpickle pyyaml packaging psutil cffi \
   --platform "manylinux2014_$M" --implementation cp --abi cp311 2>/dev/null || true
 # set-up's own Horovod wheel cache (built against this TensorFlow pin for Python 3.11 on this architecture): the
-# builder stage reuses a wheel whose configuration matches, else compiles one
+# builder stage reuses a wheel whose configuration matches, else compiles one. arm64 from an x86-64 host: the wheel
+# is built first where the cache has none (scripts/horovod-arm64.sh: minutes with distcc; hours if the builder stage
+# compiled it under QEMU)
 CACHE=${NMTKIT_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nmtkit/wheels}
-if [ "$ARCH" = "$(dpkg --print-architecture 2>/dev/null || echo amd64)" ]; then
-  for d in "$CACHE"/horovod-*-tf-*-cp311-*/; do
-    [ -f "$d/configuration.txt" ] && grep -q 'gpu=0' "$d/configuration.txt" || continue
-    mkdir -p "$WH/nmtkit-wheels" && cp -ru "${d%/}" "$WH/nmtkit-wheels/" && echo "[wheelhouse] set-up's wheel: $(basename "$d")"
-  done
+if [ "$M" = aarch64 ] && [ "$(uname -m)" != aarch64 ]; then
+  WHEELHOUSE=$WH bash scripts/horovod-arm64.sh
 fi
+for d in "$CACHE"/horovod-*-tf-*-cp311-*/; do
+  [ -f "$d/configuration.txt" ] && grep -q 'gpu=0' "$d/configuration.txt" && ls "$d"/*"linux_$M.whl" >/dev/null 2>&1 ||
+    continue
+  mkdir -p "$WH/nmtkit-wheels" && cp -ru "${d%/}" "$WH/nmtkit-wheels/" && echo "[wheelhouse] set-up's wheel: $(basename "$d")"
+done
 echo "[wheelhouse] $(ls "$WH" | wc -l) files, $(du -sh "$WH" | cut -f1)"

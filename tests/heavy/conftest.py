@@ -103,7 +103,7 @@ def solved_course(image, session_net, tmp_path_factory):
 # test lists or prunes what is not its own. The image itself is built before the workers start (imagebuild.py).
 GROUPS = {"test_image": "image", "test_image_course": "image", "test_hub": "hub", "test_marking": "hub",
           "test_marking_hub": "hub", "test_sandbox_grade": "sandbox", "test_release_kit": "release",
-          "test_gpu_build": "gpu"}
+          "test_gpu_build": "gpu", "test_arm64": "arm64", "test_arm64_course": "arm64"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks
