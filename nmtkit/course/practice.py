@@ -108,7 +108,8 @@ def check_sample_ceiling(lab, *, ceiling_mbit_s: float, held_over_b: float) -> N
     fastest = lab.link_mbit_s.idxmax()
     row = lab.loc[fastest]
     b = 2 * (row.ranks - 1) / row.ranks * row.params * row.bytes_per_value
-    s = link_samples(fastest)
+    where = dict(zip(lab.index, lab.attrs.get("paths") or ()))  # the runs the table was read from, as the grader's
+    s = link_samples(Path(where[fastest]) if fastest in where else fastest)
     length = s.groupby("host").t_s.diff()
     top = s.mbit_s.idxmax()
     _require(within(ceiling_mbit_s, b * 8 / s.attrs["interval_s"] / 1e6, 0.01), f"ceiling_mbit_s = {ceiling_mbit_s}",

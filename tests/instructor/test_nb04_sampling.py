@@ -77,3 +77,22 @@ def test_the_ceiling_exercise_passes_the_right_figures_and_refuses_the_trap(caps
     ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in cells]
     at = ids.index("04-ceiling-check")
     assert ids[at - 1] == "04-ceiling-work" and "nk.check_sample_ceiling(lab," in cells[at].source
+
+
+def test_the_ceiling_check_reads_the_runs_the_table_was_read_from(monkeypatch, capsys):
+    """The grader checks a graded variant's figures in a process whose own variant may be another: the check reads
+    the fastest run from the table's own paths, not by name."""
+    from nmtkit.analysis import variants
+    from nmtkit.course import practice
+    graded = variants.graded()[0]
+    monkeypatch.setenv("NMTKIT_VARIANT", graded)
+    lab = lab_runs()
+    fastest = lab.link_mbit_s.idxmax()
+    b = (2 * (lab.ranks - 1) / lab.ranks * lab.params * lab.bytes_per_value)[fastest]
+    s = link_samples(fastest)
+    top = s.mbit_s.idxmax()
+    held = s.mbit_s[top] * 1e6 / 8 * s.groupby("host").t_s.diff()[top] / b
+    monkeypatch.setenv("NMTKIT_VARIANT", variants.PRACTICE)
+    assert abs(held / (link_samples(fastest).mbit_s.max() * 1e6 / 8 * 0.1 / b) - 1) > 1e-6  # the variants differ
+    practice.check_sample_ceiling(lab, ceiling_mbit_s=b * 8 / s.attrs["interval_s"] / 1e6, held_over_b=held)
+    assert "✓" in capsys.readouterr().out
