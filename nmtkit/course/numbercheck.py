@@ -10,10 +10,10 @@ targets are not prose.
 
 A *judgement* of size or direction about a run ("far below the rate", "a small share", "negligible", "comes close",
 "the rest is ...", "bound by ...") must carry in its own sentence the figure it rests on, which the first rule then
-holds against the outputs: a judgement with no figure cannot be checked, and it is where prose drifted from the
-numbers beside it; a share is stated as a share (a %, a ratio, a time), not by the link rate it assumes, and an MFU
-names the peak it is against. Questions, quoted answers and general rules (a sentence with when/where/mean/say) judge
-no run and are left alone.
+holds against the outputs, or name the variable (inline code) that holds it, as a model answer for every variant
+does: a judgement with no figure cannot be checked, and it is where prose drifted from the numbers beside it; a share
+is stated as a share (a %, a ratio, a time), not by the link rate it assumes, and an MFU names the peak it is against.
+Questions, quoted answers and general rules (a sentence with when/where/mean/say) judge no run and are left alone.
 
 `nmtkit.course.numbercheck.findings(notebooks, allow)` lists what fails; `quoted(text, values)` is the matcher alone
 (a student's verdict against their own figures). TensorFlow-free.
@@ -63,6 +63,7 @@ SHARE = re.compile(r"\b(negligible|(?:a )?(?:small|modest|tiny|large) share|the 
                    r"nearly all)\b", re.I)
 SHARE_DIMENSIONS = ("fraction", "ratio", "time")
 GENERAL = re.compile(r"\?|\b(when|whenever|where|means?|says?)\b", re.I)
+CODE = "VARIABLE"  # stands for an inline-code name in the text judgements() reads
 QUOTED = re.compile(r'"[^"]*"|“[^”]*”')
 
 
@@ -134,7 +135,11 @@ def quoted(text: str, values: list[tuple[float, str]]) -> list[Figure]:
     return [f for f in figures(text) if not any(_same(f, v, u) for v, u in values)]
 
 
-def prose(source: str) -> str:
+def prose(source: str, names: bool = False) -> str:
+    """The prose of a markdown source; with names, each inline-code name kept as CODE (a variable that holds a
+    figure can carry a judgement in a model answer that holds for every variant)."""
+    if names:
+        source = re.sub(r"`[^`]*`", f" {CODE} ", source)
     return NUMBERING.sub(lambda m: m.group(1) or " ", NOT_PROSE.sub(" ", source))
 
 
@@ -236,7 +241,8 @@ def notebook_findings(path: Path, allow: list[Allowed] = ()) -> list[Finding]:
             for fig in quoted(text, values):
                 if not _allowed(allow, Path(path).name, fig):
                     found.append(Finding(Path(path).name, i, fig.text, _sentence(text, fig)))
-            found += [Finding(Path(path).name, i, said, sentence, why) for said, sentence, why in judgements(text)]
+            found += [Finding(Path(path).name, i, said, sentence, why)
+                      for said, sentence, why in judgements(prose("".join(cells[i]["source"]), names=True))]
     return found
 
 
@@ -244,15 +250,17 @@ def judgements(text: str) -> list[tuple[str, str, str]]:
     """(judgement, sentence, why) for each sentence of a prose text that judges a size without the figure it rests
     on."""
     out = []
-    for sentence in re.split(r"(?<=[.!?])\s+", " ".join(QUOTED.sub(" ", text).split())):
+    sentences = [s for para in re.split(r"\n\s*\n", QUOTED.sub(" ", text))
+                 for s in re.split(r"(?<=[.!?])\s+", " ".join(para.split()))]
+    for sentence in sentences:
         if GENERAL.search(sentence):
             continue
-        found = figures(sentence)
+        found, named = figures(sentence), CODE in sentence
         m = COMPARISON.search(sentence)
-        if m and not found:
+        if m and not found and not named:
             out.append((m.group(0), sentence, "judges a size with no figure in its sentence"))
         m = SHARE.search(sentence)
-        if m and not any(f.base is None or f.base[0] in SHARE_DIMENSIONS for f in found):
+        if m and not named and not any(f.base is None or f.base[0] in SHARE_DIMENSIONS for f in found):
             out.append((m.group(0), sentence, "states a share without the share (a %, a ratio or a time)"))
         if re.search(r"\bMFU\b", sentence) and any(f.unit == "%" for f in found) and "peak" not in sentence:
             out.append(("MFU", sentence, "gives an MFU without the peak it is against"))

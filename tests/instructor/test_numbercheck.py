@@ -154,6 +154,9 @@ def test_a_share_is_stated_as_a_share_and_a_judgement_carries_its_figure():
         "On 10 Gbit/s it is negligible. At 38 ms it is not negligible. It came close. It came within 0.073 s, close. "
         "Where the rate is far below the link's, a faster link buys nothing. Is it bound by the CPU?")]
     assert said == ["a small share", "negligible", "came close"]
+    # a model answer for every variant names the variable that holds the figure
+    named = nc.prose("`k` is close to 1 and the intercept close to the compute. The rest is idle.", names=True)
+    assert [j for j, _, _ in nc.judgements(named)] == ["The rest is"]
 
 
 def test_a_text_may_draw_its_figures_from_the_sections_it_names(tmp_path):
