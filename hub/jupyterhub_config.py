@@ -4,9 +4,11 @@ student's work in their own volume and exchange boxes, idle servers culled, secr
 Everything a deployment changes comes from the environment (NMTKIT_HUB_*), so this file stays as shipped. It
 imports nothing from JupyterHub's packages (classes are named by their entry points), so it also loads in a plain
 traitlets config loader: tests/test_hub_config.py."""
+import asyncio
 import os
 import secrets
 import sys
+import time
 from pathlib import Path
 
 c = globals()["get_config"]()  # put there by JupyterHub's config loader (a bare name would be undefined to ruff)
@@ -130,7 +132,25 @@ def prepare(spawner) -> None:
             os.chown(path, uid, -1)
 
 
-c.Spawner.pre_spawn_hook = prepare
+async def old_container_gone(spawner, timeout: float = 60.0) -> None:
+    """Wait for Docker to finish removing this user's last container. With `remove` Docker removes a stopped
+    container itself (auto_remove), after the hub has seen it stop; a start in that window finds it "removing", takes
+    the 409 of its own removal for done, and then cannot create a container of the same name (a 500 to the student:
+    a stop-and-start in the hub's heavy test, CI of 5cc4092)."""
+    deadline = time.monotonic() + timeout
+    while (obj := await spawner.get_object()) is not None and time.monotonic() < deadline:
+        state = obj.get("State", {}).get("Status")
+        if state != "removing" and not (state in ("exited", "dead") and obj.get("HostConfig", {}).get("AutoRemove")):
+            return  # running, or one Docker will not remove itself: DockerSpawner.start removes it
+        await asyncio.sleep(0.5)
+
+
+async def before_start(spawner) -> None:
+    prepare(spawner)
+    await old_container_gone(spawner)
+
+
+c.Spawner.pre_spawn_hook = before_start
 
 # Idle servers stopped after NMTKIT_HUB_CULL_TIMEOUT s (1 h): a closed tab's `nmtkit train` stops with the
 # container, its checkpoints stay in the volume, and `nmtkit train --resume` continues (docs/hub.md)

@@ -1,6 +1,7 @@
 """hub/jupyterhub_config.py loaded as JupyterHub loads it (traitlets' file loader): limits, each student's own volume
 and exchange boxes (no shared exchange mounted), the proxy on loopback, secrets made once, 0600, outside the
 repository; OAuth loads with a fake client id in the hub's own venv (docs/hub.md)."""
+import asyncio
 import os
 import stat
 import subprocess
@@ -50,18 +51,45 @@ def test_each_student_mounts_only_their_own_boxes(monkeypatch, tmp_path):
     assert volumes[str(exchange / "outbound")]["mode"] == "ro"
 
 
+class FakeSpawner(SimpleNamespace):
+    """What the hook uses of DockerSpawner: the user, the image, and `get_object` (None once the container is gone)."""
+
+    async def get_object(self):
+        self.asked += 1
+        return self.containers.pop(0) if self.containers else None
+
+
+def spawner(name: str, uid: int, *containers: dict) -> FakeSpawner:
+    return FakeSpawner(user=SimpleNamespace(name=name, id=uid), image="nmtkit-students:latest",
+                       containers=list(containers), asked=0)
+
+
 def test_prepare_gives_uid_boxes_and_the_instructors_image(monkeypatch, tmp_path):
     cfg = load(monkeypatch, tmp_path / "state")
-    student = SimpleNamespace(user=SimpleNamespace(name="alice", id=3), image="nmtkit-students:latest")
-    cfg.Spawner.pre_spawn_hook(student)
+    student = spawner("alice", 3)
+    asyncio.run(cfg.Spawner.pre_spawn_hook(student))
     box = tmp_path / "state" / "exchange" / "nmtkit" / "inbound" / "alice"
     assert box.is_dir() and stat.S_IMODE(box.stat().st_mode) == 0o700
     assert student.image == "nmtkit-students:latest"
     assert cfg.DockerSpawner.environment["NB_UID"](student) == "20003"
     assert cfg.DockerSpawner.environment["NMTKIT_STUDENT_ID"](student) == "alice"
-    teacher = SimpleNamespace(user=SimpleNamespace(name="instructor", id=1), image="nmtkit-students:latest")
-    cfg.Spawner.pre_spawn_hook(teacher)
+    teacher = spawner("instructor", 1)
+    asyncio.run(cfg.Spawner.pre_spawn_hook(teacher))
     assert teacher.image == "nmtkit-instructor:latest"
+
+
+def test_a_start_waits_for_docker_to_finish_removing_the_last_container(monkeypatch, tmp_path):
+    """A stop-then-start: Docker is still removing the stopped container (auto_remove), whose name the new one needs;
+    the hook waits until it is gone. A running container, or a stopped one Docker keeps, is left to the spawner."""
+    cfg = load(monkeypatch, tmp_path / "state")
+    auto = {"HostConfig": {"AutoRemove": True}}
+    going = spawner("alice", 3, {"State": {"Status": "exited"}, **auto}, {"State": {"Status": "removing"}, **auto})
+    asyncio.run(cfg.Spawner.pre_spawn_hook(going))
+    assert going.asked == 3 and not going.containers  # asked until Docker said it was gone
+    for kept in ({"State": {"Status": "running"}, **auto}, {"State": {"Status": "exited"}, "HostConfig": {}}):
+        left = spawner("bob", 4, kept, {"State": {"Status": "removing"}})
+        asyncio.run(cfg.Spawner.pre_spawn_hook(left))
+        assert left.asked == 1, kept
 
 
 def test_secrets_are_made_once_0600_outside_the_repository(monkeypatch, tmp_path):

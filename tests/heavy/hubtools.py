@@ -149,7 +149,7 @@ class Hub:
 
     def spawn(self, user: str) -> float:
         r = self.api("POST", f"/users/{user}/server", user)
-        assert r.status_code in (201, 202), (r.status_code, r.text[-500:])
+        assert r.status_code in (201, 202), (r.status_code, r.text[-500:], self.log.read_text()[-3000:])
         return self.wait(user, True)
 
     def container(self, user: str) -> str:
